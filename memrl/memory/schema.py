@@ -1,0 +1,179 @@
+"""The SQLite schema of the embedded store, its numbered migrations, and opening a database safely.
+
+One file (or ``:memory:``) holds everything: memory items, their full-text index (FTS5, Porter stemming),
+the change history, core memory blocks, namespaces and the embedding cache. The file runs in WAL mode so
+readers never block the writer; writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
+``busy_timeout`` for each other, so two processes can write the same file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from memrl.errors import StoreError
+
+#: Each entry upgrades the schema by one version (``PRAGMA user_version``). Never edit a released entry:
+#: append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the initial schema
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('application', 'memrl');
+
+    CREATE TABLE namespaces (
+        name        TEXT PRIMARY KEY,
+        generation  INTEGER NOT NULL DEFAULT 0,  -- bumped when rows are hard-deleted (reset/drop)
+        parent      TEXT,                        -- the namespace it was cloned from, if any
+        created_at  REAL NOT NULL
+    );
+
+    CREATE TABLE memories (
+        rid          INTEGER PRIMARY KEY,         -- integer key for the FTS index
+        namespace    TEXT NOT NULL,
+        id           TEXT NOT NULL,
+        type         TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        content_hash TEXT NOT NULL,               -- sha256 of content: the embedding cache key
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        evidence     TEXT NOT NULL DEFAULT '[]',
+        session      TEXT,
+        created_at   REAL NOT NULL,
+        updated_at   REAL NOT NULL,
+        deleted      INTEGER NOT NULL DEFAULT 0,  -- soft delete: recoverable
+        seq          INTEGER NOT NULL,            -- history seq of the last change (cache sync)
+        UNIQUE (namespace, id)
+    );
+    CREATE INDEX memories_ns_seq ON memories (namespace, seq);
+
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        content, content='memories', content_rowid='rid', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories WHEN new.deleted = 0 BEGIN
+        INSERT INTO memories_fts (rowid, content) VALUES (new.rid, new.content);
+    END;
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories WHEN old.deleted = 0 BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rid, old.content);
+    END;
+    CREATE TRIGGER memories_au_old AFTER UPDATE OF content, deleted ON memories WHEN old.deleted = 0 BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rid, old.content);
+    END;
+    CREATE TRIGGER memories_au_new AFTER UPDATE OF content, deleted ON memories WHEN new.deleted = 0 BEGIN
+        INSERT INTO memories_fts (rowid, content) VALUES (new.rid, new.content);
+    END;
+
+    CREATE TABLE history (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace  TEXT NOT NULL,
+        memory_id  TEXT NOT NULL,
+        op         TEXT NOT NULL,
+        old        TEXT,                          -- JSON snapshot before the change (NULL: did not exist)
+        new        TEXT,                          -- JSON snapshot after the change
+        at         REAL NOT NULL,
+        actor      TEXT,
+        batch      TEXT,                          -- changes made together (merge, split) undo together
+        undone     INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX history_ns_mem ON history (namespace, memory_id, seq);
+
+    CREATE TABLE core (
+        namespace  TEXT PRIMARY KEY,
+        content    TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+
+    CREATE TABLE embeddings (
+        model  TEXT NOT NULL,
+        hash   TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model, hash)
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: str | Path, *, busy_timeout: float = 5.0) -> sqlite3.Connection:
+    """Open (creating if needed) a memrl database and bring its schema up to date.
+
+    Raises :class:`StoreError` naming the file when it is not a SQLite database, belongs to another
+    application, is newer than this version of memrl, or is locked for longer than ``busy_timeout``.
+    """
+    name = str(path)
+    if name != ":memory:":
+        p = Path(name)
+        if p.is_dir():
+            raise StoreError(f"{name} is a directory; pass the path of a database file")
+        p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(name, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if name != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, name)
+    except sqlite3.DatabaseError as e:
+        raise store_error(e, name) from e
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, name: str) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if tables:
+            raise StoreError(
+                f"{name} is a SQLite database of another application (it has tables but no memrl schema); "
+                "pass a new file or an existing memrl database"
+            )
+    elif version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{name} has schema version {version}, newer than this memrl ({SCHEMA_VERSION}); upgrade memrl"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated while we waited for the lock.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for v in range(version, SCHEMA_VERSION):
+            for stmt in _split_sql(MIGRATIONS[v]):
+                conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {v + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (``executescript`` would commit our transaction)."""
+    out, buf = [], []
+    for line in script.splitlines():
+        buf.append(line)
+        candidate = "\n".join(buf).strip()
+        if candidate and sqlite3.complete_statement(candidate):
+            out.append(candidate)
+            buf = []
+    if "\n".join(buf).strip():
+        raise ValueError("incomplete SQL statement in migration")
+    return out
+
+
+def store_error(e: sqlite3.Error, name: str) -> StoreError:
+    """Translate a :mod:`sqlite3` error into a :class:`StoreError` that names the database file."""
+    msg = str(e)
+    if "locked" in msg or "busy" in msg:
+        return StoreError(
+            f"{name} is locked by another writer ({msg}); it stayed locked longer than the busy timeout. "
+            "Retry, or raise busy_timeout"
+        )
+    if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+        return StoreError(
+            f"{name} is not a readable memrl database ({msg}). If it was a memrl database, restore it from a "
+            "backup; `sqlite3 FILE .recover` may salvage its rows"
+        )
+    return StoreError(f"{name}: {msg}")

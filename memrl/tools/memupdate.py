@@ -1,0 +1,227 @@
+"""MemUpdate's six memory tools, all real: search, manage (create/update), delete, sample, merge, split.
+
+Each is a typed async function; its function-calling schema is derived from it (``TOOL.schema``).
+They act on one namespace of an :class:`~memrl.memory.facade.AsyncMemory` through a
+:class:`MemoryContext`. Every change is recorded in the store's history (actor = ``ctx.actor``), so an
+episode's edits can be audited and undone. In the original MemUpdate, delete/merge/split were mocks.
+
+    ctx = MemoryContext(memory, namespace="episode-7")
+    result = await MEMUPDATE_TOOLS.call(ctx, "search_memory", '{"query": "Caroline job"}')
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.types import MemoryItem
+from memrl.tools.base import ToolResult, Toolset, tool
+from memrl.tools.splitting import SPLITTERS, limit_parts
+
+ItemType = Literal["episodic", "semantic", "procedural"]
+
+
+@dataclass
+class MemoryContext:
+    """What a tool acts on: one namespace of a memory, with the acting agent's name and a seeded RNG."""
+
+    memory: AsyncMemory
+    namespace: str
+    actor: str = "agent"
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+
+def format_item(item: MemoryItem, score: float | None = None) -> str:
+    """One line per memory, as the model sees it: ``[id] (type, date) content``."""
+    tags = [item.type.value]
+    if item.metadata.get("date"):
+        tags.append(str(item.metadata["date"]))
+    head = f"[{item.id}] ({', '.join(tags)})"
+    if score is not None:
+        head += f" score={score:.3f}"
+    return f"{head} {item.content}"
+
+
+def _listing(items: list[MemoryItem], empty: str) -> str:
+    return "\n".join(format_item(i) for i in items) if items else empty
+
+
+@tool
+async def search_memory(
+    ctx: MemoryContext,
+    query: str,
+    top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+    memory_type: ItemType | None = None,
+    similarity_threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None,
+) -> ToolResult:
+    """Search the memory database for memories relevant to a query (hybrid semantic + keyword search).
+
+    Args:
+        query: What to look for, in natural language.
+        top_k: How many memories to return (1-50).
+        memory_type: Only search memories of this type.
+        similarity_threshold: Only return memories at least this similar to the query (cosine, -1 to 1).
+    """
+    hits = await ctx.memory.search(
+        query,
+        namespace=ctx.namespace,
+        top_k=top_k,
+        types=[memory_type] if memory_type else None,
+        threshold=similarity_threshold,
+    )
+    text = "\n".join(format_item(h.item) for h in hits) if hits else "No memories matched the query."
+    return ToolResult(True, text, data=[{"id": h.item.id, "score": h.score} for h in hits])
+
+
+@tool
+async def manage_memory(
+    ctx: MemoryContext,
+    operation: Literal["create", "update"],
+    content: Annotated[str, Field(min_length=1)],
+    memory_type: ItemType = "episodic",
+    metadata: dict[str, Any] | None = None,
+    memory_id: str | None = None,
+) -> ToolResult:
+    """Create a new memory, or replace the content of an existing one (its old version is kept in history).
+
+    Args:
+        operation: "create" for a new memory, "update" to rewrite the memory given by memory_id.
+        content: The full text of the memory.
+        memory_type: episodic (events with dates), semantic (facts about people and things) or procedural (how-to).
+        metadata: Optional extra fields to store with the memory (a JSON object).
+        memory_id: The id of the memory to update (required for "update").
+    """
+    if operation == "create":
+        if memory_id:
+            return ToolResult(False, "Error in manage_memory: do not pass memory_id with operation 'create'. "
+                              "Nothing was changed.", error="memory_id given for create")  # fmt: skip
+        item = await ctx.memory.add(
+            content, namespace=ctx.namespace, type=memory_type, metadata=metadata or {}, actor=ctx.actor
+        )
+        return ToolResult(True, f"Created memory {item.id}.", data={"id": item.id})
+    if not memory_id:
+        return ToolResult(False, "Error in manage_memory: operation 'update' needs memory_id (copy it from a "
+                          "search or sample result). Nothing was changed.", error="missing memory_id")  # fmt: skip
+    item = await ctx.memory.update(
+        memory_id, content, namespace=ctx.namespace, type=memory_type, metadata=metadata, actor=ctx.actor
+    )
+    return ToolResult(True, f"Updated memory {item.id}.", data={"id": item.id})
+
+
+@tool
+async def delete_memory(ctx: MemoryContext, memory_id: str, reason: str | None = None) -> ToolResult:
+    """Delete a memory that is wrong, redundant or useless (it can be restored later).
+
+    Args:
+        memory_id: The id of the memory to delete.
+        reason: Why it should go.
+    """
+    await ctx.memory.delete(memory_id, namespace=ctx.namespace, reason=reason, actor=ctx.actor)
+    return ToolResult(True, f"Deleted memory {memory_id}.", data={"id": memory_id})
+
+
+def _diverse(vectors: np.ndarray, k: int, start: int) -> list[int]:
+    """Greedy farthest-point selection (max-min cosine distance), from a seeded start."""
+    chosen = [start]
+    best = vectors @ vectors[start]
+    while len(chosen) < min(k, len(vectors)):
+        best[chosen] = np.inf
+        nxt = int(np.argmin(best))
+        chosen.append(nxt)
+        best = np.maximum(best, vectors @ vectors[nxt])
+    return chosen
+
+
+@tool
+async def sample_memory(
+    ctx: MemoryContext,
+    k: Annotated[int, Field(ge=1, le=50)] = 5,
+    memory_type: ItemType | None = None,
+    strategy: Literal["random", "diverse", "recent"] = "random",
+) -> ToolResult:
+    """Look at a sample of stored memories, to find duplicates, errors or gaps.
+
+    Args:
+        k: How many memories to show (1-50).
+        memory_type: Only sample memories of this type.
+        strategy: random; diverse (as different from each other as possible); recent (last changed first).
+    """
+    items = await ctx.memory.list(namespace=ctx.namespace, types=[memory_type] if memory_type else None)
+    if strategy == "recent":
+        picked = sorted(items, key=lambda i: (i.updated_at, i.id), reverse=True)[:k]
+    elif strategy == "random" or len(items) <= k:
+        picked = ctx.rng.sample(items, min(k, len(items)))
+    else:
+        vecs = await ctx.memory.index.vectors([i.content for i in items])
+        picked = [items[j] for j in _diverse(vecs, k, ctx.rng.randrange(len(items)))]
+    return ToolResult(True, _listing(picked, "The memory is empty."), data=[i.id for i in picked])
+
+
+@tool
+async def merge_memory(
+    ctx: MemoryContext,
+    memory_ids: Annotated[list[str], Field(min_length=2, max_length=5)],
+    content: str | None = None,
+    strategy: Literal["summarize", "concatenate", "extract_common"] = "concatenate",
+) -> ToolResult:
+    """Merge 2-5 memories into one: the first keeps the merged text, the others are deleted.
+
+    Args:
+        memory_ids: The ids of the memories to merge (2 to 5).
+        content: The merged memory, written by you (summarised or with the common facts extracted, as the
+            strategy says). Without it the memories are concatenated.
+        strategy: How you merged them: summarize, concatenate or extract_common (recorded with the memory).
+    """
+    strategy = strategy if content else "concatenate"
+    item = await ctx.memory.merge(
+        memory_ids,
+        content or None,
+        namespace=ctx.namespace,
+        metadata={"merge_strategy": strategy},
+        actor=ctx.actor,
+    )
+    note = "" if content else " (no content given: concatenated)"
+    return ToolResult(True, f"Merged {len(memory_ids)} memories into {item.id}{note}.", data={"id": item.id})
+
+
+@tool
+async def split_memory(
+    ctx: MemoryContext,
+    memory_id: str,
+    parts: Annotated[list[str], Field(min_length=2, max_length=10)] | None = None,
+    split_criteria: Literal["sentence", "speaker", "date"] = "sentence",
+    max_parts: Annotated[int, Field(ge=2, le=10)] = 5,
+) -> ToolResult:
+    """Split a memory that mixes several facts or events into separate memories.
+
+    Args:
+        memory_id: The id of the memory to split.
+        parts: The new memories, written by you. Without them the text is cut by split_criteria.
+        split_criteria: How to cut when no parts are given: by sentence, by speaker ("Name:" lines) or by date.
+        max_parts: At most this many memories result (2-10).
+    """
+    item = await ctx.memory.get(memory_id, namespace=ctx.namespace)
+    if parts is None:
+        parts = limit_parts(SPLITTERS[split_criteria](item.content), max_parts)
+        if len(parts) < 2:
+            return ToolResult(
+                False,
+                f"Error in split_memory: memory {memory_id} has only one {split_criteria} part, so it cannot be "
+                "split that way; pass the parts yourself or try another split_criteria. Nothing was changed.",
+                error="nothing to split",
+            )
+    else:
+        parts = limit_parts(parts, max_parts, sep="\n")
+    items = await ctx.memory.split(memory_id, parts, namespace=ctx.namespace, actor=ctx.actor)
+    ids = [i.id for i in items]
+    return ToolResult(True, f"Split memory {memory_id} into {len(ids)}: {', '.join(ids)}.", data={"ids": ids})
+
+
+MEMUPDATE_TOOLS = Toolset(
+    [search_memory, manage_memory, delete_memory, sample_memory, merge_memory, split_memory]
+)

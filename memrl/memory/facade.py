@@ -76,7 +76,7 @@ class AsyncMemory:
         actor: str | None = None,
     ) -> MemoryItem:
         """Store one memory and return it (with its new id)."""
-        item = NewItem(content, type, dict(metadata or {}), tuple(evidence), session, id)
+        item = NewItem(content, type, {} if metadata is None else metadata, tuple(evidence), session, id)
         return (await self.add_many([item], namespace=namespace, user_id=user_id, actor=actor))[0]
 
     async def add_many(
@@ -90,8 +90,7 @@ class AsyncMemory:
         """Store several memories atomically (all or none). Embeddings are computed (or found cached) first."""
         ns = self.ns(namespace, user_id)
         new = [NewItem(it) if isinstance(it, str) else it for it in items]
-        for it in new:
-            self.store.check_content(it.content)
+        self.store.validate(new)
         await self.index.vectors([it.content for it in new])
         return self.store.insert(new, ns, actor=actor)
 

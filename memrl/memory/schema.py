@@ -55,11 +55,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER memories_ad AFTER DELETE ON memories WHEN old.deleted = 0 BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rid, old.content);
     END;
-    CREATE TRIGGER memories_au_old AFTER UPDATE OF content, deleted ON memories WHEN old.deleted = 0 BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rid, old.content);
-    END;
-    CREATE TRIGGER memories_au_new AFTER UPDATE OF content, deleted ON memories WHEN new.deleted = 0 BEGIN
-        INSERT INTO memories_fts (rowid, content) VALUES (new.rid, new.content);
+    -- One trigger, in this order: FTS5 must remove the old text before indexing the new one.
+    CREATE TRIGGER memories_au AFTER UPDATE OF content, deleted ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content)
+            SELECT 'delete', old.rid, old.content WHERE old.deleted = 0;
+        INSERT INTO memories_fts (rowid, content) SELECT new.rid, new.content WHERE new.deleted = 0;
     END;
 
     CREATE TABLE history (

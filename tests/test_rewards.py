@@ -1,0 +1,315 @@
+"""Tests of memrl.rewards: every formula at its boundary points, with hand-computed values."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from memrl.errors import ConfigError
+from memrl.rewards import (
+    ADRPOConfig,
+    RewardOutcome,
+    Rubric,
+    adrpo_agent_reward,
+    adrpo_reward,
+    answer_coverage,
+    attribution_weights,
+    core_length_penalty,
+    dominant_type,
+    efficiency_factor,
+    memagent_eval,
+    memagent_reward,
+    memupdate_reward,
+    relative_length_penalty,
+    score_memupdate,
+    task_reward,
+)
+from memrl.rewards.memupdate import tokens
+
+# ---------------------------------------------------------------------------------------------------
+# RewardOutcome
+
+
+def test_outcome_is_a_value_or_a_failure_never_both():
+    assert RewardOutcome.ok(0.5).value == 0.5
+    failed = RewardOutcome.failed("judge timeout")
+    assert failed.is_failure and failed.value is None
+    with pytest.raises(ValueError, match="no reward: judge timeout"):
+        failed.unwrap()
+    with pytest.raises(ValueError):
+        RewardOutcome(value=1.0, failure="x")
+    with pytest.raises(ValueError):
+        RewardOutcome(value=None)
+    with pytest.raises(ValueError):
+        RewardOutcome.ok(math.nan)
+    with pytest.raises(TypeError):
+        RewardOutcome.ok(True)
+    out = RewardOutcome.values_or_nan([RewardOutcome.ok(1.0), failed])
+    assert out[0] == 1.0 and math.isnan(out[1])
+    assert failed.to_dict() == {"value": None, "failure": "judge timeout", "invalid": None, "metrics": {}}
+
+
+# ---------------------------------------------------------------------------------------------------
+# MemUpdate
+
+
+def test_tokens_are_normalised_words():
+    assert tokens("Paris, France. The capital!") == {"paris", "france", "capital"}
+
+
+def test_answer_coverage_fraction_and_clamps():
+    # answer tokens {paris, france}; only "paris" is in memory -> 1/2
+    assert answer_coverage("Paris, France", ["I live in paris."]) == 0.5
+    assert answer_coverage("Paris, France", ["paris", "France is nice"]) == 1.0
+    assert answer_coverage("Paris", ["nothing relevant"]) == 0.1  # clamped up from 0
+    assert answer_coverage("Paris", []) == 0.1
+    assert answer_coverage(2022, ["since 2022"]) == 1.0  # int answers work
+    with pytest.raises(ValueError):
+        answer_coverage("the, a!", ["x"])  # no scorable token
+
+
+def test_efficiency_size_factor_boundaries():
+    # density 1 (same avg length), change computed from counts
+    assert efficiency_factor(100, 100, 50, 50) == 1.0  # N_new = 100: size 1
+    # N_new = 150: size 1 - 50/100 = 0.5; change = max(0.8, 1 - 0.5 * 50/100) = 0.8 -> 0.4
+    assert efficiency_factor(100, 150, 50, 50) == pytest.approx(0.4)
+    # N_new = 200: size max(0.1, 0) = 0.1; change 0.8 (floored); 0.08 -> clamped to 0.1
+    assert efficiency_factor(200, 200, 50, 50) == pytest.approx(0.1)
+    # N_new = 160: size 0.4; change 1 - 0.5 * 10/150 -> 0.4 * 0.9667
+    assert efficiency_factor(150, 160, 50, 50) == pytest.approx(0.4 * (1 - 0.5 * 10 / 150))
+
+
+def test_efficiency_density_and_change_boundaries():
+    assert efficiency_factor(10, 10, 100, 110) == pytest.approx(1.1)  # density 1.1
+    assert efficiency_factor(10, 10, 100, 300) == pytest.approx(1.2)  # density capped at 1.2
+    assert efficiency_factor(10, 10, 100, 50) == pytest.approx(0.5)
+    assert efficiency_factor(10, 10, 0.5, 1.0) == pytest.approx(1.0)  # avg_len_old floored at 1
+    assert efficiency_factor(0, 5, 0, 80) == pytest.approx(0.8)  # empty old db: density 1, change floored 0.8
+    assert efficiency_factor(10, 12, 100, 100) == pytest.approx(0.9)  # change 1 - 0.5 * 0.2
+    assert efficiency_factor(10, 20, 100, 100) == pytest.approx(0.8)  # change floored at 0.8
+    # lower clamp of the product: size 0.1 * density 0.5 * change 0.8 = 0.04 -> 0.1
+    assert efficiency_factor(200, 200, 100, 50) == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        efficiency_factor(-1, 2, 1, 1)
+
+
+def test_memupdate_reward_formula_and_end_to_end_outcome():
+    assert memupdate_reward(0.2, 0.6, 0.9) == pytest.approx(0.36)
+    assert memupdate_reward(0.6, 0.2, 1.2) == pytest.approx(-0.48)
+    out = score_memupdate(
+        "Paris, France",
+        retrieved_old=["She lives in Lyon"],  # P_old = 0.1 (clamped)
+        retrieved_new=["She moved to Paris"],  # P_new = 0.5
+        old_texts=["a" * 100] * 10,
+        new_texts=["a" * 100] * 12,  # E = 0.9
+    )
+    assert out.value == pytest.approx((0.5 - 0.1) * 0.9)
+    assert out.metrics["p_old"] == 0.1 and out.metrics["p_new"] == 0.5
+    assert out.metrics["efficiency"] == pytest.approx(0.9)
+
+
+def test_memupdate_failure_is_a_failure_not_minus_point_one():
+    out = score_memupdate("?!", ["x"], ["y"], ["a"], ["b"])
+    assert out.is_failure and out.value is None
+    assert "no scorable token" in out.failure
+
+
+def test_memupdate_coverage_only_reads_the_top_5():
+    retrieved = ["x"] * 5 + ["paris"]
+    assert score_memupdate("Paris", ["x"], retrieved, ["m"], ["m"]).metrics["p_new"] == 0.1
+
+
+# ---------------------------------------------------------------------------------------------------
+# MemBuilder / ADRPO
+
+
+def test_adrpo_config_defaults_help_and_validation():
+    cfg = ADRPOConfig()
+    assert (cfg.expert_length_penalty_weight, cfg.attribution_boost_factor) == (0.8, 4.0)
+    assert (cfg.core_length_start_penalty, cfg.core_length_max_penalty) == (150, 400)
+    assert (cfg.other_length_upper_tolerance, cfg.other_length_lower_tolerance) == (1.3, 0.5)
+    assert cfg.other_length_min_diff_tokens == 200
+    assert all(text for text in ADRPOConfig.help().values())
+    assert set(ADRPOConfig.help()) == {f.name for f in dataclasses.fields(ADRPOConfig)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.n_questions = 3  # type: ignore[misc]
+    with pytest.raises(ConfigError):
+        ADRPOConfig(core_length_start_penalty=400, core_length_max_penalty=150)
+    with pytest.raises(ConfigError):
+        ADRPOConfig(other_length_lower_tolerance=1.5)
+    with pytest.raises(ConfigError):
+        ADRPOConfig(expert_length_penalty_weight=1.5)
+
+
+def test_task_reward_values_parse_failure_and_judge_failure():
+    assert task_reward(3).value == pytest.approx(0.6)
+    assert task_reward(5).value == 1.0
+    assert task_reward(2, n_questions=4).value == 0.5
+    bad_json = task_reward(5, parsed=False)
+    assert bad_json.value == 0.0 and bad_json.invalid  # a real 0 reward, flagged
+    judge_down = task_reward(4, n_failed=1)
+    assert judge_down.is_failure and judge_down.value is None
+    assert task_reward(0, n_questions=0).is_failure
+    with pytest.raises(ValueError):
+        task_reward(6)
+
+
+def test_core_length_penalty_boundaries():
+    assert core_length_penalty(0) == 0.0
+    assert core_length_penalty(600) == 0.0  # t = 150
+    assert core_length_penalty(604) == pytest.approx(1 / 250)  # t = 151
+    assert core_length_penalty(1100) == pytest.approx(0.5)  # t = 275
+    assert core_length_penalty(1600) == 1.0  # t = 400
+    assert core_length_penalty(10_000) == 1.0
+
+
+def test_relative_length_penalty_boundaries():
+    assert relative_length_penalty(1300, 1000) == 0.0  # rho = 1.3
+    assert relative_length_penalty(500, 1000) == 0.0  # rho = 0.5
+    assert relative_length_penalty(1650, 1000) == pytest.approx(0.5)  # (1.65 - 1.3) / 0.7
+    assert relative_length_penalty(2000, 1000) == pytest.approx(1.0)
+    assert relative_length_penalty(5000, 1000) == 1.0  # capped
+    assert relative_length_penalty(350, 1000) == pytest.approx(0.5)  # (0.5 - 0.35) / 0.3
+    assert relative_length_penalty(200, 1000) == pytest.approx(1.0)
+    assert relative_length_penalty(0, 1000) == 1.0  # capped
+    # skipped when the lengths differ by fewer than 200 tokens, whatever rho is
+    assert relative_length_penalty(150, 20) == 0.0  # rho 7.5, gap 130
+    assert relative_length_penalty(220, 20) == 1.0  # gap 200: no longer skipped
+    # expert wrote nothing: rho is infinite -> full penalty once the gap is reached
+    assert relative_length_penalty(300, 0) == 1.0
+    assert relative_length_penalty(100, 0) == 0.0
+
+
+def test_relative_length_penalty_needs_one_unit():
+    cfg = ADRPOConfig()
+    expert_chars = model_chars = 4000
+    # Same text length, both converted to tokens: no penalty.
+    assert relative_length_penalty(cfg.tokens(model_chars), cfg.tokens(expert_chars)) == 0.0
+    # The original compared model chars / 4 to expert chars: rho = 0.25, a heavy penalty for equal lengths.
+    assert relative_length_penalty(model_chars / 4, expert_chars) == pytest.approx((0.5 - 0.25) / 0.3)
+
+
+def test_adrpo_reward_applies_penalty_only_when_task_positive():
+    assert adrpo_reward(0.6, 0.5) == pytest.approx(0.6 * (1 - 0.8 * 0.5))
+    assert adrpo_reward(1.0, 1.0) == pytest.approx(0.2)
+    assert adrpo_reward(1.0, 0.0) == 1.0
+    assert adrpo_reward(0.0, 1.0) == 0.0
+    assert adrpo_reward(0.5, 1.0, weight=0.0) == 0.5
+    with pytest.raises(ValueError):
+        adrpo_reward(0.5, 1.5)
+
+
+def test_adrpo_agent_reward_composes_and_never_rewards_a_failure():
+    out = adrpo_agent_reward(task_reward(4), core_length_penalty(1100))
+    assert out.value == pytest.approx(0.8 * (1 - 0.8 * 0.5))
+    assert out.metrics["length_penalty"] == pytest.approx(0.5)
+    # A reward-server error: the original paid min(0.8, 0.05 * ops) here. We pay nothing, not even 0.
+    server_error = RewardOutcome.failed("reward server: HTTP 500")
+    out = adrpo_agent_reward(server_error, 0.0)
+    assert out.is_failure and out.value is None
+    # An unparseable agent keeps its real 0 and its flag.
+    out = adrpo_agent_reward(task_reward(5, parsed=False), 0.0)
+    assert out.value == 0.0 and out.invalid
+
+
+def test_dominant_type_counts_and_tie_break():
+    per_question = [["episodic", "semantic"], ["semantic", "semantic"], ["procedural", "core"]]
+    assert dominant_type(per_question) == "semantic"
+    # tie between semantic and procedural (2 each): the earlier in episodic/semantic/procedural wins
+    assert dominant_type([["procedural", "semantic"], ["procedural", "semantic"]]) == "semantic"
+    assert dominant_type([["core"], []]) is None  # core is never retrieved, so it never dominates
+    assert dominant_type([]) is None
+
+    class FakeEnum:  # MemoryType-like values (with .value) are accepted
+        value = "Procedural"
+
+    assert dominant_type([[FakeEnum()]]) == "procedural"
+
+
+def test_attribution_weights():
+    agents = ["core", "episodic", "semantic", "procedural"]
+    assert attribution_weights(agents, "semantic") == [1.0, 1.0, 4.0, 1.0]
+    assert attribution_weights(agents, "episodic", alpha=2.0) == [1.0, 2.0, 1.0, 1.0]
+    assert attribution_weights(agents, None) == [1.0] * 4
+    with pytest.raises(ValueError):
+        attribution_weights(agents, "core")
+
+
+# ---------------------------------------------------------------------------------------------------
+# MemAgent
+
+
+def test_memagent_reward():
+    assert memagent_reward(r"Memory says... \boxed{ New York }", ["new york"]) == 1.0
+    assert memagent_reward(r"\boxed{Boston}", ["new york", "NYC"]) == 0.0
+    assert memagent_reward("new york", ["new york"]) == 0.0  # no box
+    assert memagent_reward(None, ["x"]) == 0.0
+
+
+def test_memagent_eval_reports_em_f1_subem_on_the_boxed_answer():
+    scores = memagent_eval(r"So: \boxed{the city of Paris}", ["Paris"])
+    assert scores["reward"] == 0.0  # "thecityofparis" != "paris"
+    assert scores["em"] == 0.0
+    assert scores["sub_em"] == 1.0
+    assert scores["f1"] == pytest.approx(0.5)  # [city, of, paris] vs [paris]
+    assert scores["has_boxed"] == 1.0
+    assert memagent_eval("Paris", ["Paris"]) == {
+        "reward": 0.0,
+        "em": 0.0,
+        "f1": 0.0,
+        "sub_em": 0.0,
+        "has_boxed": 0.0,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rubric
+
+
+def correct(answer: str, gold: str) -> float:
+    return float(answer == gold)
+
+
+def length(answer: str) -> float:
+    return float(len(answer))
+
+
+def judge(answer: str) -> RewardOutcome:
+    return RewardOutcome.failed("judge unreachable")
+
+
+def exploding(answer: str) -> float:
+    raise RuntimeError("boom")
+
+
+def test_rubric_weighted_sum_and_zero_weight_metrics():
+    rubric = Rubric([(correct, 1.0), (length, 0.0)]).add(lambda gold: 0.5, weight=2.0, name="bonus")
+    out = rubric.score(answer="Paris", gold="Paris", unused="ignored")
+    assert out.value == pytest.approx(1.0 + 2.0 * 0.5)  # length has weight 0: logged only
+    assert out.metrics == {"correct": 1.0, "length": 5.0, "bonus": 0.5}
+    assert rubric.names == ["correct", "length", "bonus"]
+
+
+def test_rubric_failures():
+    out = Rubric([correct, judge]).score(answer="a", gold="a")
+    assert out.is_failure and "judge unreachable" in out.failure
+    assert out.metrics["correct"] == 1.0 and out.metrics["judge/failed"] == 1.0
+    out = Rubric([correct, (exploding, 1.0)]).score(answer="a", gold="a")
+    assert out.is_failure and "RuntimeError: boom" in out.failure
+    # a failing weight-0 metric does not sink the reward
+    out = Rubric([correct, (exploding, 0.0)]).score(answer="a", gold="a")
+    assert out.value == 1.0 and out.metrics["exploding/failed"] == 1.0
+    # mis-wiring is a bug, not a rollout failure
+    with pytest.raises(TypeError):
+        Rubric([correct]).score(answer="a")
+    with pytest.raises(ValueError, match="duplicate"):
+        Rubric([correct, correct])
+
+
+def test_rubric_passes_through_outcome_metrics_and_invalid_flags():
+    out = Rubric([lambda: task_reward(2, parsed=False)]).score()
+    assert out.value == 0.0 and "not valid JSON" in out.invalid
+    out = Rubric([(lambda: task_reward(3), 1.0)]).score()
+    assert out.metrics["<lambda>/correct"] == 3.0

@@ -220,3 +220,20 @@ async def test_sync_facade_works_inside_a_running_loop(db_path):
     with Memory(db_path, embedder="hashing") as m:
         m.add("inside a loop")
         assert m.count() == 1
+
+
+async def test_rollback_reverts_everything_after_a_point(amem: AsyncMemory):
+    keep = await amem.add("kept fact")
+    await amem.core_append("core v1")
+    mark = amem.store.last_seq("alice")
+    a = await amem.add("partial session fact")
+    await amem.update(keep.id, "kept fact, edited")
+    b = await amem.add("another partial fact")
+    await amem.merge([a.id, b.id], "merged partial")
+    await amem.core_append("core v2")
+    assert amem.store.rollback("alice", mark) == 6
+    assert [i.content for i in await amem.list()] == ["kept fact"]
+    assert await amem.core() == "core v1"
+    assert amem.store.rollback("alice", amem.store.last_seq("alice")) == 0
+    hits = await amem.search("partial", mode="bm25")
+    assert hits == []

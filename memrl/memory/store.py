@@ -254,7 +254,9 @@ class SQLiteStore:
             return self._drop(ns)
 
     # ------------------------------------------------------------------ items
-    def validate(self, items: Sequence[NewItem]) -> list[tuple[str, MemoryType, str, dict, tuple[str, ...], Any]]:
+    def validate(
+        self, items: Sequence[NewItem]
+    ) -> list[tuple[str, MemoryType, str, dict, tuple[str, ...], Any]]:
         """Check new items (type, content, metadata) without writing; raises :class:`ValidationError`."""
         prepared = []
         for it in items:
@@ -524,6 +526,27 @@ class SQLiteStore:
                 self._revert(ns, e, actor)
                 c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
         return entries
+
+    def last_seq(self, ns: str) -> int:
+        """Sequence number of the latest change in ``ns`` (0 if none): a point to roll back to."""
+        return self.read("SELECT COALESCE(MAX(seq), 0) FROM history WHERE namespace = ?", (ns,))[0][0]
+
+    def rollback(self, ns: str, to_seq: int, *, actor: str | None = None) -> int:
+        """Revert every change of ``ns`` made after ``to_seq`` (newest first), atomically; returns how many.
+
+        This is how an interrupted build resumes: the partial session is rolled back, then rebuilt.
+        """
+        with self.transaction() as c:
+            rows = c.execute(
+                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? AND undone = 0 "
+                "AND op != 'UNDO' ORDER BY seq DESC",
+                (ns, to_seq),
+            ).fetchall()
+            for r in rows:
+                e = self._row_to_entry(r)
+                self._revert(ns, e, actor)
+                c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
+        return len(rows)
 
     def _revert(self, ns: str, e: HistoryEntry, actor: str | None) -> None:
         if e.memory_id == CORE_ID:

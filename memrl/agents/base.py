@@ -1,0 +1,81 @@
+"""What a memory builder is: something that turns a conversation, session by session, into memory.
+
+Builders (``raw``: every turn stored, no LLM; ``membuilder``: four LLM agents per session) implement
+``build_session``. The evaluation runner builds one session at a time and records each finished session,
+so an interrupted build resumes at the first unfinished session (after rolling back its partial changes
+with the store's history). Registry: ``create_builder("raw")``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memrl.agents.trajectory import Trajectory
+from memrl.data.types import Conversation, Session
+from memrl.errors import ConfigError
+from memrl.memory.facade import AsyncMemory
+
+
+@dataclass
+class SessionResult:
+    """What building one session did: counts, cost, trajectories (for trainers) and failures."""
+
+    session: int
+    stats: dict[str, Any] = field(default_factory=dict)
+    trajectories: list[Trajectory] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self, *, with_trajectories: bool = False) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "trajectories"}
+        if with_trajectories:
+            d["trajectories"] = [t.to_dict() for t in self.trajectories]
+        return d
+
+
+class Builder(ABC):
+    """Builds memory for a conversation into one namespace of a store."""
+
+    name: str = "builder"
+
+    @abstractmethod
+    async def build_session(
+        self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session
+    ) -> SessionResult: ...
+
+    async def build(
+        self,
+        memory: AsyncMemory,
+        namespace: str,
+        conversation: Conversation,
+        *,
+        sessions: Iterable[int] | None = None,
+    ) -> list[SessionResult]:
+        """Build the given sessions (1-based indices; all by default), in order."""
+        wanted = None if sessions is None else set(sessions)
+        return [
+            await self.build_session(memory, namespace, conversation, s)
+            for s in conversation.sessions
+            if wanted is None or s.index in wanted
+        ]
+
+
+#: builder name -> "module:factory"; imported only when asked for.
+BUILDERS: dict[str, str] = {
+    "raw": "memrl.agents.raw:RawBuilder",
+    "membuilder": "memrl.agents.membuilder:MemBuilderAgent",
+}
+
+
+def create_builder(name: str, **kwargs: Any) -> Builder:
+    if name not in BUILDERS:
+        raise ConfigError(f"unknown builder {name!r}; choose one of {sorted(BUILDERS)}")
+    module, attr = BUILDERS[name].split(":")
+    return getattr(importlib.import_module(module), attr)(**kwargs)

@@ -1,0 +1,120 @@
+"""Answering a question from memory: the prompt (core memory + top-k retrieved memories with their dates,
+and a not-answerable rule) and one call to the answering model.
+
+The answer is short on purpose: LoCoMo's official F1 compares tokens, so an explanation after the answer
+costs precision. When the memories do not hold the answer, the model must say :data:`NOT_ANSWERABLE`,
+which is what LoCoMo's category-5 rule and LongMemEval's abstention questions look for.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memrl.data.locomo import NOT_ANSWERABLE
+from memrl.data.types import Conversation, Question
+from memrl.errors import MemrlError
+from memrl.llm.base import LLM, SamplingParams
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.types import SearchHit
+
+ANSWER_SYSTEM = (
+    "You answer questions about a long conversation between {speakers}, using only the memories given. "
+    "Reply with the answer alone: a short phrase of a few words (a name, a place, a date, a number, a short "
+    "list), no explanation. Dates: resolve relative expressions (yesterday, last week) against the date of "
+    "the memory they come from, and give absolute dates like '7 May 2023'. If the memories do not contain "
+    f"the answer, reply exactly: {NOT_ANSWERABLE}"
+)
+
+
+def memory_date(hit: SearchHit) -> str | None:
+    meta = hit.item.metadata
+    return meta.get("date_text") or meta.get("date")
+
+
+def format_memories(hits: list[SearchHit]) -> str:
+    """Numbered memory lines, each with its date when known."""
+    lines = []
+    for i, h in enumerate(hits, start=1):
+        date = memory_date(h)
+        lines.append(f"{i}. " + (f"[{date}] " if date else "") + h.item.content)
+    return "\n".join(lines) if lines else "(no memories)"
+
+
+def answer_messages(
+    conversation: Conversation, question: Question, core: str, hits: list[SearchHit]
+) -> list[dict[str, str]]:
+    speakers = " and ".join(conversation.speakers) or "the speakers"
+    parts = []
+    if core.strip():
+        parts.append(f"Core memory:\n{core.strip()}")
+    parts.append(f"Memories (most relevant first):\n{format_memories(hits)}")
+    asked = f" (asked on {question.question_date:%d %B %Y})" if question.question_date else ""
+    parts.append(f"Question{asked}: {question.question}\nAnswer:")
+    return [
+        {"role": "system", "content": ANSWER_SYSTEM.format(speakers=speakers)},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+@dataclass
+class AnswerResult:
+    """One answered question: the prediction, what was retrieved, cost, and an error if it failed."""
+
+    prediction: str | None
+    retrieved_ids: list[str] = field(default_factory=list)
+    retrieved_evidence: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def clean_prediction(text: str) -> str:
+    """First line of the reply, without a leading 'Answer:' the model may repeat."""
+    text = text.strip()
+    line = text.splitlines()[0].strip() if text else ""
+    for prefix in ("answer:", "a:"):
+        if line.lower().startswith(prefix):
+            line = line[len(prefix) :].strip()
+    return line
+
+
+async def answer_from_memory(
+    llm: LLM,
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    question: Question,
+    *,
+    top_k: int = 10,
+    max_tokens: int = 48,
+    search_options: dict[str, Any] | None = None,
+) -> AnswerResult:
+    """Retrieve the top-k memories for the question and ask the model. Failures are returned, not raised."""
+    t0 = time.perf_counter()
+    try:
+        hits = await memory.search(
+            question.question, namespace=namespace, top_k=top_k, **(search_options or {})
+        )
+        core = await memory.core(namespace=namespace)
+        reply = await llm.chat(
+            answer_messages(conversation, question, core, hits),
+            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens),
+        )
+    except MemrlError as e:
+        return AnswerResult(None, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
+    return AnswerResult(
+        prediction=clean_prediction(reply.text),
+        retrieved_ids=[h.item.id for h in hits],
+        retrieved_evidence=list(dict.fromkeys(e for h in hits for e in h.item.evidence)),
+        prompt_tokens=reply.usage.prompt_tokens,
+        completion_tokens=reply.usage.completion_tokens,
+        latency_s=time.perf_counter() - t0,
+        cached=reply.cached,
+    )

@@ -1,0 +1,342 @@
+"""QA evaluation: build memory for each conversation, answer its questions from memory, score, report.
+
+    memrl eval --dataset locomo --conv-id conv-26 --builder raw --provider local --questions 20
+
+Phases (``--mode``): ``build`` (memory only), ``answer`` (questions against an existing store), ``full``.
+Everything lands in ``--output-dir``:
+
+- ``memory.db``: the store (one namespace per conversation and builder), unless ``--db-path`` is given;
+- ``builds.jsonl``: one line per finished session (what it cost, where its history ends);
+- ``predictions.jsonl``: one line per answered question (prediction, scores, judge label, failures);
+- ``summary.json``, ``report.md``, ``scores.png``: per-category tables with bootstrap 95% intervals.
+
+``--resume`` continues an interrupted run: finished sessions and answered questions are skipped, a half-
+built session is rolled back (from the store's history) and rebuilt, and LLM calls are answered from the
+disk cache. Failures (malformed model output, API errors after retries) are counted and shown, never
+scored as right or wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from memrl.config import option
+from memrl.data.types import Conversation, Question
+from memrl.errors import ConfigError
+
+Mode = Literal["full", "build", "answer"]
+
+
+@dataclasses.dataclass(frozen=True)
+class QAEvalConfig:
+    """Everything a QA evaluation run depends on; ``memrl eval`` flags map 1:1 onto these fields."""
+
+    dataset: str = option("locomo", "benchmark: locomo, longmemeval, perltqa or sample (the bundled one)")
+    data_path: str | None = option(
+        None, "data file or folder (default: $MEMRL_DATA_DIR, then ~/.cache/memrl/data)"
+    )
+    conv_id: tuple[str, ...] = option(
+        (), "only these conversations (LoCoMo sample ids, LongMemEval question ids, PerLTQA names)",
+        aliases=("--sample-id", "--character-id"),
+    )  # fmt: skip
+    split: str | None = option(
+        None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
+    )
+    mode: Mode = option("full", "build memory, answer questions, or both")
+    builder: Literal["raw", "membuilder", "memagent"] = option(
+        "raw", "how memory is built (memagent reads instead)"
+    )
+    updater: Literal["none", "memupdate"] = option(
+        "none", "edit the built memory with this agent before answering"
+    )
+    provider: str = option("local", "LLM back-end for building and answering: local, openai, scripted")
+    model: str | None = option(None, "model name (local default: SmolLM2-135M-Instruct, offline)")
+    base_url: str | None = option(None, "OpenAI-compatible server URL (vLLM, SGLang, Ollama, ...)")
+    judge_provider: str | None = option(None, "LLM back-end of the judge (default: same as --provider)")
+    judge_model: str | None = option(None, "judge model; without it no LLM judge runs (F1/EM only)")
+    judge_base_url: str | None = option(None, "judge server URL (default: --base-url)")
+    top_k: int = option(10, "memories retrieved per question")
+    db_path: str | None = option(None, "memory store file (default: OUTPUT_DIR/memory.db)")
+    questions: int | None = option(None, "at most this many questions per conversation")
+    sessions: int | None = option(None, "build only the first N sessions (and ask only about them)")
+    concurrency: int = option(4, "questions answered at once")
+    output_dir: str | None = option(None, "where results go (default: runs/DATASET-BUILDER)")
+    resume: bool = option(False, "continue an interrupted run in OUTPUT_DIR")
+    overwrite: bool = option(False, "delete earlier results in OUTPUT_DIR first")
+    include_adversarial: bool = option(False, "LoCoMo: also ask category-5 questions (gold: not answerable)")
+    embedder: str = option("minilm", "embedder for memory search: minilm, hashing, openai:MODEL")
+    max_answer_tokens: int = option(48, "token budget of an answer")
+    cache: bool = option(True, "cache deterministic LLM calls on disk (OUTPUT_DIR/llm_cache.sqlite)")
+
+    def __post_init__(self) -> None:
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume keeps earlier results and --overwrite deletes them: pass one")
+        if self.top_k < 1 or self.concurrency < 1:
+            raise ConfigError("--top-k and --concurrency must be at least 1")
+        for name in ("questions", "sessions"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be at least 1")
+        if self.builder == "memagent" and self.mode == "build":
+            raise ConfigError(
+                "memagent reads the conversation per question; it builds no memory (use --mode full)"
+            )
+        if self.builder == "memagent" and self.updater != "none":
+            raise ConfigError("--updater edits a memory store; memagent keeps none")
+
+    @property
+    def out(self) -> Path:
+        return Path(self.output_dir or f"runs/{self.dataset}-{self.builder}")
+
+    def namespace(self, conv: Conversation) -> str:
+        return f"{conv.id}@{self.builder}"
+
+
+# ---------------------------------------------------------------------------------------------- data
+def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
+    """The conversations of the run, with their questions selected (split, ids, sessions, count)."""
+    from memrl.data import load_dataset
+    from memrl.data.splits import LOCOMO_UPDATE_SPLIT, MEMBUILDER_LONGMEMEVAL_SPLIT
+
+    kwargs: dict[str, Any] = {}
+    if cfg.dataset in ("locomo", "sample"):
+        kwargs["include_adversarial"] = cfg.include_adversarial
+    convs, _report = load_dataset(cfg.dataset, cfg.data_path, **kwargs)
+    wanted: set[str] | None = set(cfg.conv_id) if cfg.conv_id else None
+    if cfg.split:
+        table = {"locomo": LOCOMO_UPDATE_SPLIT, "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT}.get(cfg.dataset)
+        if table is None or cfg.split not in table:
+            raise ConfigError(f"dataset {cfg.dataset!r} has no split {cfg.split!r}")
+        ids = set(table[cfg.split])
+        wanted = ids if wanted is None else wanted & ids
+    if wanted is not None:
+        missing = wanted - {c.id for c in convs}
+        if cfg.conv_id and missing and not cfg.split:
+            raise ConfigError(f"unknown conversation ids: {', '.join(sorted(missing))}")
+        convs = [c for c in convs if c.id in wanted]
+    out = []
+    for c in convs:
+        sessions = c.sessions if cfg.sessions is None else c.sessions[: cfg.sessions]
+        built = {s.index for s in sessions}
+        qs = [q for q in c.questions if set(q.evidence_sessions) <= built]
+        if cfg.questions is not None:
+            qs = qs[: cfg.questions]
+        out.append(dataclasses.replace(c, sessions=tuple(sessions), questions=tuple(qs)))
+    if not out:
+        raise ConfigError("no conversation selected: check --conv-id / --split")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def score(conv: Conversation, q: Question, prediction: str) -> dict[str, float]:
+    """The data set's official metric (LoCoMo F1 with its category rules) plus EM and BLEU-1."""
+    from memrl.eval import metrics as M
+
+    if conv.source in ("locomo", "sample") and q.category_id is not None:
+        f1 = M.locomo_f1(prediction, q.answer, q.category_id)
+    else:
+        f1 = M.best_over_golds(M.token_f1, prediction, q.answers)
+    return {
+        "f1": f1,
+        "em": M.best_over_golds(M.exact_match, prediction, q.answers),
+        "bleu1": M.best_over_golds(M.bleu1, prediction, q.answers),
+    }
+
+
+class JsonlLog:
+    """Append-only JSON lines, written one complete line at a time (a crash loses at most the line)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line from a crash: that record is redone
+        return rows
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+            f.flush()
+
+
+# ---------------------------------------------------------------------------------------------- run
+class QAEvaluation:
+    """One run of :class:`QAEvalConfig`. ``llm``/``judge`` may be passed in (tests pass scripted ones)."""
+
+    def __init__(
+        self, cfg: QAEvalConfig, *, llm: Any = None, judge: Any = None, progress: bool = True
+    ) -> None:
+        self.cfg = cfg
+        self.progress = progress
+        self.out = cfg.out
+        self._prepare_dir()
+        self.llm = llm or self._make_llm(cfg.provider, cfg.model, cfg.base_url)
+        self.judge = judge
+        if self.judge is None and cfg.judge_model:
+            self.judge = self._make_llm(cfg.judge_provider or cfg.provider, cfg.judge_model,
+                                        cfg.judge_base_url or cfg.base_url)  # fmt: skip
+        self.builds = JsonlLog(self.out / "builds.jsonl")
+        self.predictions = JsonlLog(self.out / "predictions.jsonl")
+        self.memory: Any = None
+
+    def _prepare_dir(self) -> None:
+        out = self.out
+        done = [out / n for n in ("predictions.jsonl", "builds.jsonl") if (out / n).exists()]
+        if done and not (self.cfg.resume or self.cfg.overwrite or self.cfg.mode == "answer"):
+            raise ConfigError(
+                f"{out} holds an earlier run; pass --resume to continue it or --overwrite to restart"
+            )
+        if self.cfg.overwrite:
+            for name in ("predictions.jsonl", "builds.jsonl", "summary.json", "report.md", "scores.png"):
+                (out / name).unlink(missing_ok=True)
+            if self.cfg.db_path is None and self.cfg.mode != "answer":  # answer-only runs reuse the store
+                for suffix in ("", "-wal", "-shm"):
+                    (out / f"memory.db{suffix}").unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(dataclasses.asdict(self.cfg), indent=2))
+
+    def _make_llm(self, provider: str, model: str | None, base_url: str | None) -> Any:
+        from memrl.llm import create_llm
+
+        kw: dict[str, Any] = {}
+        if base_url:
+            kw["base_url"] = base_url
+        cache = str(self.out / "llm_cache.sqlite") if self.cfg.cache else None
+        return create_llm(provider, model, cache=cache, **kw)
+
+    # -------------------------------------------------------------------- build
+    async def build(self, convs: Sequence[Conversation]) -> None:
+        from tqdm.auto import tqdm
+
+        from memrl.agents.base import create_builder
+
+        builder = create_builder(self.cfg.builder, **({} if self.cfg.builder == "raw" else {"llm": self.llm}))
+        finished: dict[str, dict[int, int]] = {}
+        for row in self.builds.read():
+            finished.setdefault(row["namespace"], {})[row["session"]] = row["seq_after"]
+        total = sum(len(c.sessions) for c in convs)
+        bar = tqdm(total=total, desc=f"build ({self.cfg.builder})", unit="session", disable=not self.progress)
+        for conv in convs:
+            ns = self.cfg.namespace(conv)
+            done = finished.get(ns, {})
+            # Roll back whatever an interrupted session left behind, to where the last finished one ended.
+            mark = max(done.values(), default=0)
+            if self.memory.store.last_seq(ns) > mark:
+                self.memory.store.rollback(ns, mark, actor="resume")
+            for session in conv.sessions:
+                if session.index in done:
+                    bar.update(1)
+                    continue
+                t0 = time.perf_counter()
+                result = await builder.build_session(self.memory, ns, conv, session)
+                result.seconds = time.perf_counter() - t0
+                self.builds.append(
+                    {"namespace": ns, "conversation": conv.id, "seq_after": self.memory.store.last_seq(ns),
+                     **result.to_dict()}
+                )  # fmt: skip
+                bar.update(1)
+        bar.close()
+
+    async def update(self, convs: Sequence[Conversation]) -> None:
+        from memrl.agents.memupdate import update_memory
+
+        for conv in convs:
+            src = self.cfg.namespace(conv)
+            dst = f"{src}+memupdate"
+            if any(r.get("namespace") == dst for r in self.builds.read()):
+                continue
+            await self.memory.clone(src, dst, overwrite=True)
+            result = await update_memory(self.llm, self.memory, dst, conv)
+            self.builds.append(
+                {"namespace": dst, "conversation": conv.id, "session": "update", **result.to_dict()}
+            )
+
+    # -------------------------------------------------------------------- answer
+    async def answer(self, convs: Sequence[Conversation]) -> None:
+        from tqdm.auto import tqdm
+
+        from memrl.eval.answer import answer_from_memory
+        from memrl.eval.judge import judge_answer
+
+        done = {r["question_id"] for r in self.predictions.read() if not r.get("error")}
+        todo = [(c, q) for c in convs for q in c.questions if q.id not in done]
+        bar = tqdm(total=len(todo), desc="answer", unit="q", disable=not self.progress)
+        sem = asyncio.Semaphore(self.cfg.concurrency)
+        suffix = "+memupdate" if self.cfg.updater == "memupdate" else ""
+
+        async def one(conv: Conversation, q: Question) -> None:
+            async with sem:
+                if self.cfg.builder == "memagent":
+                    from memrl.agents.memagent import answer_by_reading
+
+                    res = await answer_by_reading(self.llm, conv, q)
+                else:
+                    res = await answer_from_memory(
+                        self.llm, self.memory, self.cfg.namespace(conv) + suffix, conv, q,
+                        top_k=self.cfg.top_k, max_tokens=self.cfg.max_answer_tokens,
+                    )  # fmt: skip
+                row: dict[str, Any] = {
+                    "question_id": q.id, "conversation": conv.id, "category": q.category,
+                    "category_id": q.category_id, "question": q.question, "answers": list(q.answers),
+                    "evidence": list(q.evidence), **res.to_dict(),
+                }  # fmt: skip
+                if res.prediction is not None:
+                    row.update(score(conv, q, res.prediction))
+                    if q.evidence:
+                        hit = set(res.retrieved_evidence) & set(q.evidence)
+                        row["evidence_recall"] = len(hit) / len(set(q.evidence))
+                    if self.judge is not None:
+                        j = await judge_answer(self.judge, q.question, q.answer, res.prediction,
+                                               question_type=q.category)  # fmt: skip
+                        row.update(judge=j.label, judge_reasoning=j.reasoning, judge_error=j.error)
+                self.predictions.append(row)
+                bar.update(1)
+
+        await asyncio.gather(*(one(c, q) for c, q in todo))
+        bar.close()
+
+    # -------------------------------------------------------------------- all
+    async def run(self) -> dict[str, Any]:
+        from memrl.eval.report import summarize, write_report
+        from memrl.memory.facade import AsyncMemory
+
+        t0 = time.perf_counter()
+        convs = load_conversations(self.cfg)
+        db = self.cfg.db_path or str(self.out / "memory.db")
+        if self.cfg.builder != "memagent":
+            if self.cfg.mode == "answer" and not Path(db).exists():
+                raise ConfigError(
+                    f"--mode answer needs a built store, and {db} does not exist (run --mode build)"
+                )
+            self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
+        try:
+            if self.cfg.mode in ("build", "full") and self.memory is not None:
+                await self.build(convs)
+                if self.cfg.updater == "memupdate":
+                    await self.update(convs)
+            if self.cfg.mode in ("answer", "full"):
+                await self.answer(convs)
+        finally:
+            if self.memory is not None:
+                await self.memory.close()
+        summary = summarize(self.cfg, self.builds.read(), self.predictions.read(), convs)
+        summary["wall_time_s"] = round(time.perf_counter() - t0, 2)
+        write_report(self.out, summary)
+        return summary
+
+
+def run_qa_eval(cfg: QAEvalConfig, **kw: Any) -> dict[str, Any]:
+    """Run an evaluation from sync code; returns the summary (also written to OUTPUT_DIR/summary.json)."""
+    return asyncio.run(QAEvaluation(cfg, **kw).run())

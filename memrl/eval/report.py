@@ -1,0 +1,176 @@
+"""Turning a QA run's per-question rows into a summary (JSON), a markdown report and a PNG plot.
+
+Failures are first-class: questions whose answer failed, and judgements that failed, are counted and
+listed, and are excluded from the scores they could not produce (never counted as wrong or right).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memrl.eval.stats import bootstrap_ci, category_table, to_markdown
+
+
+def latest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last row per question (a resumed run appends a success after a failure)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        by_id[r["question_id"]] = r
+    return list(by_id.values())
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def summarize(
+    cfg: Any, builds: list[dict[str, Any]], predictions: list[dict[str, Any]], convs: list[Any]
+) -> dict:
+    rows = latest_rows(predictions)
+    answered = [r for r in rows if r.get("prediction") is not None]
+    failed = [r for r in rows if r.get("error")]
+    judged = [r for r in answered if r.get("judge") is not None]
+    judge_failed = [r for r in answered if r.get("judge_error")]
+    order = {r["category"]: (r.get("category_id") or 99, r["category"]) for r in rows}
+    for r in rows:
+        r["_cat"] = order[r["category"]]
+    labels = {v: v[1] for v in order.values()}
+    # LoCoMo convention: the headline pools categories 1-4; adversarial questions are reported apart.
+    headline = [r for r in answered if r.get("category") != "adversarial"]
+    f1_mean, f1_lo, f1_hi = bootstrap_ci([r["f1"] for r in headline])
+    summary: dict[str, Any] = {
+        "dataset": cfg.dataset,
+        "builder": cfg.builder,
+        "updater": cfg.updater,
+        "provider": cfg.provider,
+        "model": cfg.model,
+        "judge_model": cfg.judge_model,
+        "top_k": cfg.top_k,
+        "n_conversations": len(convs),
+        "n_questions": sum(len(c.questions) for c in convs),
+        "n_answered": len(answered),
+        "n_answer_failures": len(failed),
+        "answer_failures": Counter(str(r["error"]).split(":")[0] for r in failed),
+        "f1": f1_mean,
+        "f1_ci": [f1_lo, f1_hi],
+        "f1_by_category": category_table(answered, "f1", "_cat", labels=labels),
+        "em": bootstrap_ci([r["em"] for r in headline])[0],
+        "bleu1": bootstrap_ci([r["bleu1"] for r in headline])[0],
+        "evidence_recall": bootstrap_ci([r.get("evidence_recall") for r in headline])[0],
+        "n_judged": len(judged),
+        "n_judge_failures": len(judge_failed),
+    }
+    if judged:
+        acc = [1.0 if r["judge"] else 0.0 for r in judged if r.get("category") != "adversarial"]
+        summary["judge_accuracy"], lo, hi = bootstrap_ci(acc)
+        summary["judge_accuracy_ci"] = [lo, hi]
+        for r in judged:
+            r["_judge"] = 1.0 if r["judge"] else 0.0
+        summary["judge_by_category"] = category_table(judged, "_judge", "_cat", labels=labels)
+    tokens = [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in answered]
+    summary["answer_tokens_per_question"] = sum(tokens) / len(tokens) if tokens else None
+    sessions = [b for b in builds if isinstance(b.get("session"), int)]
+    summary["build"] = {
+        "sessions": len(sessions),
+        "llm_calls": sum(b.get("llm_calls", 0) for b in sessions),
+        "prompt_tokens": sum(b.get("prompt_tokens", 0) for b in sessions),
+        "completion_tokens": sum(b.get("completion_tokens", 0) for b in sessions),
+        "seconds": round(sum(b.get("seconds", 0.0) for b in sessions), 2),
+        "failures": sum(len(b.get("failures", [])) for b in builds),
+    }
+    if sessions:
+        summary["build"]["tokens_per_session"] = (
+            summary["build"]["prompt_tokens"] + summary["build"]["completion_tokens"]
+        ) / len(sessions)
+    for r in rows:
+        r.pop("_cat", None)
+        r.pop("_judge", None)
+    return _clean(summary)
+
+
+def write_report(out: Path, summary: dict[str, Any]) -> None:
+    out = Path(out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "report.md").write_text(markdown(summary))
+    plot(out / "scores.png", summary)
+
+
+def markdown(s: dict[str, Any]) -> str:
+    def pct(x: Any) -> str:
+        return "-" if x is None else f"{100 * x:.1f}"
+
+    lines = [
+        f"# QA evaluation: {s['dataset']} / {s['builder']}"
+        + (f" + {s['updater']}" if s["updater"] != "none" else ""),
+        "",
+        f"Model: `{s['provider']}:{s['model'] or 'default'}`, top-k {s['top_k']}, judge: "
+        f"`{s['judge_model'] or 'none'}`.",
+        "",
+        f"- Questions: {s['n_questions']} in {s['n_conversations']} conversation(s); answered {s['n_answered']}, "
+        f"**failed {s['n_answer_failures']}**"
+        + (f" ({dict(s['answer_failures'])})" if s["answer_failures"] else ""),
+        f"- F1 (official metric; adversarial excluded): **{pct(s['f1'])}** "
+        f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
+        f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])}",
+    ]
+    if s.get("judge_accuracy") is not None:
+        lines.append(
+            f"- LLM-judge accuracy: **{pct(s['judge_accuracy'])}** (judged {s['n_judged']}, "
+            f"**judge failures {s['n_judge_failures']}**)"
+        )
+    b = s["build"]
+    if b["sessions"]:
+        lines.append(
+            f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
+            f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} failures"
+        )
+    lines += [
+        "",
+        "## F1 by category",
+        "",
+        to_markdown(s["f1_by_category"], ["category", "n", "mean", "ci_low", "ci_high"]),
+    ]
+    if s.get("judge_by_category"):
+        lines += ["", "## Judge accuracy by category", "", to_markdown(s["judge_by_category"])]
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path, s: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [("F1", s["f1_by_category"])]
+    if s.get("judge_by_category"):
+        series.append(("judge accuracy", s["judge_by_category"]))
+    cats = [r["category"] for r in s["f1_by_category"]]
+    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(cats) + 2), 3.6))
+    width = 0.8 / len(series)
+    for i, (name, table) in enumerate(series):
+        by = {r["category"]: r for r in table}
+        xs = [j + i * width for j in range(len(cats))]
+        means = [by.get(c, {}).get("mean") or 0.0 for c in cats]
+        lo = [m - (by.get(c, {}).get("ci_low") or m) for m, c in zip(means, cats, strict=True)]
+        hi = [(by.get(c, {}).get("ci_high") or m) - m for m, c in zip(means, cats, strict=True)]
+        ax.bar(xs, means, width, yerr=[lo, hi], capsize=3, label=name)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(cats))], cats, rotation=20)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score (95% CI)")
+    ax.set_title(
+        f"{s['dataset']} / {s['builder']} ({s['n_answered']} answered, {s['n_answer_failures']} failed)"
+    )
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

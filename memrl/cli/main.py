@@ -15,7 +15,12 @@ from memrl import __version__
 from memrl.errors import MemrlError, ValidationError
 
 #: Modules that add a command group: each has ``register(subparsers)``; handlers are ``args.func(args)``.
-COMMAND_MODULES = ("memrl.cli.memory_cmd",)
+COMMAND_MODULES = (
+    "memrl.cli.memory_cmd",
+    "memrl.cli.agents_cmd",
+    "memrl.cli.data_cmd",
+    "memrl.cli.serve_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,7 +69,8 @@ class AnswerResult:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
-    error: str | None = None
+    error: str | None = None  # the answer could not be produced (provider error): not scored, counted
+    format_error: str | None = None  # the model answered in the wrong format: scored as given, counted
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

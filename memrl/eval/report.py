@@ -60,6 +60,7 @@ def summarize(
         "n_questions": sum(len(c.questions) for c in convs),
         "n_answered": len(answered),
         "n_answer_failures": len(failed),
+        "n_format_errors": sum(1 for r in answered if r.get("format_error")),
         "answer_failures": Counter(str(r["error"]).split(":")[0] for r in failed),
         "f1": f1_mean,
         "f1_ci": [f1_lo, f1_hi],
@@ -118,7 +119,8 @@ def markdown(s: dict[str, Any]) -> str:
         "",
         f"- Questions: {s['n_questions']} in {s['n_conversations']} conversation(s); answered {s['n_answered']}, "
         f"**failed {s['n_answer_failures']}**"
-        + (f" ({dict(s['answer_failures'])})" if s["answer_failures"] else ""),
+        + (f" ({dict(s['answer_failures'])})" if s["answer_failures"] else "")
+        + (f"; malformed answers (scored as given) {s['n_format_errors']}" if s["n_format_errors"] else ""),
         f"- F1 (official metric; adversarial excluded): **{pct(s['f1'])}** "
         f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
         f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])}",

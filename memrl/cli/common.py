@@ -1,0 +1,62 @@
+"""Flags shared by commands that call a model or open a store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def add_llm_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--provider", default="local", help="local (offline SmolLM2, default), openai, scripted")
+    g.add_argument("--model", help="model name, HF folder or hub id")
+    g.add_argument(
+        "--base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, llama.cpp, memrl serve)"
+    )
+    g.add_argument("--llm-cache", help="SQLite file caching deterministic LLM calls")
+
+
+def make_llm(args: argparse.Namespace) -> Any:
+    from memrl.llm import create_llm
+
+    kw = {"base_url": args.base_url} if args.base_url else {}
+    return create_llm(args.provider, args.model, cache=args.llm_cache, **kw)
+
+
+def add_store_args(p: argparse.ArgumentParser, *, namespace_default: str | None = "default") -> None:
+    g = p.add_argument_group("store")
+    g.add_argument("--db", default=os.environ.get("MEMRL_DB", "memrl.db"), help="memory store file")
+    g.add_argument("--namespace", "-n", default=namespace_default, help="namespace to act on")
+    g.add_argument(
+        "--embedder", default=os.environ.get("MEMRL_EMBEDDER", "minilm"), help="minilm, hashing, openai:MODEL"
+    )
+
+
+def add_conversation_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    g = p.add_argument_group("conversation")
+    g.add_argument("--dataset", default="sample", help="locomo, longmemeval, perltqa or sample (default)")
+    g.add_argument("--data-path", help="data file or folder")
+    g.add_argument("--conv-id", help="conversation id (default: the first one)")
+
+
+def load_conversation(args: argparse.Namespace) -> Any:
+    from memrl.data import load_dataset
+    from memrl.errors import ValidationError
+
+    convs, _ = load_dataset(args.dataset, args.data_path)
+    if args.conv_id is None:
+        return convs[0]
+    for c in convs:
+        if c.id == args.conv_id:
+            return c
+    raise ValidationError(
+        f"no conversation {args.conv_id!r} in {args.dataset}; ids: {', '.join(c.id for c in convs[:12])}"
+    )
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,343 @@
+"""Retrieval evaluation, no LLM: does search over the ``raw`` memory find the turns a question rests on?
+
+For each LoCoMo conversation the ``raw`` builder stores every turn into its own namespace of one store,
+then every question (categories 1-4; ``include_adversarial`` adds 5) is searched in each mode (dense,
+bm25, hybrid) and scored against its gold evidence turns: recall@k at turn level (share of evidence turns
+in the top k) and at session level (share of evidence turns whose session appears in the top k), per
+category and pooled over categories 1-4, with bootstrap 95% intervals. One retrieved id is one turn, so
+recall@10 means ten turns. Run it with::
+
+    memrl eval retrieval --dataset locomo --output-dir runs/retrieval
+    python -c "from memrl.eval.retrieval import *; print(evaluate_retrieval(load_conversations(RetrievalConfig()), RetrievalConfig())['recall_at_10'])"
+
+``output_dir`` receives ``questions.jsonl`` (one line per question: evidence, retrieved turn ids per mode,
+recalls), ``summary.json``, ``report.md`` and ``recall.png``. The ablation study that chose the defaults
+lives in :mod:`memrl.eval.ablation`-style form in :func:`run_ablation` (``memrl eval retrieval --ablation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from memrl.agents.raw import RawConfig, build
+from memrl.config import option
+from memrl.data.types import Conversation, Question
+from memrl.errors import ConfigError
+from memrl.eval.metrics import LOCOMO_CATEGORIES, locomo_session_of, recall_at_k, session_recall_at_k
+from memrl.eval.stats import bootstrap_ci, to_markdown
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.search import SearchOptions
+
+Mode = Literal["dense", "bm25", "hybrid"]
+CORE_CATEGORIES = (1, 2, 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalConfig:
+    """Every knob of a retrieval evaluation; ``memrl eval retrieval`` flags map 1:1 onto the fields
+    (``raw`` is the builder's own config, whose fields are flags too). Defaults: the best measured settings."""
+
+    dataset: str = option("locomo", "benchmark (LoCoMo format): locomo or sample (the bundled one)")
+    data_path: str | None = option(None, "data file (default: found in $MEMRL_DATA_DIR)")
+    conv_id: tuple[str, ...] = option((), "only these conversations (LoCoMo sample ids)")
+    modes: tuple[Mode, ...] = option(("dense", "bm25", "hybrid"), "search modes to evaluate")
+    k: tuple[int, ...] = option((1, 5, 10, 20), "cut-offs of recall@k")
+    include_adversarial: bool = option(False, "also evaluate category 5 (adversarial) questions")
+    embedder: str = option("minilm", "embedder: minilm (offline), hashing[:DIM], openai:MODEL, st:NAME")
+    db_path: str | None = option(None, "store file (default: in memory); reusing a file reuses embeddings")
+    output_dir: str | None = option(None, "write questions.jsonl, summary.json, report.md, recall.png here")
+    candidates: int = option(50, "depth of each ranked list (dense, bm25) before fusion")
+    rrf_k: int = option(60, "k of reciprocal rank fusion: 1/(k + rank)")
+    dense_weight: float = option(1.0, "weight of the dense list in fusion")
+    bm25_weight: float = option(1.0, "weight of the BM25 list in fusion")
+    bootstrap: int = option(1000, "bootstrap resamples for the 95% intervals")
+    seed: int = option(0, "seed of the bootstrap")
+    raw: RawConfig = dataclasses.field(default_factory=RawConfig, metadata={"help": "raw builder config"})
+
+    def __post_init__(self) -> None:
+        if not self.modes or any(m not in ("dense", "bm25", "hybrid") for m in self.modes):
+            raise ConfigError(f"modes must be a non-empty subset of dense, bm25, hybrid; got {self.modes!r}")
+        if not self.k or any(k < 1 for k in self.k):
+            raise ConfigError(f"k must be positive cut-offs, e.g. 1 5 10 20; got {self.k!r}")
+        if self.candidates < 1 or self.rrf_k < 0 or self.bootstrap < 1:
+            raise ConfigError("candidates and bootstrap must be >= 1 and rrf_k >= 0")
+
+    @property
+    def max_k(self) -> int:
+        return max(self.k)
+
+    @property
+    def categories(self) -> tuple[int, ...]:
+        return (*CORE_CATEGORIES, 5) if self.include_adversarial else CORE_CATEGORIES
+
+    def search_options(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`AsyncMemory.search` (besides query, namespace, mode, top_k)."""
+        return {
+            "candidates": self.candidates,
+            "rrf_k": self.rrf_k,
+            "weights": (self.dense_weight, self.bm25_weight),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_conversations(config: RetrievalConfig) -> list[Conversation]:
+    """The conversations of ``config`` (adversarial questions loaded only when asked for)."""
+    from memrl.data import load_dataset
+
+    convs, _ = load_dataset(config.dataset, config.data_path, include_adversarial=config.include_adversarial)
+    if config.conv_id:
+        missing = set(config.conv_id) - {c.id for c in convs}
+        if missing:
+            raise ConfigError(f"unknown conversation ids: {', '.join(sorted(missing))}")
+        convs = [c for c in convs if c.id in set(config.conv_id)]
+    return convs
+
+
+def namespace_of(conv: Conversation) -> str:
+    return f"{conv.id}@raw"
+
+
+def _turn_ids(hits: Sequence[Any], k: int) -> list[str]:
+    """Distinct turn ids of the hits, best first, at most ``k`` (an item's evidence is its turn)."""
+    out: list[str] = []
+    for h in hits:
+        for e in h.item.evidence[:1]:
+            if e not in out:
+                out.append(e)
+    return out[:k]
+
+
+async def evaluate_conversation(
+    memory: AsyncMemory, conv: Conversation, config: RetrievalConfig, *, bar: Any = None
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Build ``conv`` with ``raw`` and search every question in every mode: (per-question rows, timings)."""
+    ns = namespace_of(conv)
+    stats = await build(memory, ns, conv, config=config.raw)
+    questions: list[Question] = [q for q in conv.questions if q.category_id in config.categories]
+    t0 = time.perf_counter()
+    dense = any(m != "bm25" for m in config.modes)
+    qvecs = await memory.index.vectors([q.question for q in questions]) if dense else None
+    embed_q = time.perf_counter() - t0
+    opts = config.search_options()
+    rows = []
+    t_search = time.perf_counter()
+    for i, q in enumerate(questions):
+        row: dict[str, Any] = {
+            "question_id": q.id,
+            "conversation": conv.id,
+            "category": q.category,
+            "category_id": q.category_id,
+            "question": q.question,
+            "evidence": list(q.evidence),
+            "retrieved": {},
+            "recall": {},
+            "session_recall": {},
+        }
+        for mode in config.modes:
+            qv = None if mode == "bm25" or qvecs is None else qvecs[i]
+            hits = await memory.search(
+                q.question, namespace=ns, top_k=config.max_k, mode=mode, query_vector=qv, **opts
+            )
+            ids = _turn_ids(hits, config.max_k)
+            row["retrieved"][mode] = ids
+            row["recall"][mode] = {str(k): recall_at_k(ids, q.evidence, k) for k in config.k}
+            row["session_recall"][mode] = {
+                str(k): session_recall_at_k(ids, q.evidence, locomo_session_of, k) for k in config.k
+            }
+        rows.append(row)
+        if bar is not None:
+            bar.update(1)
+    timings = {
+        "embed_time_s": stats.embed_time_s + embed_q,
+        "build_time_s": stats.time_s,
+        "search_time_s": time.perf_counter() - t_search,
+        "turns": stats.turns,
+        "items": stats.items,
+    }
+    return rows, timings
+
+
+def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]:
+    vals = [v for v in values if v is not None]
+    mean, lo, hi = bootstrap_ci(vals, n_resamples=config.bootstrap, seed=config.seed)
+    return {"n": len(vals), "mean": mean, "ci_low": lo, "ci_high": hi}
+
+
+def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
+    """Per mode: recall@k (turn and session level) per category and pooled over categories 1-4."""
+    groups: dict[str, list[dict[str, Any]]] = {LOCOMO_CATEGORIES[c]: [] for c in config.categories}
+    for r in rows:
+        groups.setdefault(r["category"], []).append(r)
+    core = [r for r in rows if r["category_id"] in CORE_CATEGORIES]
+    pools = {**groups, "overall": core}
+    if config.include_adversarial:
+        pools["all"] = rows
+    modes: dict[str, Any] = {}
+    for mode in config.modes:
+        m: dict[str, Any] = {"recall_at_k": {}, "session_recall_at_k": {}, "by_category": {}}
+        for name, pool in pools.items():
+            cat: dict[str, Any] = {"n": len(pool), "recall_at_k": {}, "session_recall_at_k": {}}
+            for k in config.k:
+                for level in ("recall", "session_recall"):
+                    cat[f"{level}_at_k"][str(k)] = _stat([r[level][mode][str(k)] for r in pool], config)
+            m["by_category"][name] = cat
+        for level in ("recall_at_k", "session_recall_at_k"):
+            m[level] = {k: v["mean"] for k, v in m["by_category"]["overall"][level].items()}
+        modes[mode] = m
+    headline_mode = "hybrid" if "hybrid" in config.modes else config.modes[0]
+    return {
+        "recall_at_10": modes[headline_mode]["recall_at_k"].get("10"),
+        "headline_mode": headline_mode,
+        "n_questions": len(core),
+        "n_questions_all": len(rows),
+        "modes": modes,
+    }
+
+
+async def aevaluate(
+    conversations: Sequence[Conversation],
+    config: RetrievalConfig,
+    *,
+    memory: AsyncMemory | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate (see the module docstring); ``memory`` reuses an open store and its embedding cache."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    own = memory is None
+    if memory is None:
+        memory = AsyncMemory(config.db_path or ":memory:", embedder=config.embedder)
+    n_q = sum(1 for c in conversations for q in c.questions if q.category_id in config.categories)
+    bar = tqdm(total=n_q, desc="retrieval", unit="q", disable=not progress)
+    rows: list[dict[str, Any]] = []
+    totals = {"embed_time_s": 0.0, "build_time_s": 0.0, "search_time_s": 0.0, "turns": 0, "items": 0}
+    try:
+        for conv in conversations:
+            conv_rows, timings = await evaluate_conversation(memory, conv, config, bar=bar)
+            rows.extend(conv_rows)
+            for key, v in timings.items():
+                totals[key] += v
+    finally:
+        bar.close()
+        if own:
+            await memory.close()
+    report = summarize(rows, config)
+    report.update(
+        n_conversations=len(conversations),
+        n_turns=totals["turns"],
+        n_items=totals["items"],
+        embedder=memory.embedder.name,
+        embed_time_s=round(totals["embed_time_s"], 2),
+        build_time_s=round(totals["build_time_s"], 2),
+        search_time_s=round(totals["search_time_s"], 2),
+        wall_time_s=round(time.perf_counter() - t0, 2),
+        config=config.to_dict(),
+    )
+    if config.output_dir:
+        write_outputs(Path(config.output_dir), report, rows)
+    report["rows"] = rows
+    return report
+
+
+def evaluate_retrieval(
+    conversations: Sequence[Conversation], config: RetrievalConfig, *, progress: bool = True
+) -> dict[str, Any]:
+    """Synchronous :func:`aevaluate`: the report dict (with per-question ``rows``); writes outputs if asked."""
+    return asyncio.run(aevaluate(conversations, config, progress=progress))
+
+
+# ---------------------------------------------------------------------------------------------- output
+def report_markdown(report: dict[str, Any]) -> str:
+    """Markdown: a recall@k table per mode (rows: categories, then overall), with 95% intervals."""
+    cfg = report.get("config", {})
+    lines = [
+        "# Retrieval evaluation (raw builder, no LLM)",
+        "",
+        f"{report['n_questions']} questions (categories 1-4) in {report.get('n_conversations', '?')} "
+        f"conversations, {report.get('n_turns', '?')} turns; embedder {report.get('embedder', '?')}; "
+        f"wall time {report.get('wall_time_s', '?')} s (embedding {report.get('embed_time_s', '?')} s).",
+        f"Headline: **recall@10 = {report['recall_at_10']:.3f}** ({report['headline_mode']}, "
+        "categories 1-4 pooled). Recall is per evidence turn; a retrieved id is one turn.",
+    ]
+    if cfg:
+        lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
+    for mode, m in report["modes"].items():
+        for level, title in (("recall_at_k", "turn"), ("session_recall_at_k", "session")):
+            table = []
+            for cat, c in m["by_category"].items():
+                row: dict[str, Any] = {"category": cat, "n": c[level][next(iter(c[level]))]["n"]}
+                for k, s in c[level].items():
+                    row[f"@{k}"] = s["mean"]
+                    row[f"@{k} 95% CI"] = f"{s['ci_low']:.3f}-{s['ci_high']:.3f}"
+                table.append(row)
+            lines += ["", f"## {mode}: {title}-level recall@k", "", to_markdown(table)]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """recall@k per category (one line each), one panel per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(report["modes"])
+    fig, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 3.6), sharey=True, squeeze=False)
+    for ax, mode in zip(axes[0], modes, strict=True):
+        for cat, c in report["modes"][mode]["by_category"].items():
+            ks = [int(k) for k in c["recall_at_k"]]
+            ys = [c["recall_at_k"][str(k)]["mean"] for k in ks]
+            ax.plot(ks, ys, marker="o", label=cat, linewidth=2.5 if cat == "overall" else 1.2)
+        ax.set_title(mode)
+        ax.set_xlabel("k (turns)")
+        ax.set_xscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("evidence recall@k")
+    axes[0][0].set_ylim(0, 1)
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle("LoCoMo evidence recall@k, raw builder")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(out: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "questions.jsonl").open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "report.md").write_text(report_markdown(report))
+    plot(report, out / "recall.png")
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
+    modes = {}
+    for mode, m in report["modes"].items():
+        modes[mode] = {
+            "recall_at_k": m["recall_at_k"],
+            "session_recall_at_k": m["session_recall_at_k"],
+            "by_category": {
+                cat: {k: round(s["mean"], 4) for k, s in c["recall_at_k"].items()}
+                for cat, c in m["by_category"].items()
+            },
+        }
+    return {
+        "recall_at_10": report["recall_at_10"],
+        "n_questions": report["n_questions"],
+        "n_turns": report.get("n_turns"),
+        "wall_time_s": report.get("wall_time_s"),
+        "embed_time_s": report.get("embed_time_s"),
+        "modes": modes,
+    }

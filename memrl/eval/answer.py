@@ -8,6 +8,7 @@ which is what LoCoMo's category-5 rule and LongMemEval's abstention questions lo
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,12 +34,16 @@ def memory_date(hit: SearchHit) -> str | None:
     return meta.get("date_text") or meta.get("date")
 
 
+_DATED = re.compile(r"^\[[^\]]*\d{4}[^\]]*\]")
+
+
 def format_memories(hits: list[SearchHit]) -> str:
-    """Numbered memory lines, each with its date when known."""
+    """Numbered memory lines (one line each), each with its date unless the memory starts with one."""
     lines = []
     for i, h in enumerate(hits, start=1):
-        date = memory_date(h)
-        lines.append(f"{i}. " + (f"[{date}] " if date else "") + h.item.content)
+        content = " ".join(h.item.content.split())
+        date = None if _DATED.match(content) else memory_date(h)
+        lines.append(f"{i}. " + (f"[{date}] " if date else "") + content)
     return "\n".join(lines) if lines else "(no memories)"
 
 

@@ -213,3 +213,15 @@ def test_minilm_embedder_ranks_paraphrase_first(tmp_path):
     assert vecs.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2] + 0.3
+
+
+def test_items_written_with_another_embedder_are_embedded_on_first_search(db_path):
+    with Memory(db_path, embedder=HashingEmbedder(32)) as a:
+        first = a.add("tea in Lisbon")
+        a.add("jazz in Porto")
+    emb = CountingEmbedder(dim=48)  # another model: no cached vectors for it yet
+    with Memory(db_path, embedder=emb) as b:
+        assert b.search("tea Lisbon", mode="dense", top_k=1)[0].item.id == first.id
+        assert sorted(t for t in emb.seen if t != "tea Lisbon") == ["jazz in Porto", "tea in Lisbon"]
+        b.search("jazz", mode="dense")
+        assert len([t for t in emb.seen if t in ("jazz in Porto", "tea in Lisbon")]) == 2

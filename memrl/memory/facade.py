@@ -90,9 +90,9 @@ class AsyncMemory:
         """Store several memories atomically (all or none). Embeddings are computed (or found cached) first."""
         ns = self.ns(namespace, user_id)
         new = [NewItem(it) if isinstance(it, str) else it for it in items]
-        self.store.validate(new)
+        prepared = self.store.validate(new)
         await self.index.vectors([it.content for it in new])
-        return self.store.insert(new, ns, actor=actor)
+        return self.store.insert_valid(prepared, ns, actor=actor)
 
     async def update(
         self,

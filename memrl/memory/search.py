@@ -204,7 +204,7 @@ class SearchIndex:
         gen = self.store.generation(ns)
         idx = self._indexes.get(ns)
         if idx is None or idx.generation != gen:
-            idx = self._indexes[ns] = DenseIndex(self.embedder.dim, gen)
+            idx = self._indexes[ns] = await self._load(ns, gen)
         rows = self.store.changes_since(ns, idx.seq)
         if not rows:
             return idx
@@ -218,6 +218,28 @@ class SearchIndex:
                 idx.upsert(rid, vecs[vi], _TYPE_CODE[mtype], chash)
                 vi += 1
             idx.seq = max(idx.seq, seq)
+        return idx
+
+    async def _load(self, ns: str, generation: int) -> DenseIndex:
+        """A fresh index of ``ns`` in one query: live rows joined with their cached vectors, stacked at once.
+        Rows whose vector is not cached yet are left to the incremental path (``seq`` stays below them)."""
+        idx = DenseIndex(self.embedder.dim, generation)
+        rows = self.store.live_vectors(ns, self.embedder.name)
+        have = [r for r in rows if r[4] is not None]
+        missing_seq = min((r[3] for r in rows if r[4] is None), default=None)
+        if have:
+            idx._grow(len(have))
+            idx.matrix[: len(have)] = np.frombuffer(b"".join(r[4] for r in have), dtype=np.float32).reshape(
+                len(have), self.embedder.dim
+            )
+            idx.n = len(have)
+            idx.rids[: idx.n] = [r[0] for r in have]
+            idx.types[: idx.n] = [_TYPE_CODE[r[1]] for r in have]
+            idx.row_of = {r[0]: i for i, r in enumerate(have)}
+            idx.hash_of = {r[0]: r[2] for r in have}
+        top = max((r[3] for r in rows), default=0)
+        # Replay from just below the first row without a vector (those get embedded by the caller).
+        idx.seq = top if missing_seq is None else missing_seq - 1
         return idx
 
     def forget(self, ns: str) -> None:
@@ -234,9 +256,12 @@ class SearchIndex:
             where += f" AND m.type IN ({','.join('?' * len(opts.types))})"
             params += [t.value for t in opts.types]
         mw, mp = self.store.metadata_where(opts.filters)
+        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
+        # join stops after k rows that pass the filters (no temp B-tree over every match).
         rows = self.store.read(
-            "SELECT m.rid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where}{mw} ORDER BY s LIMIT ?",
+            "SELECT m.rid, memories_fts.rank FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where}{mw} "
+            "ORDER BY memories_fts.rank LIMIT ?",
             [match, ns, *params, *mp, k],
         )
         return [(r[0], -r[1]) for r in rows]

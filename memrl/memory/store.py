@@ -276,8 +276,13 @@ class SQLiteStore:
 
     def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
         """Insert items atomically (all or none)."""
+        return self.insert_valid(self.validate(items), ns, actor=actor)
+
+    def insert_valid(
+        self, prepared: Sequence[tuple], ns: str, *, actor: str | None = None
+    ) -> list[MemoryItem]:
+        """Insert what :meth:`validate` returned (so a caller that validated first does not pay twice)."""
         self._check_namespace(ns)
-        prepared = self.validate(items)
         out = []
         now = time.time()
         with self.transaction() as c:
@@ -572,6 +577,18 @@ class SQLiteStore:
                 "SELECT rid, id, type, deleted, content_hash, seq, content FROM memories "
                 "WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, seq),
+            )
+        ]
+
+    def live_vectors(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
+        """Live rows of ``ns`` with their cached vector (or None): (rid, type, content_hash, seq, vector)."""
+        return [
+            tuple(r)
+            for r in self.read(
+                "SELECT m.rid, m.type, m.content_hash, m.seq, e.vector FROM memories m "
+                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.content_hash "
+                "WHERE m.namespace = ? AND m.deleted = 0",
+                (model, ns),
             )
         ]
 

@@ -51,10 +51,19 @@ class MemoryItem:
     deleted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["type"] = self.type.value
-        d["evidence"] = list(self.evidence)
-        return d
+        # Written out (not dataclasses.asdict, which deep-copies): this runs for every history entry.
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "type": self.type.value,
+            "content": self.content,
+            "metadata": self.metadata,
+            "evidence": list(self.evidence),
+            "session": self.session,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "deleted": self.deleted,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryItem:

@@ -1,0 +1,398 @@
+"""The MemUpdate agent: edits an existing memory database with six tools so future questions are answered better.
+
+One episode is multi-turn function calling on one namespace: the model sees a job description, the
+conversation's speakers, optionally a target question (MemUpdate trains per question: "make the memory
+answer this better") and a sample of memories, then calls ``search_memory``, ``manage_memory``,
+``delete_memory``, ``sample_memory``, ``merge_memory`` and ``split_memory`` (:mod:`memrl.tools.memupdate`)
+until it replies without a tool call, or its budget (30 tool calls by default) or turn limit runs out. A
+malformed call (bad JSON, unknown tool, invalid arguments) changes nothing and its error text goes back to
+the model as the tool result. Every LLM call and tool result is recorded in one :class:`Trajectory`.
+
+    from memrl.agents.memupdate import init_from_observations, run_episode, update_memory
+    await init_from_observations(memory, "conv-26@obs", conversation)        # MemUpdate's initial memory
+    result = await run_episode(llm, memory, "conv-26@obs", conversation, question)   # RL: on a copy
+    result.trajectory.reward, result.trajectory.metrics                      # (P_new - P_old) * E
+    result = await update_memory(llm, memory, "conv-26@raw", conversation)   # QA runner: in place
+
+``trajectory.metrics`` counts tool calls (``tool_calls``, ``valid_calls``, ``invalid_calls``,
+``malformed_calls``, ``skipped_calls``, ``calls/<tool>``); ``trajectory.info["finish_reasons"]`` has one
+entry per reply (``"length"`` = cut off by ``max_tokens``, what DAPO's overlong shaping needs).
+
+A provider error mid-episode stops it and is recorded as a failure (``trajectory.failure``), never
+scored; so is a reward that cannot be computed (an answer with no scorable token).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from memrl.agents.trajectory import Step, Trajectory
+from memrl.config import option
+from memrl.data.locomo import locomo_observations
+from memrl.data.types import Conversation, Question
+from memrl.errors import ConfigError, DataError, ProviderError, ValidationError
+from memrl.llm.base import LLM, Message, SamplingParams, ToolCall
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.store import NewItem
+from memrl.memory.types import MemoryItem, MemoryType
+from memrl.rewards.memupdate import TOP_K, score_memupdate, tokens
+from memrl.tools.base import ToolResult
+from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
+
+__all__ = [
+    "MemUpdateAgent",
+    "MemUpdateConfig",
+    "UpdateResult",
+    "init_from_observations",
+    "run_episode",
+    "update_memory",
+]
+
+SYSTEM_PROMPT = """\
+You maintain the long-term memory database of an assistant that answers questions about a long \
+conversation between {speakers}. Improve the database so that future questions are answered better:
+- fix memories that are wrong or vague (manage_memory with operation "update");
+- merge memories that repeat the same fact (merge_memory);
+- split memories that mix several facts or events (split_memory);
+- add facts that are missing, with their dates (manage_memory with operation "create");
+- delete memories that are useless or redundant (delete_memory).
+Use search_memory and sample_memory to look at the database first. Memories are shown as \
+"[id] (type, date) content"; copy ids exactly. You may make at most {budget} tool calls. When the \
+database is good, reply with a short summary of your changes and no tool call."""
+
+
+@dataclass(frozen=True)
+class MemUpdateConfig:
+    """How a MemUpdate episode runs (budgets, what the model is shown, how it samples)."""
+
+    max_tool_calls: int = option(30, "tool calls per episode; the episode stops when they are used up")
+    max_turns: int = option(30, "LLM calls per episode")
+    tool_choice: Literal["auto", "required"] = option(
+        "auto",
+        "auto: the model ends the episode by replying in text; required: it must call a tool every turn",
+    )
+    sample_size: int = option(10, "memories shown in the first message (0: none)")
+    sample_strategy: Literal["random", "diverse", "recent"] = option(
+        "diverse", "how the memories shown first are picked"
+    )
+    question_hits: int = option(5, "with a target question, also show what a search for it finds now (0: no)")
+    max_tool_chars: int = option(2000, "tool results shown to the model are cut to this many characters")
+    temperature: float = option(0.0, "sampling temperature (0: greedy)")
+    top_p: float = option(1.0, "nucleus sampling mass")
+    max_tokens: int = option(512, "tokens per model reply")
+    seed: int | None = option(None, "sampling seed (None: unseeded unless greedy)")
+    tool_seed: int = option(0, "seed of the tools' random choices (sample_memory)")
+    actor: str = option("memupdate", "actor name recorded in the store's history for every change")
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls < 1 or self.max_turns < 1:
+            raise ConfigError("max_tool_calls and max_turns must be >= 1")
+        if not 0 <= self.sample_size <= 50 or not 0 <= self.question_hits <= 50:
+            raise ConfigError("sample_size and question_hits must be between 0 and 50")
+        if self.max_tool_chars < 100:
+            raise ConfigError("max_tool_chars must be >= 100 (the model must see at least an error message)")
+        try:
+            _ = self.sampling  # SamplingParams checks temperature, top_p and max_tokens
+        except ValidationError as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed
+        )
+
+
+@dataclass
+class UpdateResult:
+    """What one update episode did: counts, cost, failures, and the trajectory (with the reward, if any)."""
+
+    namespace: str
+    conversation: str
+    trajectory: Trajectory
+    question: str | None = None
+    stop_reason: str = ""
+    items_before: int = 0
+    items_after: int = 0
+    calls_by_tool: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def reward(self) -> float | None:
+        return self.trajectory.reward
+
+    def to_dict(self, *, with_trajectory: bool = False) -> dict[str, Any]:
+        t = self.trajectory
+        d = {k: v for k, v in self.__dict__.items() if k != "trajectory"}
+        d.update(
+            llm_calls=len(t.steps),
+            prompt_tokens=t.prompt_tokens,
+            completion_tokens=t.completion_tokens,
+            reward=t.reward,
+            metrics=dict(t.metrics),
+        )
+        if with_trajectory:
+            d["trajectory"] = t.to_dict()
+        return d
+
+
+class MemUpdateAgent:
+    """Runs MemUpdate episodes with one LLM (see the module docstring)."""
+
+    name = "memupdate"
+
+    def __init__(self, llm: LLM, config: MemUpdateConfig | None = None) -> None:
+        self.llm = llm
+        self.config = config or MemUpdateConfig()
+
+    async def messages(
+        self, ctx: MemoryContext, conversation: Conversation, question: Question | None
+    ) -> list[Message]:
+        """The opening messages: the job, then the conversation, target question and memories at hand."""
+        cfg = self.config
+        speakers = " and ".join(conversation.speakers) or "two speakers"
+        n = await ctx.memory.count(namespace=ctx.namespace)
+        dates = [s.date for s in conversation.sessions if s.date]
+        span = f", {dates[0]:%d %B %Y} to {dates[-1]:%d %B %Y}" if dates else ""
+        parts = [
+            f"The database holds {n} memories about the conversation between {speakers} "
+            f"({len(conversation.sessions)} sessions{span})."
+        ]
+        if question is not None:
+            parts.append(
+                f"Target question: {question.question}\nChange the database so that it can answer this "
+                "question correctly (find the relevant memories; fix, complete or add them)."
+            )
+            if cfg.question_hits:
+                hits = await MEMUPDATE_TOOLS.call(
+                    ctx, "search_memory", {"query": question.question, "top_k": cfg.question_hits}
+                )
+                parts.append(f"A search for the question finds now:\n{hits.content}")
+        if cfg.sample_size:
+            sample = await MEMUPDATE_TOOLS.call(
+                ctx, "sample_memory", {"k": cfg.sample_size, "strategy": cfg.sample_strategy}
+            )
+            parts.append(f"Some memories:\n{sample.content}")
+        parts.append(f"You have {cfg.max_tool_calls} tool calls. Start.")
+        system = SYSTEM_PROMPT.format(speakers=speakers, budget=cfg.max_tool_calls)
+        return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+    async def execute(
+        self, ctx: MemoryContext, call: ToolCall, *, cut: bool = False
+    ) -> tuple[ToolResult, str]:
+        """Run one call; returns the result and its kind: ``ok``, ``malformed`` (unusable: bad JSON, unknown
+        tool, invalid arguments) or ``failed`` (well-formed, but the tool refused: e.g. an unknown id).
+        ``cut``: the reply hit the token limit (said in the error, so the model can write shorter calls)."""
+        if call.error is not None:
+            what = f"your call to {call.name}" if call.name else "your tool call"
+            why = (
+                f" (your reply was cut off after {self.config.max_tokens} tokens: keep it shorter)"
+                if cut
+                else ""
+            )
+            text = (
+                f"Error: {what} could not be read: {call.error}{why}. Nothing was changed. Reply with one "
+                "call whose arguments are a JSON object following the tool's parameters."
+            )
+            return ToolResult(False, text, error=call.error), "malformed"
+        tool = MEMUPDATE_TOOLS.by_name.get(call.name)
+        if tool is None:
+            return await MEMUPDATE_TOOLS.call(ctx, call.name, call.parsed), "malformed"
+        checked = tool.validate(call.parsed)
+        if isinstance(checked, ToolResult):
+            return checked, "malformed"
+        result = await tool.call(ctx, call.parsed)
+        return result, "ok" if result.ok else "failed"
+
+    async def run(
+        self,
+        memory: AsyncMemory,
+        namespace: str,
+        conversation: Conversation,
+        *,
+        question: Question | None = None,
+        task_id: str | None = None,
+    ) -> UpdateResult:
+        """One episode editing ``namespace`` in place, optionally focused on ``question``."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        ctx = MemoryContext(memory, namespace, actor=cfg.actor, rng=random.Random(cfg.tool_seed))
+        traj = Trajectory(
+            agent=self.name,
+            task_id=task_id or (question.id if question else conversation.id),
+            info={"namespace": namespace, "conversation": conversation.id, "config": asdict(cfg)},
+        )
+        if question is not None:
+            traj.info["question"] = question.question
+        result = UpdateResult(namespace, conversation.id, traj, question=question.id if question else None)
+        result.items_before = await memory.count(namespace=namespace)
+        messages = await self.messages(ctx, conversation, question)
+        kinds: Counter[str] = Counter()
+        by_tool: Counter[str] = Counter()
+        used = 0
+        finish: list[str] = []
+        traj.info["finish_reasons"] = finish
+        result.stop_reason = "max_turns"
+        for turn in range(cfg.max_turns):
+            try:
+                reply = await self.llm.chat(
+                    messages,
+                    tools=MEMUPDATE_TOOLS.schemas,
+                    tool_choice=cfg.tool_choice,
+                    sampling=cfg.sampling,
+                )
+            except ProviderError as e:
+                error = f"provider: {type(e).__name__}: {e}"
+                traj.steps.append(Step(list(messages), "", error=error, role=self.name))
+                traj.failure = error
+                result.failures.append({"kind": "provider", "turn": turn, "error": str(e)})
+                result.stop_reason = "failure"
+                break
+            step = Step.from_response(messages, reply, role=self.name)
+            traj.steps.append(step)
+            finish.append(reply.finish_reason)  # "length" = cut off (DAPO's overlong shaping needs it)
+            messages.append(reply.to_message())
+            if not reply.tool_calls:
+                result.stop_reason = "answered"
+                break
+            for call in reply.tool_calls:
+                if used >= cfg.max_tool_calls:  # every call needs an answer in OpenAI format
+                    res, kind = ToolResult(False, "Not executed: the tool call budget is used up."), "skipped"
+                else:
+                    used += 1
+                    res, kind = await self.execute(ctx, call, cut=reply.finish_reason == "length")
+                    by_tool[call.name or "?"] += 1
+                kinds[kind] += 1
+                content = res.content
+                if len(content) > cfg.max_tool_chars:
+                    content = content[: cfg.max_tool_chars] + " ... (cut)"
+                step.tool_results.append({"id": call.id, "name": call.name, "kind": kind, **res.to_dict()})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if used >= cfg.max_tool_calls:
+                result.stop_reason = "max_tool_calls"
+                break
+        result.calls_by_tool = dict(by_tool)
+        traj.info["stop_reason"] = result.stop_reason
+        traj.metrics.update(
+            tool_calls=float(used),
+            valid_calls=float(kinds["ok"]),
+            invalid_calls=float(kinds["malformed"] + kinds["failed"]),
+            malformed_calls=float(kinds["malformed"]),
+            skipped_calls=float(kinds["skipped"]),
+            **{f"calls/{name}": float(n) for name, n in by_tool.items()},
+        )
+        result.items_after = await memory.count(namespace=namespace)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+
+async def init_from_observations(
+    memory: AsyncMemory, namespace: str, conversation: Conversation, *, actor: str = "observations"
+) -> list[MemoryItem]:
+    """Build MemUpdate's initial memory from LoCoMo's ``observation`` field (the namespace is reset first).
+
+    One item per observation, id ``O<session>:<n>``, content the observation text verbatim, evidence its
+    turn ids, session its session number, metadata ``speaker``, ``date`` (ISO day), ``date_text`` and
+    ``source="observation"``. Type: **episodic**, as in the original (every observation is something said
+    in one dated session; the date is what temporal questions need). Making durable facts semantic is
+    left to the agent, like adding dates to the text (the date sits in metadata, not in the content).
+    """
+    observations = locomo_observations(conversation)
+    if not observations:
+        raise DataError(
+            f"conversation {conversation.id!r} has no LoCoMo observations (metadata['observation']); "
+            "MemUpdate's initial memory needs them: use a LoCoMo conversation or build memory another way"
+        )
+    sessions = {s.index: s for s in conversation.sessions}
+    per_session: Counter[int] = Counter()
+    items = []
+    for obs in observations:
+        per_session[obs.session] += 1
+        s = sessions.get(obs.session)
+        meta: dict[str, Any] = {"speaker": obs.speaker, "session": obs.session, "source": "observation"}
+        if s is not None and s.date is not None:
+            meta["date"] = s.date.date().isoformat()
+        if s is not None and s.date_text:
+            meta["date_text"] = s.date_text
+        items.append(
+            NewItem(obs.text, MemoryType.EPISODIC, meta, obs.evidence, str(obs.session),
+                    id=f"O{obs.session}:{per_session[obs.session]}")
+        )  # fmt: skip
+    await memory.reset(namespace=namespace)
+    return await memory.add_many(items, namespace=namespace, actor=actor)
+
+
+async def _state(memory: AsyncMemory, namespace: str, query: str) -> tuple[list[str], list[str]]:
+    """Texts of the top-5 memories retrieved for ``query``, and of all memories, in ``namespace``."""
+    hits = await memory.search(query, namespace=namespace, top_k=TOP_K)
+    return [h.item.content for h in hits], [i.content for i in await memory.list(namespace=namespace)]
+
+
+async def run_episode(
+    llm: LLM,
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    question: Question,
+    *,
+    config: MemUpdateConfig | None = None,
+    episode_namespace: str | None = None,
+    keep_namespace: bool = True,
+) -> UpdateResult:
+    """One RL episode: copy ``namespace`` into an episode namespace, edit it focused on ``question``, score.
+
+    The reward ``(P_new - P_old) * E`` (:func:`~memrl.rewards.memupdate.score_memupdate`) compares the top-5
+    memories retrieved for the question, and item counts and lengths, before (``namespace``, untouched)
+    and after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
+    ``p_old``/``p_new``/``efficiency``/...). Failures (provider error; a question with no scorable answer,
+    detected before any LLM call) set ``trajectory.failure`` and leave the reward None. Episodes of a
+    GRPO group can run concurrently: each gets its own namespace (dropped after scoring unless
+    ``keep_namespace``).
+    """
+    ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
+    agent = MemUpdateAgent(llm, config)
+    if not question.answerable or not tokens(question.answer):
+        reason = f"memupdate: question {question.id!r} has no scorable answer ({question.answer!r})"
+        traj = Trajectory(agent.name, question.id, failure=reason, info={"namespace": ep_ns})
+        result = UpdateResult(ep_ns, conversation.id, traj, question=question.id, stop_reason="failure")
+        result.failures.append({"kind": "reward", "error": reason})
+        return result
+    retrieved_old, old_texts = await _state(memory, namespace, question.question)
+    await memory.clone(namespace, ep_ns, overwrite=True)
+    try:
+        result = await agent.run(memory, ep_ns, conversation, question=question)
+        traj = result.trajectory
+        traj.info["initial_namespace"] = namespace
+        if traj.failure is None:
+            retrieved_new, new_texts = await _state(memory, ep_ns, question.question)
+            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts)
+            if outcome.failure is not None:
+                traj.failure = outcome.failure
+                result.failures.append({"kind": "reward", "error": outcome.failure})
+            else:
+                traj.reward = outcome.value
+                traj.metrics.update(outcome.metrics)
+    finally:
+        if not keep_namespace:
+            await memory.reset(namespace=ep_ns)
+    return result
+
+
+async def update_memory(
+    llm: LLM,
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    *,
+    config: MemUpdateConfig | None = None,
+    question: Question | None = None,
+) -> UpdateResult:
+    """One episode over a conversation's built memory, editing ``namespace`` in place (used by the QA runner;
+    unfocused unless ``question`` is given). No reward is computed."""
+    return await MemUpdateAgent(llm, config).run(memory, namespace, conversation, question=question)

@@ -44,7 +44,16 @@ def test_schemas_are_derived_from_signatures():
     assert search["properties"]["memory_type"]["enum"] == ["episodic", "semantic", "procedural"]
     assert search["additionalProperties"] is False
     merge = schemas["merge_memory"]["parameters"]["properties"]["memory_ids"]
-    assert (merge["minItems"], merge["maxItems"], merge["items"]) == (2, 5, {"type": "string"})
+    assert (merge["minItems"], merge["maxItems"], merge["items"]) == (
+        2,
+        5,
+        {"maxLength": 64, "minLength": 1, "type": "string"},
+    )
+    # every free-text argument is bounded, so constrained decoding can always finish a call
+    for fn in schemas.values():
+        for prop in fn["parameters"]["properties"].values():
+            if prop.get("type") == "string" and "enum" not in prop:
+                assert "maxLength" in prop, fn["name"]
     assert set(schemas["manage_memory"]["parameters"]["required"]) == {"operation", "content"}
     assert "$defs" not in json.dumps(schemas) and "$ref" not in json.dumps(schemas)
     for fn in schemas.values():
@@ -190,7 +199,7 @@ async def test_split_that_cannot_split_changes_nothing(ctx):
         ),
         ("manage_memory", {"operation": "upsert", "content": "x"}, "argument 'operation'"),
         ("manage_memory", {"operation": "create", "content": ""}, "argument 'content'"),
-        ("manage_memory", {"operation": "create", "content": "x" * 20_000}, "more than the limit"),
+        ("manage_memory", {"operation": "create", "content": "x" * 20_000}, "at most 2000 characters"),
         (
             "manage_memory",
             {"operation": "update", "content": "x", "memory_id": "ghost"},

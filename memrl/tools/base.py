@@ -175,7 +175,8 @@ class Toolset:
         if t is None:
             return ToolResult(
                 ok=False,
-                content=f"Error: there is no tool named {name!r}. Available tools: {', '.join(self.by_name)}.",
+                content=f"Error: there is no tool named {name!r}. Available tools: {', '.join(self.by_name)}. "
+                "Nothing was changed.",
                 error=f"unknown tool {name!r}",
             )
         return await t.call(ctx, arguments)

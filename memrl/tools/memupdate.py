@@ -24,6 +24,12 @@ from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.splitting import SPLITTERS, limit_parts
 
 ItemType = Literal["episodic", "semantic", "procedural"]
+#: Bounds on free text a model writes: with constrained decoding, an unbounded string can run until the token
+#: budget cuts the call off (seen with the 135M model); these keep every call finishable.
+Query = Annotated[str, Field(min_length=1, max_length=300)]
+Content = Annotated[str, Field(min_length=1, max_length=2000)]
+Reason = Annotated[str, Field(max_length=300)]
+MemoryId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 @dataclass
@@ -54,7 +60,7 @@ def _listing(items: list[MemoryItem], empty: str) -> str:
 @tool
 async def search_memory(
     ctx: MemoryContext,
-    query: str,
+    query: Query,
     top_k: Annotated[int, Field(ge=1, le=50)] = 5,
     memory_type: ItemType | None = None,
     similarity_threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None,
@@ -82,10 +88,10 @@ async def search_memory(
 async def manage_memory(
     ctx: MemoryContext,
     operation: Literal["create", "update"],
-    content: Annotated[str, Field(min_length=1)],
+    content: Content,
     memory_type: ItemType = "episodic",
     metadata: dict[str, Any] | None = None,
-    memory_id: str | None = None,
+    memory_id: MemoryId | None = None,
 ) -> ToolResult:
     """Create a new memory, or replace the content of an existing one (its old version is kept in history).
 
@@ -114,7 +120,7 @@ async def manage_memory(
 
 
 @tool
-async def delete_memory(ctx: MemoryContext, memory_id: str, reason: str | None = None) -> ToolResult:
+async def delete_memory(ctx: MemoryContext, memory_id: MemoryId, reason: Reason | None = None) -> ToolResult:
     """Delete a memory that is wrong, redundant or useless (it can be restored later).
 
     Args:
@@ -165,8 +171,8 @@ async def sample_memory(
 @tool
 async def merge_memory(
     ctx: MemoryContext,
-    memory_ids: Annotated[list[str], Field(min_length=2, max_length=5)],
-    content: str | None = None,
+    memory_ids: Annotated[list[MemoryId], Field(min_length=2, max_length=5)],
+    content: Content | None = None,
     strategy: Literal["summarize", "concatenate", "extract_common"] = "concatenate",
 ) -> ToolResult:
     """Merge 2-5 memories into one: the first keeps the merged text, the others are deleted.
@@ -192,8 +198,8 @@ async def merge_memory(
 @tool
 async def split_memory(
     ctx: MemoryContext,
-    memory_id: str,
-    parts: Annotated[list[str], Field(min_length=2, max_length=10)] | None = None,
+    memory_id: MemoryId,
+    parts: Annotated[list[Content], Field(min_length=2, max_length=10)] | None = None,
     split_criteria: Literal["sentence", "speaker", "date"] = "sentence",
     max_parts: Annotated[int, Field(ge=2, le=10)] = 5,
 ) -> ToolResult:

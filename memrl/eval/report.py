@@ -87,8 +87,17 @@ def summarize(
         "prompt_tokens": sum(b.get("prompt_tokens", 0) for b in sessions),
         "completion_tokens": sum(b.get("completion_tokens", 0) for b in sessions),
         "seconds": round(sum(b.get("seconds", 0.0) for b in sessions), 2),
-        "failures": sum(len(b.get("failures", [])) for b in builds),
+        "failures": sum(len(b.get("failures", [])) for b in sessions),
     }
+    updates = [b for b in builds if b.get("session") == "update"]
+    if updates:
+        summary["update"] = {
+            "episodes": len(updates),
+            "llm_calls": sum(b.get("llm_calls", 0) for b in updates),
+            "prompt_tokens": sum(b.get("prompt_tokens", 0) for b in updates),
+            "completion_tokens": sum(b.get("completion_tokens", 0) for b in updates),
+            "failures": sum(len(b.get("failures", [])) for b in updates),
+        }
     if sessions:
         summary["build"]["tokens_per_session"] = (
             summary["build"]["prompt_tokens"] + summary["build"]["completion_tokens"]
@@ -135,6 +144,12 @@ def markdown(s: dict[str, Any]) -> str:
         lines.append(
             f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
             f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} failures"
+        )
+    u = s.get("update")
+    if u:
+        lines.append(
+            f"- Update (memupdate): {u['episodes']} episodes, {u['llm_calls']} LLM calls, "
+            f"{u['prompt_tokens'] + u['completion_tokens']} tokens, {u['failures']} failures"
         )
     lines += [
         "",

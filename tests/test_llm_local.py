@@ -111,7 +111,60 @@ def test_conversion_is_cached_in_memrl_cache_dir_and_reused_fast(llm, cache_dir,
     again = LocalLLM().load()
     elapsed = time.perf_counter() - start
     assert again.path == str(folder) and elapsed < 15, f"reload took {elapsed:.1f}s"
-    assert again.tokenizer.decode(again.prompt_ids(QUESTION)) == llm.tokenizer.decode(llm.prompt_ids(QUESTION))
+    assert again.tokenizer.decode(again.prompt_ids(QUESTION)) == llm.tokenizer.decode(
+        llm.prompt_ids(QUESTION)
+    )
+
+
+def test_concurrent_conversions_leave_one_complete_folder(tmp_path, monkeypatch):
+    """Two converters racing (threads here, processes in practice): each writes a private temp folder and
+    renames it into place; the loser keeps the winner's folder. transformers is faked at its boundary
+    (loading and saving), so this runs in milliseconds."""
+    import threading
+    import types
+
+    import transformers
+
+    from memrl.llm.hf_models import convert_gguf
+
+    loads = []
+
+    class FakeModel:
+        def __init__(self):
+            self.hf_quantizer = object()
+            self.config = types.SimpleNamespace(
+                model_type="llama", quantization_config={"quant_method": "gguf"}
+            )
+
+        def save_pretrained(self, folder):
+            assert self.hf_quantizer is None  # dropped before saving
+            time.sleep(0.2)  # a slow write: both converters are inside it at once
+            (Path(folder) / "config.json").write_text(json.dumps(vars(self.config)))
+
+    class FakeTokenizer:
+        def save_pretrained(self, folder):
+            (Path(folder) / "tokenizer.json").write_text("{}")
+
+    def load_model(*args, **kw):
+        loads.append(kw["gguf_file"])
+        return FakeModel()
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", load_model)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: FakeTokenizer())
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    out = tmp_path / "models" / "tiny"
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(convert_gguf(gguf, out))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [out, out] and loads == ["tiny.gguf", "tiny.gguf"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "tokenizer.json"]
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    assert [p.name for p in out.parent.iterdir()] == ["tiny"]  # no temp folder left behind
+    assert convert_gguf(gguf, out) == out and len(loads) == 2  # converted folder reused, nothing loaded
 
 
 def test_hub_ids_give_a_clear_error_when_offline():
@@ -130,14 +183,18 @@ def test_text_reply_carries_ids_and_logprobs_consistent_with_the_text(llm):
     reply = llm.chat_sync(QUESTION, sampling=SamplingParams(max_tokens=40))
     assert "Paris" in reply.text and reply.finish_reason == "stop"
     assert reply.prompt_ids == llm.prompt_ids(QUESTION)
-    assert reply.completion_ids[-1] in llm.stop_ids  # the stop token is part of the completion (RL learns to stop)
+    assert (
+        reply.completion_ids[-1] in llm.stop_ids
+    )  # the stop token is part of the completion (RL learns to stop)
     assert llm.tokenizer.decode(reply.completion_ids, skip_special_tokens=True) == reply.text
     assert len(reply.logprobs) == len(reply.completion_ids) == reply.usage.completion_tokens
     # the logprobs are those of the unmodified model: recompute them with one full forward pass
     ids = torch.tensor([reply.prompt_ids + reply.completion_ids])
     with torch.inference_mode():
         logits = llm.hf_model(input_ids=ids).logits[0, len(reply.prompt_ids) - 1 : -1].float()
-    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(reply.completion_ids)[:, None]).squeeze(-1)
+    expected = (
+        torch.log_softmax(logits, -1).gather(-1, torch.tensor(reply.completion_ids)[:, None]).squeeze(-1)
+    )
     assert torch.allclose(torch.tensor(reply.logprobs), expected, atol=1e-3)
 
 
@@ -145,7 +202,9 @@ def test_text_reply_carries_ids_and_logprobs_consistent_with_the_text(llm):
 async def test_batched_greedy_generation_equals_one_at_a_time(llm):
     """Left padding with position ids from the attention mask gives each prompt the positions it has
     alone, and greedy decoding is then identical (fp32; a near-tie in bf16 could still flip a token)."""
-    convs = [[{"role": "user", "content": q}] for q in ("Name a color.", "What is 2+2?", "Say hello to Alice.")]
+    convs = [
+        [{"role": "user", "content": q}] for q in ("Name a color.", "What is 2+2?", "Say hello to Alice.")
+    ]
     sampling = SamplingParams(max_tokens=12)
     alone = [llm.generate_sync([c], sampling=sampling)[0] for c in convs]
     together = await asyncio.gather(*(llm.chat(c, sampling=sampling) for c in convs))  # batched by the worker
@@ -159,7 +218,9 @@ def test_constrained_json_output_parses_and_validates(llm):
         {"role": "system", "content": "You maintain a memory of facts about the user. Answer in JSON."},
         {"role": "user", "content": "User said: I moved to Lyon last week. Should this be stored?"},
     ]
-    replies = llm.generate_sync([msgs, QUESTION], json_schema=ACTION_SCHEMA, sampling=SamplingParams(max_tokens=80))
+    replies = llm.generate_sync(
+        [msgs, QUESTION], json_schema=ACTION_SCHEMA, sampling=SamplingParams(max_tokens=80)
+    )
     for reply in replies:
         assert reply.finish_reason == "stop", reply.text
         validate(json.loads(reply.text), ACTION_SCHEMA)

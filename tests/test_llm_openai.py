@@ -125,6 +125,11 @@ async def test_schema_in_prompt_mode_for_servers_without_response_format(server,
     sent = server.requests[0]
     assert "response_format" not in sent and sent["messages"][0]["role"] == "system"
     assert json.dumps(schema) in sent["messages"][0]["content"] and sent["messages"][1:] == USER
+    scripted.add('{"operation": "ADD"}')
+    await llm.chat([{"role": "system", "content": "Be brief."}, *USER], json_schema=schema)
+    merged = server.requests[1]["messages"]
+    assert [m["role"] for m in merged] == ["system", "user"] and merged[0]["content"].startswith("Be brief.")
+    assert json.dumps(schema) in merged[0]["content"]
     await llm.aclose()
 
 

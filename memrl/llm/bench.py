@@ -49,7 +49,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default=None, help="folder, .gguf or hub id (default: offline SmolLM2)")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per sequence")
     ap.add_argument("--repeats", type=int, default=2, help="report the best of this many runs")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
 
     start = time.perf_counter()
     llm = LocalLLM(args.model).load()

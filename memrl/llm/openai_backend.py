@@ -149,6 +149,12 @@ class OpenAILLM(LLM):
                         "strict": c.strict_schema,
                     },
                 }
+            elif messages[0].get("role") == "system":  # one system message: some templates allow no more
+                first = {
+                    **messages[0],
+                    "content": f"{messages[0].get('content') or ''}\n\n{schema_instruction(json_schema)}",
+                }
+                req["messages"] = [first, *messages[1:]]
             else:
                 req["messages"] = [{"role": "system", "content": schema_instruction(json_schema)}, *messages]
         if c.logprobs:

@@ -1,0 +1,462 @@
+"""MemBuilder (arXiv 2601.05488): four LLM agents per session, one per memory type, write long-term memory.
+
+For each session of a conversation, the core, episodic, semantic and procedural agents each get their
+instructions (:mod:`memrl.agents.prompts.membuilder`), the memory state, and the dated transcript, and
+answer with JSON actions constrained by their action schema (:mod:`memrl.tools.membuilder`). Back-ends
+without constrained decoding work too: every answer is parsed and validated before anything is applied::
+
+    from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+    agent = MemBuilderAgent(create_llm("local"), MemBuilderConfig(context="retrieved", context_k=8))
+    result = await agent.build_session(memory, "conv-26@membuilder", conversation, session)
+    result.stats, result.failures, result.trajectories      # one trajectory per agent, for trainers
+
+**Ordering.** The four agents are independent given the pre-session memory, so their calls run
+concurrently (``asyncio.gather``; the local back-end batches them: they share one ``SamplingParams`` for
+that reason). Their answers are then applied one agent at a time in the fixed order core, episodic,
+semantic, procedural, whatever order the replies arrived in: each agent only touches its own memory type,
+so the order changes no content, but it keeps the store's history (which resume and rollback replay)
+identical from run to run. Core compression runs last, once the core agent's action is applied.
+
+**Context (token cost).** ``context="full"`` is the original: every agent sees the whole memory (core and
+every item), so prompts grow with the conversation. ``context="retrieved"`` (default) shows each agent core
+memory plus only the items *of its own type* that are relevant to this session: the store is searched with
+windows of ``query_turns`` turns, the hit lists are fused (reciprocal rank) and deduplicated, and the top
+``context_k`` are shown. That is all UPDATE and MERGE need, as they act on items of the agent's own type.
+
+**Budget.** Each answer is constrained by the action schema narrowed to what can apply this session
+(no REPLACE on an empty core memory, no UPDATE without an item shown, old memories referred to by id) and
+to ``max_operations`` operations of ``max_item_chars`` characters (:mod:`memrl.agents.membuilder_schema`);
+``max_tokens`` defaults to (``answer_budget``) the longest answer that schema allows, counting one token per character of
+text (what a small model looping on digits does reach), so a constrained answer always closes.
+
+**Failures are data.** A provider error or an unparsable answer leaves memory unchanged for that agent,
+is recorded in ``SessionResult.failures`` (type, stage, error) and on the agent's trajectory, and the other
+agents still apply. Actions that parse but cannot apply (an UPDATE of a memory that does not exist, an
+operation the config does not offer) are counted as failed actions in ``stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memrl.agents.base import Builder, SessionResult
+from memrl.agents.membuilder_schema import REF_CHARS, budget_schema, compress_schema, worst_case_tokens
+from memrl.agents.prompts import membuilder as P
+from memrl.agents.trajectory import Step, Trajectory
+from memrl.config import option
+from memrl.data.types import Conversation, Session
+from memrl.errors import ConfigError, MemrlError
+from memrl.llm.base import LLM, ChatResponse, SamplingParams
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.types import ITEM_TYPES, MemoryItem, MemoryType
+from memrl.tools.membuilder import MAX_ITEM_CHARS, ActionReport, apply_actions, parse_actions
+
+Context = Literal["retrieved", "full"]
+ORDER: tuple[MemoryType, ...] = (MemoryType.CORE, *ITEM_TYPES)  # the fixed order answers are applied in
+OPERATIONS: dict[MemoryType, tuple[str, ...]] = {
+    MemoryType.CORE: ("APPEND", "REPLACE", "REWRITE"),
+    MemoryType.EPISODIC: ("ADD", "UPDATE", "MERGE"),
+    MemoryType.SEMANTIC: ("ADD", "UPDATE", "SKIP"),
+    MemoryType.PROCEDURAL: ("ADD", "UPDATE"),
+}
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class MemBuilderConfig:
+    """Knobs of the MemBuilder agents (``MemBuilderAgent(llm, config)``)."""
+
+    context: Context = option(
+        "retrieved",
+        "memory shown to each agent: 'full' (the original: core + every item, prompts grow with the "
+        "conversation) or 'retrieved' (core + the context_k items of the agent's own type most relevant "
+        "to the session)",
+    )
+    context_k: int = option(8, "retrieved: items of the agent's own type shown")
+    query_turns: int = option(4, "retrieved: turns per search query (the session is searched in windows)")
+    temperature: float = option(0.0, "sampling temperature of every agent (0 = greedy)")
+    top_p: float = option(1.0, "nucleus sampling mass")
+    seed: int | None = option(None, "sampling seed (repeatable sampling at temperature > 0)")
+    max_operations: int = option(3, "at most this many operations per answer (schema maxItems)")
+    max_item_chars: int = option(
+        200, f"characters per memory written or quoted (schema maxLength; at most {MAX_ITEM_CHARS})"
+    )
+    max_tokens: int | None = option(
+        None,
+        "token budget of each agent's answer, one value for all four so they batch together (default: "
+        "the longest answer the schema allows, so a constrained answer always finishes; see "
+        "worst_case_tokens)",
+    )
+    core_rewrite: bool = option(
+        False, "offer REWRITE to the per-session core agent (the original does; a REWRITE wider than "
+        "max_item_chars cannot fit the budget, and a short one wipes the block)",
+    )  # fmt: skip
+    core_limit: int | None = option(None, "core memory character limit (default: the store's, 5,000)")
+    compress_at: float = option(0.9, "compress core memory once it exceeds this share of its limit")
+    compress_to: int = option(3000, "the compression REWRITE must be under this many characters")
+    compress_max_tokens: int | None = option(
+        None, "token budget of the compression answer (default: the longest REWRITE allowed)"
+    )
+    types: tuple[str, ...] = option(
+        ("core", "episodic", "semantic", "procedural"), "which agents run (memory types)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.context not in ("retrieved", "full"):
+            raise ConfigError(f"context must be 'retrieved' or 'full', got {self.context!r}")
+        if self.context_k < 1 or self.query_turns < 1:
+            raise ConfigError("context_k and query_turns must be at least 1")
+        if not 1 <= self.max_operations <= 10:
+            raise ConfigError("max_operations must be within 1..10 (the action schema allows 10)")
+        if not 20 <= self.max_item_chars <= MAX_ITEM_CHARS:
+            raise ConfigError(f"max_item_chars must be within 20..{MAX_ITEM_CHARS} (MAX_ITEM_CHARS)")
+        if not 0 < self.compress_at <= 1:
+            raise ConfigError(f"compress_at is a share of the core limit, in (0, 1]; got {self.compress_at}")
+        if not 100 <= self.compress_to <= 5000:
+            raise ConfigError(f"compress_to must be within 100..5000, got {self.compress_to}")
+        if self.core_limit is not None and self.compress_to >= self.compress_at * self.core_limit:
+            raise ConfigError(
+                "compress_to must be below compress_at * core_limit, or compression never helps"
+            )
+        bad = [t for t in self.types if t not in OPERATIONS]
+        if bad or not self.types or len(set(self.types)) != len(self.types):
+            raise ConfigError(
+                f"types must be distinct memory types among {[t.value for t in ORDER]}, got {self.types}"
+            )
+        # A cut answer is not JSON: the budgets must hold the longest answer the schemas allow.
+        for name, need in (
+            ("max_tokens", self.longest_answer()),
+            ("compress_max_tokens", self.longest_compression()),
+        ):
+            given = getattr(self, name)
+            if given is not None and given < need:
+                raise ConfigError(
+                    f"{name}={given} is less than the {need} tokens the longest allowed answer may take (one "
+                    "token per character of text): a cut answer is not JSON. Raise it, leave it unset, or "
+                    "lower "
+                    + ("max_operations / max_item_chars." if name == "max_tokens" else "compress_to.")
+                )
+
+    def longest_answer(self) -> int:
+        """Tokens of the longest answer any agent may give under this config (see worst_case_tokens)."""
+        return max(
+            worst_case_tokens(budget_schema(
+                t, operations=self.operations(t), max_operations=self.max_operations,
+                max_chars=self.max_item_chars, ref_chars=REF_CHARS,
+            ))
+            for t in ORDER if t.value in self.types
+        )  # fmt: skip
+
+    def longest_compression(self) -> int:
+        return worst_case_tokens(compress_schema(self.compress_to))
+
+    @property
+    def answer_budget(self) -> int:
+        """``max_tokens`` of each agent call: as given, else the longest answer allowed."""
+        return self.max_tokens or self.longest_answer()
+
+    @property
+    def compress_budget(self) -> int:
+        return self.compress_max_tokens or self.longest_compression()
+
+    def sampling(self, max_tokens: int | None = None) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=max_tokens or self.answer_budget,
+            seed=self.seed,
+        )
+
+    def operations(self, memory_type: MemoryType) -> tuple[str, ...]:
+        ops = OPERATIONS[memory_type]
+        if memory_type is MemoryType.CORE and not self.core_rewrite:
+            ops = tuple(o for o in ops if o != "REWRITE")
+        return ops
+
+
+@dataclass
+class _Run:
+    """One agent's work in one session."""
+
+    mtype: MemoryType
+    trajectory: Trajectory
+    messages: list[dict[str, str]] = field(default_factory=list)
+    context_ids: list[str] = field(default_factory=list)  # every item shown
+    own_ids: list[str] = field(default_factory=list)  # the items of its own type shown
+    offered: tuple[str, ...] = ()
+    reply: ChatResponse | None = None
+    error: str | None = None
+    stage: str = ""
+    report: ActionReport | None = None
+
+
+class MemBuilderAgent(Builder):
+    """The four MemBuilder agents as a :class:`~memrl.agents.base.Builder` (registered as ``membuilder``)."""
+
+    name = "membuilder"
+
+    def __init__(self, llm: LLM, config: MemBuilderConfig | None = None) -> None:
+        self.llm = llm
+        self.config = cfg = config or MemBuilderConfig()
+        self.types = tuple(t for t in ORDER if t.value in cfg.types)
+        self._schemas: dict[tuple[MemoryType, tuple[str, ...], int | None], dict[str, Any]] = {}
+        self.compress_schema = compress_schema(cfg.compress_to)
+
+    # ------------------------------------------------------------------ context
+    async def _relevant(self, memory: AsyncMemory, ns: str, mtype: MemoryType, session: Session) -> list:
+        """The ``context_k`` items of ``mtype`` most relevant to the session (RRF over turn windows)."""
+        k = self.config.context_k
+        total = await memory.count(namespace=ns, types=[mtype])
+        if total <= k:
+            return await memory.list(namespace=ns, types=[mtype])
+        step = self.config.query_turns
+        turns = session.turns
+        queries = [" ".join(t.render() for t in turns[i : i + step]) for i in range(0, len(turns), step)]
+        vectors = await memory.embedder.aembed(queries)
+        fused: dict[str, float] = {}
+        items: dict[str, MemoryItem] = {}
+        for q, v in zip(queries, vectors, strict=True):
+            hits = await memory.search(q, namespace=ns, types=[mtype], top_k=k, query_vector=v)
+            for rank, h in enumerate(hits):
+                fused[h.item.id] = fused.get(h.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+                items[h.item.id] = h.item
+        best = sorted(fused, key=lambda i: -fused[i])[:k]
+        return [items[i] for i in best]
+
+    async def _memory_views(
+        self, memory: AsyncMemory, ns: str, session: Session, core: str
+    ) -> dict[MemoryType, tuple[str, list[str], list[str]]]:
+        """What each agent is shown of the pre-session memory: (text, ids of every item shown, ids of the
+        items of its own type shown)."""
+        if self.config.context == "full":
+            items = {t: await memory.list(namespace=ns, types=[t]) for t in ITEM_TYPES}
+            text = P.memory_block(core, items)
+            ids = [i.id for rows in items.values() for i in rows]
+            return {t: (text, ids, [i.id for i in items.get(t, [])]) for t in self.types}
+        views = {}
+        for t in self.types:
+            if t is MemoryType.CORE:
+                views[t] = (P.memory_block(core, {}), [], [])
+                continue
+            rows = await self._relevant(memory, ns, t, session)
+            total = await memory.count(namespace=ns, types=[t])
+            note = (
+                {t: f"the {len(rows)} of {total} most related to this session"} if len(rows) < total else {}
+            )
+            ids = [i.id for i in rows]
+            views[t] = (P.memory_block(core, {t: rows}, note=note), ids, ids)
+        return views
+
+    def offered(self, memory_type: MemoryType, *, core: str, own_ids: list[str]) -> tuple[str, ...]:
+        """The operations the agent is offered this session: those of the config that can apply to what
+        it is shown (no REPLACE on an empty core memory, no UPDATE without an item, no MERGE without two)."""
+        ops = self.config.operations(memory_type)
+        if memory_type is MemoryType.CORE and not core.strip():
+            ops = tuple(o for o in ops if o == "APPEND")
+        if len(own_ids) < 2:
+            ops = tuple(o for o in ops if o != "MERGE" and (own_ids or o != "UPDATE"))
+        return ops
+
+    def schema(self, memory_type: MemoryType, operations: tuple[str, ...], own_ids: list[str]) -> dict:
+        """The JSON schema of an answer offering ``operations``; old memories are referred to by id."""
+        ref = max((len(i) for i in own_ids), default=None)
+        key = (memory_type, operations, ref)
+        if key not in self._schemas:
+            self._schemas[key] = budget_schema(
+                memory_type, operations=operations, max_operations=self.config.max_operations,
+                max_chars=self.config.max_item_chars, ref_chars=ref,
+            )  # fmt: skip
+        return self._schemas[key]
+
+    # ------------------------------------------------------------------ one session
+    async def build_session(
+        self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session
+    ) -> SessionResult:
+        t0 = time.perf_counter()
+        cfg = self.config
+        limit = cfg.core_limit or memory.store.core_limit
+        result = SessionResult(session=session.index)
+        runs = {
+            t: _Run(t, Trajectory("membuilder", f"{conversation.id}:s{session.index}:{t.value}",
+                                  info={"memory_type": t.value, "conversation": conversation.id,
+                                        "session": session.index, "context": cfg.context}))
+            for t in self.types
+        }  # fmt: skip
+        core = await memory.core(namespace=namespace)
+        compressed = False
+        if MemoryType.CORE in runs and len(core) > cfg.compress_at * limit:  # full before we started
+            compressed = await self._compress(memory, namespace, conversation, core, limit, runs, result)
+            core = await memory.core(namespace=namespace)
+
+        views = await self._memory_views(memory, namespace, session, core)
+        transcript = P.session_block(session)
+        for t, run in runs.items():
+            text, run.context_ids, run.own_ids = views[t]
+            run.offered = self.offered(t, core=core, own_ids=run.own_ids)
+            run.messages = P.agent_messages(
+                t, transcript, text, operations=run.offered, speakers=conversation.speakers,
+                max_operations=cfg.max_operations, max_chars=cfg.max_item_chars,
+            )  # fmt: skip
+        result.llm_calls += len(runs)
+        await asyncio.gather(*(self._ask(run) for run in runs.values()))
+
+        evidence = tuple(t.id for t in session.turns)
+        meta = {
+            "date": session.date.isoformat() if session.date else None,
+            "date_text": session.date_text,
+            "session": session.index,
+        }
+        for t in ORDER:  # fixed order, whatever order the replies came in (see the module docstring)
+            if t in runs:
+                await self._apply(memory, namespace, runs[t], session, evidence, meta, result)
+
+        core = await memory.core(namespace=namespace)
+        if MemoryType.CORE in runs and len(core) > cfg.compress_at * limit:
+            compressed |= await self._compress(memory, namespace, conversation, core, limit, runs, result)
+        self._finish(result, runs, await memory.core(namespace=namespace), compressed)
+        result.stats["items"] = await memory.count(namespace=namespace)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    async def _ask(self, run: _Run) -> None:
+        """One agent's call; a provider error is recorded, not raised."""
+        try:
+            run.reply = await self.llm.chat(
+                run.messages,
+                json_schema=self.schema(run.mtype, run.offered, run.own_ids),
+                sampling=self.config.sampling(),
+            )
+        except MemrlError as e:
+            run.error, run.stage = f"{type(e).__name__}: {e}", "llm"
+            return
+        run.trajectory.steps.append(Step.from_response(run.messages, run.reply, role=run.mtype.value))
+
+    def _check(self, run: _Run) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """Parse the answer; keep the actions this config offers, up to max_operations. Returns the output
+        to apply (None if nothing) and the rejected actions; sets ``run.error`` if it does not parse."""
+        assert run.reply is not None
+        try:
+            actions = parse_actions(run.mtype, run.reply.text)
+        except ValueError as e:
+            run.error, run.stage = str(e), "parse"
+            if run.reply.finish_reason == "length":
+                run.error += (
+                    f" (answer cut at max_tokens={self.config.answer_budget}: raise max_tokens or lower "
+                    "max_operations / max_item_chars)"
+                )
+            return None, []
+        allowed = run.offered
+        kept: list[dict[str, Any]] = []
+        rejected: list[dict[str, Any]] = []
+        for a in actions:
+            d = a.model_dump()
+            if d["operation"] not in allowed:
+                rejected.append({**d, "error": f"{d['operation']} is not offered (use {', '.join(allowed)})"})
+            elif len(kept) >= self.config.max_operations:
+                rejected.append({**d, "error": f"more than max_operations={self.config.max_operations}"})
+            else:
+                kept.append(d)
+        if run.mtype is MemoryType.CORE:
+            return (kept[0] if kept else None), rejected
+        return {"operations": kept}, rejected
+
+    async def _apply(
+        self,
+        memory: AsyncMemory,
+        ns: str,
+        run: _Run,
+        session: Session,
+        evidence: tuple[str, ...],
+        meta: dict[str, Any],
+        result: SessionResult,
+    ) -> None:
+        output, rejected = self._check(run) if run.reply is not None else (None, [])
+        if run.error is not None:
+            run.trajectory.failure = run.error
+            result.failures.append({"type": run.mtype.value, "stage": run.stage, "error": run.error})
+            return
+        if output is None:
+            run.report = ActionReport(run.mtype)
+        else:
+            run.report = await apply_actions(
+                memory, ns, run.mtype, output, session=str(session.index), evidence=evidence,
+                metadata=meta, actor=f"membuilder:{run.mtype.value}",
+            )  # fmt: skip
+        run.report.failed.extend(rejected)
+
+    async def _compress(
+        self,
+        memory: AsyncMemory,
+        ns: str,
+        conversation: Conversation,
+        core: str,
+        limit: int,
+        runs: dict[MemoryType, _Run],
+        result: SessionResult,
+    ) -> bool:
+        """The extra core-agent call rewriting a nearly full core memory; recorded on the core trajectory."""
+        cfg = self.config
+        traj = runs[MemoryType.CORE].trajectory
+        msgs = P.compress_messages(core, limit=limit, target=cfg.compress_to, speakers=conversation.speakers)
+        error = None
+        result.llm_calls += 1
+        try:
+            reply = await self.llm.chat(
+                msgs, json_schema=self.compress_schema, sampling=cfg.sampling(cfg.compress_budget)
+            )
+        except MemrlError as e:
+            error = f"{type(e).__name__}: {e}"
+        else:
+            traj.steps.append(Step.from_response(msgs, reply, role="core"))
+            try:
+                action = parse_actions(MemoryType.CORE, reply.text)[0].model_dump()
+                if action["operation"] != "REWRITE" or not 0 < len(action["content"]) < len(core):
+                    raise ValueError("compression must REWRITE core memory into fewer characters")
+            except ValueError as e:
+                error = str(e)
+            else:
+                report = await apply_actions(memory, ns, MemoryType.CORE, action, actor="membuilder:core")
+                if report.failed:
+                    error = report.failed[0]["error"]
+                elif len(action["content"]) >= cfg.compress_to:
+                    error = f"compressed to {len(action['content'])} characters, not under {cfg.compress_to}"
+        if error is not None:
+            result.failures.append({"type": "core", "stage": "compress", "error": error})
+            traj.info.setdefault("compress_errors", []).append(error)
+        traj.metrics["compressions"] = traj.metrics.get("compressions", 0) + 1
+        return len(await memory.core(namespace=ns)) < len(core)
+
+    def _finish(
+        self, result: SessionResult, runs: dict[MemoryType, _Run], core: str, compressed: bool
+    ) -> None:
+        agents: dict[str, Any] = {}
+        for t, run in runs.items():
+            rep = run.report
+            m = {
+                "parsed": rep is not None,
+                "proposed": len(rep.applied) + len(rep.failed) if rep else 0,
+                "applied": len(rep.applied) if rep else 0,
+                "failed": len(rep.failed) if rep else 0,
+                "context_items": len(run.context_ids),
+                "finish_reason": run.reply.finish_reason if run.reply else None,
+            }
+            run.trajectory.metrics.update(m)
+            run.trajectory.info.update(context_ids=run.context_ids, report=rep.to_dict() if rep else None)
+            agents[t.value] = {**m, "prompt_tokens": run.trajectory.prompt_tokens,
+                               "completion_tokens": run.trajectory.completion_tokens}  # fmt: skip
+            result.trajectories.append(run.trajectory)
+        result.prompt_tokens = sum(r.trajectory.prompt_tokens for r in runs.values())
+        result.completion_tokens = sum(r.trajectory.completion_tokens for r in runs.values())
+        result.stats = {
+            "context": self.config.context,
+            "agent_calls": len(runs),
+            "parsed": sum(a["parsed"] for a in agents.values()),
+            "actions_proposed": sum(a["proposed"] for a in agents.values()),
+            "actions_applied": sum(a["applied"] for a in agents.values()),
+            "compressed": compressed,
+            "core_chars": len(core),
+            "agents": agents,
+        }

@@ -73,3 +73,46 @@ def from_args(cls: type[C], args: argparse.Namespace, **overrides: Any) -> C:
             values[f.name] = tuple(v) if isinstance(v, list) else v
     values.update(overrides)
     return cls(**values)
+
+
+def parse_options(cls: type[C], pairs: typing.Iterable[str], **base: Any) -> C:
+    """Build ``cls`` from ``KEY=VALUE`` strings (``context=full``, ``views=turn,context``), converting
+    each value to its field's type; unknown keys and bad values raise ``ConfigError`` naming them."""
+    from memrl.errors import ConfigError
+
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = dict(base)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in names:
+            raise ConfigError(f"{cls.__name__} has no option {key!r} (options: {', '.join(sorted(names))})")
+        tp, optional = _unwrap_optional(hints[key])
+        try:
+            values[key] = _convert(raw.strip(), tp, optional)
+        except ValueError as e:
+            raise ConfigError(f"option {key}={raw!r}: {e}") from None
+    return cls(**values)
+
+
+def _convert(raw: str, tp: Any, optional: bool) -> Any:
+    if optional and raw.lower() in ("none", "null", ""):
+        return None
+    origin = get_origin(tp)
+    if tp is bool:
+        if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError("expected true or false")
+        return raw.lower() in ("true", "1", "yes")
+    if origin is Literal:
+        choices = get_args(tp)
+        value = type(choices[0])(raw)
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(map(str, choices))}")
+        return value
+    if origin in (tuple, list):
+        inner = get_args(tp)[0]
+        return tuple(_convert(p.strip(), inner, False) for p in raw.split(",") if p.strip())
+    if tp in (int, float, str):
+        return tp(raw)
+    raise ValueError(f"cannot set a {tp} from the command line")

@@ -67,15 +67,31 @@ class Builder(ABC):
         ]
 
 
-#: builder name -> "module:factory"; imported only when asked for.
+#: builder name -> ("module:factory", "module:ConfigClass"); imported only when asked for.
 BUILDERS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawBuilder",
     "membuilder": "memrl.agents.membuilder:MemBuilderAgent",
 }
+BUILDER_CONFIGS: dict[str, str] = {
+    "raw": "memrl.agents.raw:RawConfig",
+    "membuilder": "memrl.agents.membuilder:MemBuilderConfig",
+}
 
 
-def create_builder(name: str, **kwargs: Any) -> Builder:
+def _load(target: str) -> Any:
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def create_builder(name: str, *, options: Iterable[str] = (), **kwargs: Any) -> Builder:
+    """Build a builder by name; ``options`` are ``KEY=VALUE`` settings of its config dataclass."""
     if name not in BUILDERS:
         raise ConfigError(f"unknown builder {name!r}; choose one of {sorted(BUILDERS)}")
-    module, attr = BUILDERS[name].split(":")
-    return getattr(importlib.import_module(module), attr)(**kwargs)
+    options = list(options)
+    if options:
+        from memrl.config import parse_options
+
+        if name not in BUILDER_CONFIGS:
+            raise ConfigError(f"builder {name!r} takes no options")
+        kwargs["config"] = parse_options(_load(BUILDER_CONFIGS[name]), options)
+    return _load(BUILDERS[name])(**kwargs)

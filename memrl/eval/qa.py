@@ -52,6 +52,9 @@ class QAEvalConfig:
     builder: Literal["raw", "membuilder", "memagent"] = option(
         "raw", "how memory is built (memagent reads instead)"
     )
+    builder_option: tuple[str, ...] = option(
+        (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"
+    )
     updater: Literal["none", "memupdate"] = option(
         "none", "edit the built memory with this agent before answering"
     )
@@ -222,7 +225,11 @@ class QAEvaluation:
 
         from memrl.agents.base import create_builder
 
-        builder = create_builder(self.cfg.builder, **({} if self.cfg.builder == "raw" else {"llm": self.llm}))
+        builder = create_builder(
+            self.cfg.builder,
+            options=self.cfg.builder_option,
+            **({} if self.cfg.builder == "raw" else {"llm": self.llm}),
+        )
         finished: dict[str, dict[int, int]] = {}
         for row in self.builds.read():
             finished.setdefault(row["namespace"], {})[row["session"]] = row["seq_after"]

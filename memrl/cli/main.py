@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "memrl.cli.agents_cmd",
     "memrl.cli.data_cmd",
     "memrl.cli.serve_cmd",
+    "memrl.cli.demo_cmd",
 )
 
 

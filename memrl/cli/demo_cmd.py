@@ -1,0 +1,90 @@
+"""``memrl demo``: the main job on embedded defaults, in a few minutes on a laptop CPU.
+
+The bundled sample conversation (3 dated sessions, 10 questions, LoCoMo format) is turned into memory
+by ``membuilder`` running the offline model (SmolLM2-135M-Instruct, constrained decoding), stored in
+SQLite; every question is answered from memory by the same model and scored with LoCoMo's official F1.
+The ``raw`` baseline (every turn stored, no LLM) runs beside it for comparison. Reports land in
+``runs/demo/<builder>/`` (``report.md``, ``scores.png``, ``predictions.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo", help="build memory for the bundled conversation with the offline model, answer, score"
+    )
+    p.add_argument("--output-dir", default="runs/demo")
+    p.add_argument("--provider", default="local")
+    p.add_argument("--model", help="default: the offline SmolLM2-135M-Instruct")
+    p.add_argument("--base-url")
+    p.add_argument("--embedder", default="minilm")
+    p.add_argument("--no-baseline", action="store_true", help="skip the raw (no-LLM) baseline")
+    p.set_defaults(func=_demo)
+
+
+def _shorten(text: Any, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from memrl.eval.qa import QAEvalConfig, QAEvaluation
+    from memrl.llm import create_llm
+    from memrl.memory.facade import AsyncMemory
+
+    kw = {"base_url": args.base_url} if args.base_url else {}
+    llm = create_llm(args.provider, args.model, **kw)  # one model, shared by both runs
+    results: dict[str, Any] = {}
+    for builder in ["membuilder"] + ([] if args.no_baseline else ["raw"]):
+        cfg = QAEvalConfig(
+            dataset="sample", builder=builder, provider=args.provider, model=args.model, base_url=args.base_url,
+            embedder=args.embedder, output_dir=str(Path(args.output_dir) / builder), overwrite=True, cache=False,
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        summary = await QAEvaluation(cfg, llm=llm).run()
+        summary["seconds"] = time.perf_counter() - t0
+        memory = AsyncMemory(cfg.out / "memory.db", embedder="hashing")  # inspection only: no embedding
+        convs = await memory.namespaces()
+        ns = convs[0]["name"]
+        summary["items"] = Counter(i.type.value for i in await memory.list(namespace=ns))
+        summary["core"] = await memory.core(namespace=ns)
+        await memory.close()
+        results[builder] = (cfg, summary)
+    return results
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import json
+
+    results = asyncio.run(_run(args))
+    cfg, main = results["membuilder"]
+    print("\n=== memrl demo: the bundled conversation, built by membuilder with the offline model ===")
+    print(f"memory: {dict(main['items'])} items; core memory {len(main['core'])} chars")
+    if main["core"]:
+        print(f"  core: {_shorten(main['core'], 150)}")
+    b = main["build"]
+    print(f"build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, {b.get('tokens_per_session', 0):.0f} "
+          f"tokens/session, {b['failures']} failed agent answers, {b['seconds']:.0f} s")  # fmt: skip
+    rows = [json.loads(line) for line in (cfg.out / "predictions.jsonl").read_text().splitlines()]
+    print(f"\n{'category':<12} {'F1':>5}  question -> answer (gold)")
+    for r in rows:
+        f1 = "fail" if r.get("f1") is None else f"{r['f1']:.2f}"
+        print(f"{r['category']:<12} {f1:>5}  {_shorten(r['question'], 48)} -> {_shorten(r['prediction'], 28)} "
+              f"({_shorten(r['answers'][0], 24)})")  # fmt: skip
+    print()
+    for name, (c, s) in results.items():
+        print(f"{name:<11} F1 {100 * (s['f1'] or 0):5.1f}  (95% CI {100 * (s['f1_ci'][0] or 0):.1f}-"
+              f"{100 * (s['f1_ci'][1] or 0):.1f}), answered {s['n_answered']}/{s['n_questions']}, "
+              f"failures {s['n_answer_failures']}, {s['seconds']:.0f} s  -> {c.out / 'report.md'}")  # fmt: skip
+    print(
+        "\n10 questions give wide intervals; see README for LoCoMo-scale runs (`memrl eval --dataset locomo`)."
+    )
+    return 0

@@ -159,3 +159,25 @@ async def test_memagent_builder_answers_by_reading(tmp_path):
                                  progress=False).run()  # fmt: skip
     assert summary["n_answered"] == 3 and summary["f1"] == pytest.approx(1.0)
     assert summary["build"]["sessions"] == 0
+
+
+def test_cli_eval_defaults_to_qa_and_prints_json_last(tmp_path, capsys, monkeypatch):
+    # The CLI builds its own model: point the scripted provider at the oracle.
+    import memrl.llm.scripted as scripted
+    from memrl.cli.main import main
+
+    monkeypatch.setattr(scripted.ScriptedLLM, "__init__", _oracle_init)
+    code = main(["eval", "--dataset", "sample", "--provider", "scripted", "--embedder", "hashing",
+                 "--questions", "2", "--output-dir", str(tmp_path / "cli"), "--no-cache"])  # fmt: skip
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    last = json.loads(out[-1])
+    assert last["n_answered"] == 2 and last["f1"] == pytest.approx(1.0)
+    assert any(line.startswith("# QA evaluation: sample / raw") for line in out)
+
+
+_original_init = ScriptedLLM.__init__
+
+
+def _oracle_init(self, responses=(), **kw):
+    _original_init(self, oracle, **kw)

@@ -3,6 +3,7 @@
     memrl eval retrieval --dataset locomo --output-dir runs/retrieval
     memrl eval retrieval --conv-id conv-26 --modes bm25,hybrid --k 1,5,10 --json
     memrl eval retrieval --ablation            # the table of what each retrieval idea buys
+    memrl eval --dataset locomo --conv-id conv-26 --builder raw --questions 20   # = memrl eval qa ...
 
 Every flag maps onto a field of :class:`memrl.eval.retrieval.RetrievalConfig` or of the ``raw`` builder's
 :class:`memrl.agents.raw.RawConfig`; list flags take commas or spaces (``--k 1,5,10`` = ``--k 1 5 10``).
@@ -21,13 +22,47 @@ from typing import Any
 
 from memrl.agents.raw import RawConfig
 from memrl.config import add_arguments
+from memrl.eval.qa import QAEvalConfig
 from memrl.eval.retrieval import RetrievalConfig
+
+#: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.
+SUBCOMMANDS = ("qa", "retrieval")
+
+
+def qa_doc() -> str:
+    import memrl.eval.qa
+
+    return memrl.eval.qa.__doc__ or ""
+
+
+def _qa(args: argparse.Namespace) -> int:
+    from memrl.config import from_args
+    from memrl.eval.qa import run_qa_eval
+    from memrl.eval.report import markdown
+
+    summary = run_qa_eval(from_args(QAEvalConfig, args))
+    if not args.json:
+        print(markdown(summary))
+        out = QAEvalConfig(**{k: getattr(args, k) for k in ("dataset", "builder", "output_dir")}).out
+        print(f"wrote {out}/{{predictions.jsonl,summary.json,report.md,scores.png}}")
+    sys.stdout.flush()
+    print(json.dumps(summary, default=str))
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    ev = sub.add_parser("eval", help="evaluate memory: retrieval (no LLM)")
+    ev = sub.add_parser("eval", help="evaluate memory: QA (default) or retrieval (no LLM)")
     actions = ev.add_subparsers(dest="eval_command", metavar="EVAL")
     actions.required = True
+    q = actions.add_parser(
+        "qa",
+        help="build memory, answer the questions from it, score (the default: `memrl eval --dataset ...`)",
+        description=qa_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(q, QAEvalConfig)
+    q.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
+    q.set_defaults(func=_qa)
     p = actions.add_parser(
         "retrieval",
         help="evidence recall@k of search over the raw memory (dense, bm25, hybrid), no LLM",

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "memrl.cli.data_cmd",
     "memrl.cli.serve_cmd",
     "memrl.cli.demo_cmd",
+    "memrl.cli.eval_cmd",
 )
 
 
@@ -35,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval"] and len(argv) > 1 and argv[1].startswith("--") and argv[1] != "--help":
+        argv.insert(1, "qa")  # `memrl eval --dataset X` is the QA evaluation
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -41,7 +41,9 @@ def format_memories(hits: list[SearchHit]) -> str:
     """Numbered memory lines (one line each), each with its date unless the memory starts with one."""
     lines = []
     for i, h in enumerate(hits, start=1):
-        content = " ".join(h.item.content.split())
+        # Builders may index extra context (the raw builder folds in neighbouring turns); the reader gets
+        # the memory itself when the builder kept it apart (metadata "text").
+        content = " ".join(str(h.item.metadata.get("text") or h.item.content).split())
         date = None if _DATED.match(content) else memory_date(h)
         lines.append(f"{i}. " + (f"[{date}] " if date else "") + content)
     return "\n".join(lines) if lines else "(no memories)"

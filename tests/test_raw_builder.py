@@ -94,9 +94,12 @@ def test_items_carry_evidence_metadata_and_views():
     assert meta["text"] == "Caroline: I went to a support group yesterday. [shares a photo of a rainbow flag]"
     assert meta["mentions_time"] is True and items[0].metadata["mentions_time"] is False
     # defaults: the turn view is lexical-only, the context view's vector is pooled from the turn and neighbours
-    assert turn.metadata["dense"] is False and "dense_from" not in turn.metadata
-    assert ctx.metadata["dense_from"] == {"D1:2": 0.3, "D1:3": 1.0, "D1:4": 0.3}
-    assert texts_to_embed(items) == [it.content for it in items if it.metadata["view"] == "turn"]
+    assert turn.metadata["dense"] is False and "pool" not in turn.metadata
+    assert ctx.metadata["pool"] == {"D1:2": 0.3, "D1:3": 1.0, "D1:4": 0.3}
+    sessions = _conv().sessions[:1]
+    assert texts_to_embed(sessions, items, RawConfig()) == [
+        it.content for it in items if it.metadata["view"] == "turn"
+    ]
 
 
 def test_config_is_validated():
@@ -143,6 +146,24 @@ async def test_pooled_vector_and_collapsed_hits(db_path):
     want = 0.3 * v[0] + v[1] + 0.3 * v[2]
     got = idx.matrix[idx.row_of[rids["D1:3+ctx"]]]
     np.testing.assert_allclose(got, want / np.linalg.norm(want), atol=1e-5)
+    assert "pool" not in by_id["D1:3+ctx"].metadata and by_id["D1:3+ctx"].metadata["vector_key"].startswith(
+        "v:"
+    )
+    # a fresh process (cold load in one query) sees the same dense index as the incremental path
+    m2 = AsyncMemory(db_path, embedder=HashingEmbedder(64))
+    cold = await m2.index.sync("c@raw")
+    assert set(cold.row_of) == set(idx.row_of)
+    for rid, row in idx.row_of.items():
+        np.testing.assert_allclose(cold.matrix[cold.row_of[rid]], idx.matrix[row], atol=1e-6)
+    # editing a pooled item's text drops its own vector: it is embedded from its new text
+    await m2.update("D1:3+ctx", "Caroline joined a rowing club", namespace="c@raw")
+    edited = await m2.get("D1:3+ctx", namespace="c@raw")
+    assert "vector_key" not in edited.metadata and "text" not in edited.metadata
+    idx2 = await m2.index.sync("c@raw")
+    np.testing.assert_allclose(
+        idx2.matrix[idx2.row_of[rids["D1:3+ctx"]]], emb.embed(["Caroline joined a rowing club"])[0], atol=1e-6
+    )
+    await m2.close()
     for mode in ("dense", "bm25", "hybrid"):
         hits = await m.search("Melanie charity race", namespace="c@raw", mode=mode, top_k=6)
         units = [h.item.metadata["unit"] for h in hits]

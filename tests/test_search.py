@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from memrl.errors import ValidationError
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory, Memory
-from memrl.memory.search import fts_query, rrf
+from memrl.memory.fusion import fts_query, rrf
 from memrl.memory.store import NewItem
 from tests.conftest import CountingEmbedder
 

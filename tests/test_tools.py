@@ -101,14 +101,23 @@ async def test_manage_memory_create_and_update(ctx):
     new_id = r.data["id"]
     item = await ctx.memory.get(new_id, namespace="alice")
     assert item.content == "Melanie has two kids." and item.type.value == "semantic"
+    await ctx.memory.update(new_id, namespace="alice", metadata={"source": "D1:2"})
     r = await MEMUPDATE_TOOLS.call(
         ctx,
         "manage_memory",
-        {"operation": "update", "memory_id": new_id, "content": "Melanie has three kids."},
+        {
+            "operation": "update",
+            "memory_id": new_id,
+            "content": "Melanie has three kids.",
+            "metadata": {"by": "x"},
+        },
     )
-    assert r.ok and (await ctx.memory.get(new_id, namespace="alice")).content == "Melanie has three kids."
+    updated = await ctx.memory.get(new_id, namespace="alice")
+    assert r.ok and updated.content == "Melanie has three kids."
+    assert updated.type.value == "semantic"  # an update keeps the type it was not asked to change
+    assert updated.metadata == {"source": "D1:2", "by": "x"}  # and adds metadata to what was there
     history = await ctx.memory.history(new_id, namespace="alice")
-    assert [h.actor for h in history] == ["test-agent", "test-agent"]
+    assert [h.actor for h in history] == ["test-agent", None, "test-agent"]
     assert history[-1].old_content == "Melanie has two kids."
 
 

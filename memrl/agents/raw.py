@@ -18,10 +18,10 @@ reader that wants it without the context.
 With ``views=("turn", "context")`` a turn is stored twice (the turn alone, id ``D1:3``, and with its
 context, id ``D1:3+ctx``); both carry ``metadata["unit"] = turn id`` so search collapses them into one
 hit (max-pooling per turn, :class:`memrl.memory.search.SearchOptions` ``collapse``). The context view's
-dense vector is pooled by default: the turn's vector plus a fraction of its neighbours' (metadata
-``dense_from``, which search resolves), so embedding costs one short text per turn; ``context_vector=
-"embed"`` embeds the whole context text instead, and views left out of ``dense_views`` are lexical-only
-(``metadata["dense"] = False``: BM25 indexes them, nothing embeds them).
+dense vector is pooled by default: the turn's vector plus a fraction of its neighbours', computed here
+and stored as the item's own vector (``NewItem.vector``), so embedding costs one short text per turn;
+``context_vector="embed"`` embeds the whole context text instead, and views left out of ``dense_views``
+are lexical-only (``metadata["dense"] = False``: BM25 indexes them, nothing embeds them).
 
 ``build`` is idempotent per namespace: it drops the namespace first and stores the wanted sessions anew
 (embeddings are cached by content hash, so a rebuild embeds nothing twice). The session-by-session
@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
+
+import numpy as np
 
 from memrl.agents.base import Builder, SessionResult
 from memrl.config import option
@@ -148,7 +150,10 @@ def pooled_from(session: Session, position: int, config: RawConfig) -> dict[str,
 
 
 def session_items(session: Session, config: RawConfig) -> list[NewItem]:
-    """The items of one session, in turn order (one per turn and view)."""
+    """The items of one session, in turn order (one per turn and view), without their vectors.
+
+    Pooled context views (``context_vector="pool"``) carry ``metadata["pool"]`` = ``{turn id: weight}``
+    until :func:`add_vectors` turns it into the item's vector."""
     items = []
     for pos, turn in enumerate(session.turns):
         meta: dict[str, Any] = {
@@ -169,7 +174,7 @@ def session_items(session: Session, config: RawConfig) -> list[NewItem]:
             if view not in config.dense_views:
                 extra["dense"] = False
             elif view == "context" and config.context_vector == "pool":
-                extra["dense_from"] = pooled_from(session, pos, config)
+                extra["pool"] = pooled_from(session, pos, config)
             items.append(
                 NewItem(
                     content=indexed_text(session, pos, config, context=with_context),
@@ -183,29 +188,45 @@ def session_items(session: Session, config: RawConfig) -> list[NewItem]:
     return items
 
 
-def embedded(item: NewItem) -> bool:
-    """Whether ``item``'s own text gets embedded (not lexical-only, not pooled from other items)."""
-    return item.metadata.get("dense", True) is not False and "dense_from" not in item.metadata
+def texts_to_embed(sessions: Sequence[Session], items: Sequence[NewItem], config: RawConfig) -> list[str]:
+    """Texts whose embeddings the items need: items embedded as they are, and the turns pools are made of."""
+    own = [it.content for it in items if it.metadata.get("dense") is not False and "pool" not in it.metadata]
+    if not any("pool" in it.metadata for it in items):
+        return own
+    bases = [indexed_text(s, pos, config, context=False) for s in sessions for pos in range(len(s.turns))]
+    return list(dict.fromkeys(own + bases))
 
 
-def texts_to_embed(items: Sequence[NewItem]) -> list[str]:
-    """Texts whose vectors search will need: embedded items, and items a pooled vector is made from."""
-    pooled = {i for it in items for i in it.metadata.get("dense_from", {})}
-    return [it.content for it in items if embedded(it) or it.id in pooled]
+async def add_vectors(
+    memory: AsyncMemory, session: Session, items: list[NewItem], config: RawConfig
+) -> list[NewItem]:
+    """Give pooled context views their vector: the normalised sum of weight x embedding of each turn of
+    the pool (the turn alone, as its turn view is indexed), computed with the memory's embedder."""
+    pooled = [it for it in items if "pool" in it.metadata]
+    if not pooled:
+        return items
+    base_text = {
+        t.id: indexed_text(session, pos, config, context=False) for pos, t in enumerate(session.turns)
+    }
+    ids = list(base_text)
+    vecs = dict(zip(ids, await memory.index.vectors([base_text[i] for i in ids]), strict=True))
+    out = []
+    for it in items:
+        if "pool" in it.metadata:
+            meta = dict(it.metadata)
+            pool = meta.pop("pool")
+            acc = sum(w * vecs[i] for i, w in pool.items())
+            it = replace(it, metadata=meta, vector=acc / (np.linalg.norm(acc) or 1.0))
+        out.append(it)
+    return out
 
 
-async def store_items(memory: AsyncMemory, namespace: str, items: Sequence[NewItem]) -> None:
-    """Insert ``items`` atomically, embedding only the texts dense search will need.
-
-    ``AsyncMemory.add_many`` would embed every item; lexical-only ones (``metadata["dense"] is False``)
-    and pooled ones (``metadata["dense_from"]``: search derives their vector from other items') need no
-    embedding of their own, so only :func:`texts_to_embed` is embedded (into the cache), then all are
-    inserted in one transaction.
-    """
-    texts = texts_to_embed(items)
-    if texts:
-        await memory.index.vectors(texts)
-    memory.store.insert(list(items), namespace, actor="raw")
+async def store_session(memory: AsyncMemory, namespace: str, session: Session, config: RawConfig) -> int:
+    """Store one session's items atomically (pooled vectors computed first); returns how many."""
+    items = await add_vectors(memory, session, session_items(session, config), config)
+    if items:
+        await memory.add_many(items, namespace=namespace, actor="raw")
+    return len(items)
 
 
 @dataclass
@@ -245,15 +266,12 @@ async def build(
     await memory.reset(namespace=namespace)
     t_embed = time.perf_counter()
     # Embed everything up front (one big batch is faster, and it times embedding apart from storing).
-    await memory.index.vectors(texts_to_embed(items))
+    await memory.index.vectors(texts_to_embed(chosen, items, config))
     stats = BuildStats(namespace, embed_time_s=time.perf_counter() - t_embed)
     total = sum(len(s.turns) for s in chosen)
     for s in chosen:
-        batch = session_items(s, config)
-        if batch:
-            await store_items(memory, namespace, batch)
+        stats.items += await store_session(memory, namespace, s, config)
         stats.turns += len(s.turns)
-        stats.items += len(batch)
         stats.sessions += 1
         if progress is not None:
             progress(stats.turns, total)
@@ -273,12 +291,10 @@ class RawBuilder(Builder):
         self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session
     ) -> SessionResult:
         t0 = time.perf_counter()
-        items = session_items(session, self.config)
-        if items:
-            await store_items(memory, namespace, items)
+        n = await store_session(memory, namespace, session, self.config)
         return SessionResult(
             session=session.index,
-            stats={"turns": len(session.turns), "items": len(items)},
+            stats={"turns": len(session.turns), "items": n},
             seconds=time.perf_counter() - t0,
         )
 

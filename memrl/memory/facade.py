@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memrl.errors import ValidationError
+from memrl.memory.dense import vector_key
 from memrl.memory.embedders import Embedder, create_embedder
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
-from memrl.memory.store import NewItem, SQLiteStore
+from memrl.memory.store import NewItem, SQLiteStore, strip_derived
 from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
 
 T = TypeVar("T")
@@ -91,7 +92,22 @@ class AsyncMemory:
         ns = self.ns(namespace, user_id)
         new = [NewItem(it) if isinstance(it, str) else it for it in items]
         prepared = self.store.validate(new)
-        await self.index.vectors([it.content for it in new])
+        given: dict[str, Any] = {}
+        for i, it in enumerate(new):
+            if it.vector is not None:  # the caller's own vector, cached under a key of its own
+                key = vector_key(it.vector)
+                given[key] = it.vector
+                mid, mtype, content, meta, evidence, session = prepared[i]
+                prepared[i] = (mid, mtype, content, {**meta, "vector_key": key}, evidence, session)
+        if given:
+            self.index.put_given(given)
+        embed = [
+            p[2]
+            for it, p in zip(new, prepared, strict=True)
+            if it.vector is None and p[3].get("dense") is not False
+        ]
+        if embed:  # lexical-only items ({"dense": false}) are never embedded
+            await self.index.vectors(embed)
         return self.store.insert_valid(prepared, ns, actor=actor)
 
     async def update(
@@ -192,7 +208,7 @@ class AsyncMemory:
             self.store.check_content(p)
         src = self.store.get(ns, memory_id)
         await self.index.vectors(parts)
-        meta = {**src.metadata, "split_from": src.id}
+        meta = {**strip_derived(src.metadata), "split_from": src.id}
         with self.store.transaction(batch=True):
             first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
             rest = self.store.insert(
@@ -334,6 +350,7 @@ class Memory:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.is_closed():
+            coro.close()  # never awaited: close it so Python does not warn
             raise RuntimeError("this Memory is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 

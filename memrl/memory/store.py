@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memrl.errors import NotFoundError, StoreError, ValidationError
 from memrl.memory.schema import connect, store_error
@@ -31,6 +31,15 @@ from memrl.memory.types import ITEM_TYPES, HistoryEntry, MemoryItem, MemoryType
 CORE_ID = "__core__"
 
 _ITEM_COLUMNS = "id, namespace, type, content, metadata, evidence, session, created_at, updated_at, deleted"
+
+
+#: Metadata a builder derives from an item's content (its plain text beside an indexed text, its own vector,
+#: being lexical-only): an edit of the content makes them wrong, so they are dropped with it.
+CONTENT_DERIVED_KEYS = ("text", "vector_key", "dense")
+
+
+def strip_derived(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in CONTENT_DERIVED_KEYS}
 
 
 def content_hash(text: str) -> str:
@@ -44,7 +53,11 @@ def new_id() -> str:
 
 @dataclass
 class NewItem:
-    """An item to insert. ``id`` is generated when not given."""
+    """An item to insert. ``id`` is generated when not given.
+
+    ``vector``: the item's dense vector, given by the caller instead of an embedding of its content (for
+    the embedder in use; see :mod:`memrl.memory.dense`).
+    """
 
     content: str
     type: MemoryType | str = MemoryType.SEMANTIC
@@ -52,6 +65,18 @@ class NewItem:
     evidence: Sequence[str] = ()
     session: str | None = None
     id: str | None = None
+    vector: Any = None
+
+
+class Change(NamedTuple):
+    """A row changed since some point, as dense search needs it."""
+
+    rid: int
+    type: str
+    dense: bool  # live and not lexical-only
+    vector_key: str  # embedding-cache key: metadata vector_key, else the content hash
+    seq: int
+    content: str
 
 
 class SQLiteStore:
@@ -396,12 +421,15 @@ class SQLiteStore:
         """Replace fields of a live item; the previous version is kept in its history."""
         with self.transaction():
             old = self.get(ns, memory_id)
+            meta = old.metadata if metadata is None else self._check_metadata(metadata)
+            if content is not None and content != old.content:
+                meta = strip_derived(meta)
             new = MemoryItem(
                 id=old.id,
                 namespace=ns,
                 type=old.type if type is None else self.check_type(type),
                 content=old.content if content is None else self.check_content(content),
-                metadata=old.metadata if metadata is None else self._check_metadata(metadata),
+                metadata=meta,
                 evidence=old.evidence if evidence is None else tuple(str(e) for e in evidence),
                 session=old.session if session is None else session,
                 created_at=old.created_at,
@@ -569,26 +597,31 @@ class SQLiteStore:
         self._write_state(ns, cur, target, "UNDO", actor)
 
     # ------------------------------------------------------------------ sync support for search indexes
-    def changes_since(self, ns: str, seq: int) -> list[tuple[int, str, str, int, str, int, str]]:
-        """Rows of ``ns`` changed after history ``seq``: (rid, id, type, deleted, content_hash, seq, content)."""
+    #: The embedding-cache key of a row: its own vector's key when it was added with one, else its content.
+    _VECTOR_KEY = "COALESCE(json_extract(metadata, '$.vector_key'), content_hash)"
+    #: Whether a row belongs in dense search: live and not lexical-only (metadata {"dense": false}).
+    _DENSE = "(deleted = 0 AND COALESCE(json_extract(metadata, '$.dense'), 1) != 0)"
+
+    def changes_since(self, ns: str, seq: int) -> list[Change]:
+        """Rows of ``ns`` changed after history ``seq``, oldest change first (see :class:`Change`)."""
         return [
-            tuple(r)
+            Change(*r)
             for r in self.read(
-                "SELECT rid, id, type, deleted, content_hash, seq, content FROM memories "
+                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content FROM memories "
                 "WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, seq),
             )
         ]
 
-    def live_vectors(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
-        """Live rows of ``ns`` with their cached vector (or None): (rid, type, content_hash, seq, vector)."""
+    def dense_rows(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
+        """Rows of ``ns`` for dense search with their cached vector (or None): (rid, type, key, seq, vector)."""
         return [
             tuple(r)
             for r in self.read(
-                "SELECT m.rid, m.type, m.content_hash, m.seq, e.vector FROM memories m "
-                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.content_hash "
-                "WHERE m.namespace = ? AND m.deleted = 0",
-                (model, ns),
+                f"SELECT m.rid, m.type, m.key, m.seq, e.vector FROM (SELECT rid, type, {self._VECTOR_KEY} AS key, "
+                f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
+                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
+                (ns, model),
             )
         ]
 

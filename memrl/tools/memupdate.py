@@ -89,7 +89,7 @@ async def manage_memory(
     ctx: MemoryContext,
     operation: Literal["create", "update"],
     content: Content,
-    memory_type: ItemType = "episodic",
+    memory_type: ItemType | None = None,
     metadata: dict[str, Any] | None = None,
     memory_id: MemoryId | None = None,
 ) -> ToolResult:
@@ -98,8 +98,10 @@ async def manage_memory(
     Args:
         operation: "create" for a new memory, "update" to rewrite the memory given by memory_id.
         content: The full text of the memory.
-        memory_type: episodic (events with dates), semantic (facts about people and things) or procedural (how-to).
-        metadata: Optional extra fields to store with the memory (a JSON object).
+        memory_type: episodic (events with dates), semantic (facts about people and things) or procedural
+            (how-to). Default: episodic for a new memory; an update keeps the memory's type.
+        metadata: Optional extra fields to store with the memory (a JSON object); an update adds them to
+            the memory's existing fields.
         memory_id: The id of the memory to update (required for "update").
     """
     if operation == "create":
@@ -107,14 +109,17 @@ async def manage_memory(
             return ToolResult(False, "Error in manage_memory: do not pass memory_id with operation 'create'. "
                               "Nothing was changed.", error="memory_id given for create")  # fmt: skip
         item = await ctx.memory.add(
-            content, namespace=ctx.namespace, type=memory_type, metadata=metadata or {}, actor=ctx.actor
-        )
+            content, namespace=ctx.namespace, type=memory_type or "episodic", metadata=metadata or {},
+            actor=ctx.actor,
+        )  # fmt: skip
         return ToolResult(True, f"Created memory {item.id}.", data={"id": item.id})
     if not memory_id:
         return ToolResult(False, "Error in manage_memory: operation 'update' needs memory_id (copy it from a "
                           "search or sample result). Nothing was changed.", error="missing memory_id")  # fmt: skip
+    old = await ctx.memory.get(memory_id, namespace=ctx.namespace)
+    merged = None if metadata is None else {**old.metadata, **metadata}
     item = await ctx.memory.update(
-        memory_id, content, namespace=ctx.namespace, type=memory_type, metadata=metadata, actor=ctx.actor
+        memory_id, content, namespace=ctx.namespace, type=memory_type, metadata=merged, actor=ctx.actor
     )
     return ToolResult(True, f"Updated memory {item.id}.", data={"id": item.id})
 

@@ -1,0 +1,242 @@
+"""Exact dense search: per-namespace matrices of unit vectors that follow the store incrementally.
+
+:class:`DenseIndex` holds one namespace's live vectors (brute force with numpy, or FAISS ``IndexFlatIP``).
+:class:`DenseIndexes` keeps one per namespace in step with the database: every row carries the history
+sequence number of its last change, so a search first applies the rows changed since the last one
+(``WHERE seq > ?``), including rows written by other processes; a namespace whose rows were hard-deleted
+(reset, dropped, overwritten by a clone) changes generation and is reloaded in one query.
+
+Vectors come from the embedding cache (model, key): the key is the content hash, so no text is embedded
+twice, or, for an item added with a vector of its own (``NewItem.vector``, e.g. a vector pooled from
+neighbouring turns), ``metadata["vector_key"]``. A store opened with another embedder has no such vector
+and embeds the item's text instead. Items with ``metadata["dense"] is False`` are lexical-only: BM25 sees
+them, dense search does not, and nothing embeds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memrl.errors import ConfigError
+from memrl.memory.embedders import Embedder
+from memrl.memory.store import SQLiteStore, content_hash
+from memrl.memory.types import MemoryType
+
+TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
+
+
+def vector_key(vector: np.ndarray) -> str:
+    """Cache key of a caller-given vector (``v:`` + sha256 of its float32 bytes)."""
+    return "v:" + hashlib.sha256(np.asarray(vector, dtype=np.float32).tobytes()).hexdigest()
+
+
+class DenseIndex:
+    """Unit vectors of one namespace's live items, with their rids and type codes."""
+
+    def __init__(self, dim: int, generation: int) -> None:
+        self.dim = dim
+        self.generation = generation
+        self.seq = 0
+        self.n = 0
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.rids = np.zeros(0, dtype=np.int64)
+        self.types = np.zeros(0, dtype=np.int8)
+        self.row_of: dict[int, int] = {}
+        self.hash_of: dict[int, str] = {}
+        self._faiss: Any = None
+
+    def _grow(self, need: int) -> None:
+        cap = len(self.rids)
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap, 256)
+        m = np.zeros((cap, self.dim), dtype=np.float32)
+        m[: self.n] = self.matrix[: self.n]
+        r = np.zeros(cap, dtype=np.int64)
+        r[: self.n] = self.rids[: self.n]
+        t = np.zeros(cap, dtype=np.int8)
+        t[: self.n] = self.types[: self.n]
+        self.matrix, self.rids, self.types = m, r, t
+
+    def upsert(self, rid: int, vector: np.ndarray, type_code: int, chash: str) -> None:
+        row = self.row_of.get(rid)
+        if row is None:
+            self._grow(self.n + 1)
+            row = self.n
+            self.n += 1
+            self.row_of[rid] = row
+        self.matrix[row] = vector
+        self.rids[row] = rid
+        self.types[row] = type_code
+        self.hash_of[rid] = chash
+        self._faiss = None
+
+    def remove(self, rid: int) -> None:
+        row = self.row_of.pop(rid, None)
+        self.hash_of.pop(rid, None)
+        if row is None:
+            return
+        last = self.n - 1
+        if row != last:
+            self.matrix[row] = self.matrix[last]
+            self.rids[row] = self.rids[last]
+            self.types[row] = self.types[last]
+            self.row_of[int(self.rids[row])] = row
+        self.n -= 1
+        self._faiss = None
+
+    def top(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        type_codes: Sequence[int] | None = None,
+        allowed: np.ndarray | None = None,
+        backend: str = "numpy",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best (rids, cosine scores), best first."""
+        if self.n == 0 or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if backend == "faiss" and type_codes is None and allowed is None:
+            return self._faiss_top(query, k)
+        scores = self.matrix[: self.n] @ query
+        mask = None
+        if type_codes is not None:
+            mask = np.isin(self.types[: self.n], np.asarray(type_codes, dtype=np.int8))
+        if allowed is not None:
+            m2 = np.isin(self.rids[: self.n], allowed)
+            mask = m2 if mask is None else mask & m2
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+            k = min(k, int(mask.sum()))
+            if k == 0:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if k < self.n:
+            idx = np.argpartition(-scores, k - 1)[:k]
+            idx = idx[np.argsort(-scores[idx], kind="stable")]
+        else:
+            idx = np.argsort(-scores, kind="stable")
+        return self.rids[idx], scores[idx]
+
+    def _faiss_top(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            import faiss
+        except ImportError as e:
+            raise ConfigError("backend='faiss' needs `pip install memrl[faiss]`") from e
+        if self._faiss is None:
+            self._faiss = faiss.IndexFlatIP(self.dim)
+            self._faiss.add(np.ascontiguousarray(self.matrix[: self.n]))
+        scores, idx = self._faiss.search(query.reshape(1, -1).astype(np.float32), min(k, self.n))
+        keep = idx[0] >= 0
+        return self.rids[idx[0][keep]], scores[0][keep]
+
+
+class DenseIndexes:
+    """One :class:`DenseIndex` per namespace of a store, kept in step with it; the embedding cache."""
+
+    def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
+        if backend not in ("numpy", "faiss"):
+            raise ConfigError(f"unknown dense backend {backend!r}; use 'numpy' or 'faiss'")
+        self.store = store
+        self.embedder = embedder
+        self.backend = backend
+        self._indexes: dict[str, DenseIndex] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # ------------------------------------------------------------------ embeddings (cached)
+    async def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors for ``texts``, embedding only those whose content hash is not cached yet."""
+        return await self._by_key([(content_hash(t), t) for t in texts])
+
+    async def _by_key(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Vectors for ``(cache key, text)`` pairs: the cached vector of the key, else the text's embedding
+        (cached under the text's content hash)."""
+        cached = self.store.get_vectors(self.embedder.name, [k for k, _ in pairs])
+        todo = [(k, t) for k, t in pairs if k not in cached]
+        if todo:
+            by_hash = {content_hash(t): t for _, t in todo}
+            have = self.store.get_vectors(self.embedder.name, list(by_hash))
+            missing = [h for h in by_hash if h not in have]
+            if missing:
+                fresh = await self.embedder.aembed([by_hash[h] for h in missing])
+                blobs = {
+                    h: np.asarray(v, dtype=np.float32).tobytes() for h, v in zip(missing, fresh, strict=True)
+                }
+                self.store.put_vectors(self.embedder.name, blobs)
+                have.update(blobs)
+            for k, t in todo:
+                cached[k] = have[content_hash(t)]
+        out = np.zeros((len(pairs), self.embedder.dim), dtype=np.float32)
+        for i, (k, _) in enumerate(pairs):
+            out[i] = np.frombuffer(cached[k], dtype=np.float32)
+        return out
+
+    def put_given(self, vectors: dict[str, np.ndarray]) -> None:
+        """Store caller-given vectors (normalised) under their keys for the current embedder."""
+        blobs = {}
+        for key, v in vectors.items():
+            v = np.asarray(v, dtype=np.float32).reshape(-1)
+            if v.shape[0] != self.embedder.dim:
+                raise ConfigError(
+                    f"a given vector has {v.shape[0]} dimensions; the embedder has {self.embedder.dim}"
+                )
+            blobs[key] = (v / (np.linalg.norm(v) or 1.0)).tobytes()
+        self.store.put_vectors(self.embedder.name, blobs)
+
+    # ------------------------------------------------------------------ keeping the matrix in step
+    async def sync(self, ns: str) -> DenseIndex:
+        """The dense index of ``ns``, brought up to date with the database.
+
+        One sync per namespace at a time: a second caller waits, so an older set of rows can never be
+        applied after a newer one."""
+        lock = self._locks.setdefault(ns, asyncio.Lock())
+        async with lock:
+            gen = self.store.generation(ns)
+            idx = self._indexes.get(ns)
+            if idx is None or idx.generation != gen:
+                idx = self._indexes[ns] = self._load(ns, gen)
+            rows = self.store.changes_since(ns, idx.seq)
+            if not rows:
+                return idx
+            live = [r for r in rows if r.dense]
+            vecs = await self._by_key([(r.vector_key, r.content) for r in live]) if live else None
+            vi = 0
+            for r in rows:
+                if r.dense:
+                    idx.upsert(r.rid, vecs[vi], TYPE_CODE[r.type], r.vector_key)
+                    vi += 1
+                else:
+                    idx.remove(r.rid)
+                idx.seq = max(idx.seq, r.seq)
+            return idx
+
+    def _load(self, ns: str, generation: int) -> DenseIndex:
+        """A fresh index of ``ns`` in one query (rows joined with their cached vectors, stacked at once).
+        Rows whose vector is not cached are left to the incremental path (``seq`` stays below them)."""
+        idx = DenseIndex(self.embedder.dim, generation)
+        rows = self.store.dense_rows(ns, self.embedder.name)
+        have = [r for r in rows if r[4] is not None and len(r[4]) == 4 * self.embedder.dim]
+        missing_seq = min(
+            (r[3] for r in rows if r[4] is None or len(r[4]) != 4 * self.embedder.dim), default=None
+        )
+        if have:
+            idx._grow(len(have))
+            idx.matrix[: len(have)] = np.frombuffer(b"".join(r[4] for r in have), dtype=np.float32).reshape(
+                len(have), self.embedder.dim
+            )
+            idx.n = len(have)
+            idx.rids[: idx.n] = [r[0] for r in have]
+            idx.types[: idx.n] = [TYPE_CODE[r[1]] for r in have]
+            idx.row_of = {r[0]: i for i, r in enumerate(have)}
+            idx.hash_of = {r[0]: r[2] for r in have}
+        top = max((r[3] for r in rows), default=0)
+        idx.seq = top if missing_seq is None else missing_seq - 1
+        return idx
+
+    def forget(self, ns: str) -> None:
+        self._indexes.pop(ns, None)

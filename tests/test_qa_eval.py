@@ -181,3 +181,20 @@ _original_init = ScriptedLLM.__init__
 
 def _oracle_init(self, responses=(), **kw):
     _original_init(self, oracle, **kw)
+
+
+async def test_raw_build_resumes_over_a_rolled_back_session(tmp_path):
+    """Fixed ids (turn ids) survive a rollback: the rebuilt session re-adds them."""
+    cfg = config(tmp_path, mode="build")
+    await QAEvaluation(cfg, llm=ScriptedLLM([]), progress=False).run()
+    builds = (cfg.out / "builds.jsonl").read_text().splitlines()
+    (cfg.out / "builds.jsonl").write_text("\n".join(builds[:1]) + "\n")  # as if it died after session 1
+    summary = await QAEvaluation(QAEvalConfig(**{**cfg.__dict__, "resume": True}), llm=ScriptedLLM([]),
+                                 progress=False).run()  # fmt: skip
+    assert summary["build"]["sessions"] == 3
+    from memrl.memory.facade import AsyncMemory
+
+    m = AsyncMemory(cfg.out / "memory.db", embedder="hashing")
+    items = await m.list(namespace=cfg.namespace(SAMPLE))
+    assert len({i.metadata["turn_id"] for i in items}) == len(SAMPLE.turns())
+    await m.close()

@@ -237,3 +237,15 @@ async def test_rollback_reverts_everything_after_a_point(amem: AsyncMemory):
     assert amem.store.rollback("alice", amem.store.last_seq("alice")) == 0
     hits = await amem.search("partial", mode="bm25")
     assert hits == []
+
+
+async def test_the_id_of_a_deleted_memory_can_be_added_again(amem: AsyncMemory):
+    await amem.add("first version", id="D1:3")
+    with pytest.raises(ValidationError, match="already exists"):
+        await amem.add("clash", id="D1:3")
+    await amem.delete("D1:3")
+    again = await amem.add("second version", id="D1:3")
+    assert again.content == "second version" and (await amem.get("D1:3")).content == "second version"
+    assert [(h.op, h.new_content) for h in await amem.history("D1:3")][-1] == ("ADD", "second version")
+    await amem.undo("D1:3")  # back to the deleted first version
+    assert (await amem.get("D1:3", include_deleted=True)).deleted

@@ -314,18 +314,23 @@ class SQLiteStore:
             self._ensure_namespace(ns)
             for mid, mtype, content, meta, evidence, session in prepared:
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
-                seq = self._log(ns, mid, "ADD", None, item.to_dict(), actor)
-                try:
+                row = c.execute(
+                    "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)
+                ).fetchone()
+                if row is not None:
+                    if not row[0]:
+                        raise ValidationError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
+                    # The id of a deleted memory is taken again (a rolled-back build re-adding turn D1:3): the
+                    # row comes back with the new content; its history keeps the deleted version.
+                    self._write_state(ns, self.get(ns, mid, include_deleted=True), item, "ADD", actor)
+                else:
+                    seq = self._log(ns, mid, "ADD", None, item.to_dict(), actor)
                     c.execute(
                         "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
                         "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,0,?)",
                         (ns, mid, mtype.value, content, content_hash(content), json.dumps(meta),
                          json.dumps(list(evidence)), session, now, now, seq),
                     )  # fmt: skip
-                except sqlite3.IntegrityError:
-                    raise ValidationError(
-                        f"a memory with id {mid!r} already exists in namespace {ns!r}"
-                    ) from None
                 out.append(item)
         return out
 

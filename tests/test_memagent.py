@@ -94,3 +94,11 @@ async def test_memagent_with_the_offline_model():
     assert traj.has_tokens and all(len(s.logprobs) == len(s.completion_ids) for s in traj.steps)
     assert all(len(s.completion_ids) <= 48 for s in traj.steps[:-1])  # the memory stays within budget
     assert traj.reward in (0.0, 1.0)
+
+
+async def test_provider_failure_mid_reading_is_recorded_not_scored():
+    llm = ScriptedLLM(["notes so far"])  # one reply, then the provider fails
+    res = await MemAgent(llm, MemAgentConfig(chunk_tokens=16)).run("q?", "a b c\n" * 50, golds=["x"])
+    traj = res.trajectory
+    assert res.answer is None and traj.reward is None and "ScriptExhausted" in traj.failure
+    assert [s.error is None for s in traj.steps] == [True, False] and res.chunks_read == 1

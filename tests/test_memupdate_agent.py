@@ -231,7 +231,7 @@ async def test_run_episode_reward_matches_the_formula_by_hand(amem: AsyncMemory,
             "Added the country.",
         ]
     )
-    result = await run_episode(llm, amem, NS, conv, q, episode_namespace="ep-1")
+    result = await run_episode(llm, amem, NS, conv, q, episode_namespace="ep-1", keep_namespace=True)
 
     assert await snapshot(amem) == before  # the initial memory is untouched
     assert fact in [i.content for i in await amem.list(namespace="ep-1")]

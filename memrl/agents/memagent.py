@@ -117,39 +117,43 @@ class MemAgent:
     async def run(
         self, question: str, document: str, *, golds: Sequence[str] | None = None, task_id: str = "memagent"
     ) -> MemAgentResult:
-        """Read ``document`` for ``question`` and answer. Provider errors propagate (the caller records them)."""
+        """Read ``document`` for ``question`` and answer.
+
+        A provider failure stops the episode: it is recorded (``trajectory.failure`` and a failed step) and
+        the result has no answer and no reward, never a score."""
         cfg = self.config
         traj = Trajectory(agent="memagent", task_id=task_id)
         chunks = chunk_text(document, cfg.chunk_tokens, _tokenizer(self.llm))
         if cfg.max_chunks is not None:
             chunks = chunks[: cfg.max_chunks]
         memory = cfg.initial_memory
-        for i, chunk in enumerate(chunks):
-            messages = [
-                {
-                    "role": "user",
-                    "content": CHUNK_PROMPT.format(question=question, memory=memory, chunk=chunk),
-                }
-            ]
-            reply = await self.llm.chat(
-                messages, sampling=SamplingParams(temperature=cfg.temperature, max_tokens=cfg.memory_tokens)
-            )
-            traj.steps.append(Step.from_response(messages, reply, role=f"chunk-{i}"))
-            memory = reply.text.strip() or memory
-        messages = [{"role": "user", "content": ANSWER_PROMPT.format(question=question, memory=memory)}]
-        reply = await self.llm.chat(
-            messages, sampling=SamplingParams(temperature=cfg.temperature, max_tokens=cfg.answer_tokens)
-        )
-        traj.steps.append(Step.from_response(messages, reply, role="answer"))
-        answer = boxed_answer(reply.text)
+        steps = [(f"chunk-{i}", CHUNK_PROMPT, c, cfg.memory_tokens) for i, c in enumerate(chunks)]
+        steps.append(("answer", ANSWER_PROMPT, "", cfg.answer_tokens))
+        text = ""
+        for n, (role, template, chunk, budget) in enumerate(steps):
+            prompt = template.format(question=question, memory=memory, chunk=chunk)
+            messages = [{"role": "user", "content": prompt}]
+            sampling = SamplingParams(temperature=cfg.temperature, max_tokens=budget)
+            try:
+                reply = await self.llm.chat(messages, sampling=sampling)
+            except MemrlError as e:
+                traj.failure = f"{type(e).__name__}: {e}"
+                traj.steps.append(Step(messages, "", error=traj.failure, role=role))
+                return MemAgentResult(None, "", memory, traj, n)
+            traj.steps.append(Step.from_response(messages, reply, role=role))
+            if role == "answer":
+                text = reply.text
+            else:
+                memory = reply.text.strip() or memory
+        answer = boxed_answer(text)
         traj.metrics.update(chunks=len(chunks), boxed=answer is not None)
         if golds is not None:
             from memrl.rewards.memagent import memagent_eval
 
-            scores = memagent_eval(reply.text, list(golds))
+            scores = memagent_eval(text, list(golds))
             traj.reward = float(scores["reward"])
             traj.metrics.update(scores)
-        return MemAgentResult(answer, reply.text, memory, traj, len(chunks))
+        return MemAgentResult(answer, text, memory, traj, len(chunks))
 
 
 def render_conversation(conv: Conversation) -> str:
@@ -173,11 +177,10 @@ async def answer_by_reading(
 
     t0 = time.perf_counter()
     agent = MemAgent(llm, config or MemAgentConfig(chunk_tokens=1500, memory_tokens=256))
-    try:
-        res = await agent.run(question.question, render_conversation(conversation), task_id=question.id)
-    except MemrlError as e:
-        return AnswerResult(None, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
+    res = await agent.run(question.question, render_conversation(conversation), task_id=question.id)
     traj = res.trajectory
+    if traj.failure is not None:
+        return AnswerResult(None, error=traj.failure, latency_s=time.perf_counter() - t0)
     return AnswerResult(
         prediction=res.answer if res.answer is not None else "",
         prompt_tokens=traj.prompt_tokens,

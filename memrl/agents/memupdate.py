@@ -35,7 +35,7 @@ from memrl.agents.trajectory import Step, Trajectory
 from memrl.config import option
 from memrl.data.locomo import locomo_observations
 from memrl.data.types import Conversation, Question
-from memrl.errors import ConfigError, DataError, ProviderError, ValidationError
+from memrl.errors import ConfigError, DataError, MemrlError, ValidationError
 from memrl.llm.base import LLM, Message, SamplingParams, ToolCall
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
@@ -247,7 +247,7 @@ class MemUpdateAgent:
                     tool_choice=cfg.tool_choice,
                     sampling=cfg.sampling,
                 )
-            except ProviderError as e:
+            except MemrlError as e:  # provider failure, or a request the back-end refused (prompt too long)
                 error = f"provider: {type(e).__name__}: {e}"
                 traj.steps.append(Step(list(messages), "", error=error, role=self.name))
                 traj.failure = error
@@ -343,7 +343,7 @@ async def run_episode(
     *,
     config: MemUpdateConfig | None = None,
     episode_namespace: str | None = None,
-    keep_namespace: bool = True,
+    keep_namespace: bool = False,
 ) -> UpdateResult:
     """One RL episode: copy ``namespace`` into an episode namespace, edit it focused on ``question``, score.
 
@@ -352,8 +352,8 @@ async def run_episode(
     and after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
     ``p_old``/``p_new``/``efficiency``/...). Failures (provider error; a question with no scorable answer,
     detected before any LLM call) set ``trajectory.failure`` and leave the reward None. Episodes of a
-    GRPO group can run concurrently: each gets its own namespace (dropped after scoring unless
-    ``keep_namespace``).
+    GRPO group can run concurrently: each gets its own namespace, dropped after scoring unless
+    ``keep_namespace``.
     """
     ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
     agent = MemUpdateAgent(llm, config)

@@ -30,8 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from memrl.errors import ValidationError
-from memrl.llm.base import LLM, ChatResponse, Message, SamplingParams, ToolChoice, Usage
+from memrl.errors import MemrlError, ValidationError
+from memrl.llm.base import LLM, ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice, Usage
 from memrl.llm.grammar import GrammarBook, parse_tool_call, render_tool_call, tool_instructions
 from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
 
@@ -169,7 +169,7 @@ class LocalLLM(LLM):
                     )
                 prepared.append((i, ids, self._matcher(job)))
             except Exception as e:  # a bad schema or an overlong prompt fails its own request only
-                results[i] = e
+                results[i] = e if isinstance(e, MemrlError) else LLMProviderError(f"{type(e).__name__}: {e}")
         prepared.sort(key=lambda p: len(p[1]))  # similar lengths together: less padding
         for start in range(0, len(prepared), self.max_batch_size):
             chunk = prepared[start : start + self.max_batch_size]
@@ -183,9 +183,14 @@ class LocalLLM(LLM):
                     stop_ids=self.stop_ids,
                     pad_id=self._tok.pad_token_id,
                 )
-            except Exception as e:
+            except Exception as e:  # torch / xgrammar failures reach callers as provider errors
+                err = (
+                    e
+                    if isinstance(e, MemrlError)
+                    else LLMProviderError(f"local generation failed: {type(e).__name__}: {e}")
+                )
                 for i, _, _ in chunk:
-                    results[i] = e
+                    results[i] = err
                 continue
             for (i, _, _), gen in zip(chunk, gens, strict=True):
                 results[i] = self._response(gen, jobs[i])

@@ -103,17 +103,22 @@ def _build(args: argparse.Namespace) -> int:
 
 def _update(args: argparse.Namespace) -> int:
     from memrl.agents.memupdate import MemUpdateConfig, update_memory
+    from memrl.data.types import Question
     from memrl.memory.facade import AsyncMemory
 
     conv = load_conversation(args)
     ns = args.namespace or conv.id
+    question = None
+    if args.question:  # one of the conversation's questions, or a free one
+        question = next((q for q in conv.questions if q.question == args.question), None)
+        question = question or Question("cli", args.question, (), "free", None, (), ())
 
     async def run():
         memory = AsyncMemory(args.db, embedder=args.embedder)
         try:
             return await update_memory(
                 make_llm(args), memory, ns, conv, config=MemUpdateConfig(max_tool_calls=args.max_tool_calls),
-                question=args.question,
+                question=question,
             )  # fmt: skip
         finally:
             await memory.close()

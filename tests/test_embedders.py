@@ -110,3 +110,9 @@ def test_openai_embedder_retries_then_errors(server):
     emb = OpenAIEmbedder("m", base_url=server, api_key="t", max_retries=1)
     with pytest.raises(ProviderError, match="embedding request to http://127.0.0.1"):
         emb.embed(["x"])
+
+
+def test_unknown_model_dimension_is_asked_of_the_server_once(server):
+    emb = OpenAIEmbedder("some-local-model", base_url=server, api_key="t", max_retries=0)
+    assert emb.dim == 32 and len(_EmbeddingServer.calls) == 1
+    assert emb.dim == 32 and len(_EmbeddingServer.calls) == 1

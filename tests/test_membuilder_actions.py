@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from memrl.llm.parsing import extract_json
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import CORE_ID
-from memrl.tools.membuilder import action_schema, apply_actions, extract_json, parse_actions
+from memrl.tools.membuilder import action_schema, apply_actions, parse_actions
 
 
 async def test_core_actions(amem: AsyncMemory):

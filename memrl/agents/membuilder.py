@@ -30,8 +30,9 @@ to ``max_operations`` operations of ``max_item_chars`` characters (:mod:`memrl.a
 text (what a small model looping on digits does reach), so a constrained answer always closes.
 
 **Failures are data.** A provider error or an unparsable answer leaves memory unchanged for that agent,
-is recorded in ``SessionResult.failures`` (type, stage, error) and on the agent's trajectory, and the other
-agents still apply. Actions that parse but cannot apply (an UPDATE of a memory that does not exist, an
+is recorded in ``SessionResult.failures`` (type, stage, error), and the other agents still apply. On the
+agent's trajectory a provider error is a ``failure`` (no reward), an unparsable answer is the policy's own
+error: ``metrics["invalid"]`` (a valid rollout whose task reward is 0). Actions that parse but cannot apply (an UPDATE of a memory that does not exist, an
 operation the config does not offer) are counted as failed actions in ``stats``.
 """
 
@@ -375,7 +376,13 @@ class MemBuilderAgent(Builder):
     ) -> None:
         output, rejected = self._check(run) if run.reply is not None else (None, [])
         if run.error is not None:
-            run.trajectory.failure = run.error
+            # A provider error is a failure (no reward); an unparsable answer is the policy's own error: a
+            # valid rollout with task reward 0 (ADRPO), flagged invalid. Both are counted in the report.
+            if run.stage == "parse":
+                run.trajectory.metrics["invalid"] = True
+                run.trajectory.info["invalid_reason"] = run.error
+            else:
+                run.trajectory.failure = run.error
             result.failures.append({"type": run.mtype.value, "stage": run.stage, "error": run.error})
             return
         if output is None:

@@ -94,6 +94,11 @@ class RawConfig:
             raise ConfigError(f"dense_views {self.dense_views!r} must be among views {self.views!r}")
         if self.pool_window < 0 or self.pool_weight < 0:
             raise ConfigError("pool_window and pool_weight must be >= 0")
+        if not self.has_context and "turn" in self.views and "turn" not in self.dense_views:
+            raise ConfigError(
+                "with no context turns the context view is not stored, so dense search would see nothing: "
+                "add 'turn' to dense_views or set context_before/context_after"
+            )
         if self.max_chars < 100:
             raise ConfigError("max_chars must be at least 100")
 

@@ -105,7 +105,12 @@ class Trajectory:
             comp = s.completion_ids or []
             ids += comp
             mask += [1] * len(comp)
-            lps += list(s.logprobs or [0.0] * len(comp))
+            if s.logprobs is None or len(s.logprobs) != len(comp):
+                raise ValueError(
+                    f"trajectory {self.task_id!r}: a step has {len(comp)} completion tokens but "
+                    f"{0 if s.logprobs is None else len(s.logprobs)} logprobs (a 0.0 stand-in would corrupt ratios)"
+                )
+            lps += list(s.logprobs)
             segment = segment + new + comp if segment else prompt + comp
         return ids, mask, lps
 

@@ -12,12 +12,12 @@ are correct when the model says the information is not available); LoCoMo questi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from memrl.errors import MemrlError
 from memrl.llm.base import LLM, SamplingParams
+from memrl.llm.parsing import extract_json
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -95,7 +95,7 @@ async def judge_answer(
     except MemrlError as e:
         return JudgeResult(None, error=f"{type(e).__name__}: {e}")
     try:
-        data = json.loads(reply.text)
+        data = extract_json(reply.text)  # a fenced or prefixed verdict is still a verdict
         label = data["label"]
         if label not in ("CORRECT", "WRONG"):
             raise ValueError(f"label {label!r}")

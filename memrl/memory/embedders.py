@@ -149,11 +149,23 @@ class OpenAIEmbedder(Embedder):
             api_key or os.environ.get("MEMRL_EMBED_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
         )
         self.requested_dim = dim
-        self.dim = dim or {"text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}.get(model, 1536)
+        known = {
+            "text-embedding-3-small": 1536,
+            "text-embedding-3-large": 3072,
+            "text-embedding-ada-002": 1536,
+        }
+        self._dim: int | None = dim or known.get(model)
         self.batch_size = batch_size
         self._kw = {"timeout": timeout, "max_retries": max_retries}
         self._sync: Any = None
         self._async: Any = None
+
+    @property
+    def dim(self) -> int:
+        """The vector size: given, known for OpenAI's models, else asked of the server once."""
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
 
     def _args(self, batch: Sequence[str]) -> dict[str, Any]:
         args: dict[str, Any] = {"model": self.model, "input": list(batch)}
@@ -165,7 +177,7 @@ class OpenAIEmbedder(Embedder):
         rows = [d.embedding for r in responses for d in sorted(r.data, key=lambda d: d.index)]
         arr = normalize_rows(np.asarray(rows, dtype=np.float32))
         if arr.size:
-            self.dim = arr.shape[1]
+            self._dim = arr.shape[1]
         return arr
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

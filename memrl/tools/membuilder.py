@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import operator
-import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -26,6 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from memrl.errors import MemrlError, NotFoundError
+from memrl.llm.parsing import extract_json
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.types import MemoryItem, MemoryType
 from memrl.tools.base import clean_schema
@@ -104,23 +103,6 @@ _MODELS = {t: _response_model(t) for t in ALLOWED}
 def action_schema(memory_type: MemoryType | str) -> dict[str, Any]:
     """JSON schema of a valid answer of the agent for ``memory_type`` (for constrained decoding)."""
     return clean_schema(_MODELS[MemoryType.parse(memory_type)].model_json_schema())
-
-
-def extract_json(text: str) -> Any:
-    """The JSON object in a model's answer: the whole text, a fenced block, or the outermost ``{...}``."""
-    text = text.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
-    candidates = [text] + ([fence.group(1)] if fence else [])
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    err: json.JSONDecodeError | None = None
-    for c in candidates:
-        try:
-            return json.loads(c)
-        except json.JSONDecodeError as e:
-            err = err or e
-    raise ValueError(f"no JSON object found ({err.msg if err else 'empty answer'})")
 
 
 def parse_actions(memory_type: MemoryType | str, output: str | dict[str, Any]) -> list[_Action]:

@@ -77,6 +77,7 @@ _WRITER = textwrap.dedent(
     with Memory(path, embedder=HashingEmbedder(32), busy_timeout=30) as m:
         for i in range(n):
             m.add(f"{tag} fact number {i}")
+            m.core_append(f"{tag}{i}")
             if i % 10 == 0:
                 m.search(f"{tag} fact", mode="hybrid")
     """
@@ -98,7 +99,9 @@ def test_two_processes_write_the_same_file(tmp_path):
         contents = {i.content for i in m.list()}
         assert len(contents) == 300
         assert {f"{t} fact number {i}" for t in ("alpha", "beta") for i in range(150)} == contents
-        assert len(m.history()) == 300
+        core = m.core().splitlines()  # read-modify-write in one transaction: no append lost
+        assert sorted(core) == sorted(f"{t}{i}" for t in ("alpha", "beta") for i in range(150))
+        assert len(m.history()) == 600
         assert len(m.search("beta fact number 149", mode="bm25", top_k=300)) == 300
 
 

@@ -249,3 +249,27 @@ async def test_the_id_of_a_deleted_memory_can_be_added_again(amem: AsyncMemory):
     assert [(h.op, h.new_content) for h in await amem.history("D1:3")][-1] == ("ADD", "second version")
     await amem.undo("D1:3")  # back to the deleted first version
     assert (await amem.get("D1:3", include_deleted=True)).deleted
+
+
+async def test_merge_refuses_when_a_source_changes_while_it_embeds(amem: AsyncMemory):
+    a = await amem.add("Alice likes tea")
+    b = await amem.add("Alice likes hiking")
+    real = amem.index.vectors
+
+    async def vectors_while_another_writer_edits(texts):
+        amem.store.update("alice", b.id, content="Alice likes climbing", actor="other")
+        return await real(texts)
+
+    amem.index.vectors = vectors_while_another_writer_edits
+    with pytest.raises(StoreError, match="changed by another writer"):
+        await amem.merge([a.id, b.id], "Alice likes tea and hiking")
+    amem.index.vectors = real
+    assert sorted(i.content for i in await amem.list()) == ["Alice likes climbing", "Alice likes tea"]
+
+
+async def test_dropped_namespaces_are_not_listed(amem: AsyncMemory):
+    await amem.add("x", namespace="episode-1")
+    await amem.add("y")
+    assert [n["name"] for n in await amem.namespaces()] == ["alice", "episode-1"]
+    await amem.reset(namespace="episode-1")
+    assert [n["name"] for n in await amem.namespaces()] == ["alice"]

@@ -22,7 +22,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memrl.errors import ValidationError
+from memrl.errors import StoreError, ValidationError
 from memrl.memory.dense import vector_key
 from memrl.memory.embedders import Embedder, create_embedder
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
@@ -184,6 +184,7 @@ class AsyncMemory:
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
         with self.store.transaction(batch=True):
+            self._unchanged(ns, sources)
             merged = self.store.update(
                 ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
             )
@@ -210,6 +211,7 @@ class AsyncMemory:
         await self.index.vectors(parts)
         meta = {**strip_derived(src.metadata), "split_from": src.id}
         with self.store.transaction(batch=True):
+            self._unchanged(ns, [src])
             first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
             rest = self.store.insert(
                 [NewItem(p, src.type, dict(meta), src.evidence, src.session) for p in parts[1:]],
@@ -217,6 +219,16 @@ class AsyncMemory:
                 actor=actor,
             )
         return [first, *rest]
+
+    def _unchanged(self, ns: str, items: Sequence[MemoryItem]) -> None:
+        """Inside a write transaction: refuse if any of ``items`` changed since it was read (another writer
+        edited it while this call was embedding), so its edit is not overwritten with stale text."""
+        for it in items:
+            now = self.store.get(ns, it.id)
+            if now.updated_at != it.updated_at or now.content != it.content:
+                raise StoreError(
+                    f"memory {it.id!r} was changed by another writer meanwhile; nothing was changed, retry"
+                )
 
     # ------------------------------------------------------------------ read
     async def get(
@@ -321,19 +333,22 @@ class AsyncMemory:
         return self.store.get_core(self.ns(namespace, user_id))
 
     async def core_append(self, text: str, *, namespace: str | None = None, actor: str | None = None) -> str:
-        ns = self.ns(namespace)
-        current = self.store.get_core(ns)
-        joined = f"{current}\n{text}" if current else text
-        return self.store.set_core(ns, joined, op="CORE_APPEND", actor=actor)
+        def append(current: str) -> str:
+            return f"{current}\n{text}" if current else text
+
+        return self.store.modify_core(self.ns(namespace), append, op="CORE_APPEND", actor=actor)
 
     async def core_replace(
         self, old_text: str, new_text: str, *, namespace: str | None = None, actor: str | None = None
     ) -> str:
-        ns = self.ns(namespace)
-        current = self.store.get_core(ns)
-        if not old_text or old_text not in current:
-            raise ValidationError("old_text does not occur in core memory; copy it exactly, or use REWRITE")
-        return self.store.set_core(ns, current.replace(old_text, new_text), op="CORE_REPLACE", actor=actor)
+        def replace(current: str) -> str:
+            if not old_text or old_text not in current:
+                raise ValidationError(
+                    "old_text does not occur in core memory; copy it exactly, or use REWRITE"
+                )
+            return current.replace(old_text, new_text)
+
+        return self.store.modify_core(self.ns(namespace), replace, op="CORE_REPLACE", actor=actor)
 
     async def core_rewrite(self, text: str, *, namespace: str | None = None, actor: str | None = None) -> str:
         return self.store.set_core(self.ns(namespace), text, op="CORE_REWRITE", actor=actor)

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -219,10 +219,15 @@ class SQLiteStore:
         )
 
     def namespaces(self) -> list[dict[str, Any]]:
+        """Namespaces holding anything (items, deleted ones included, or core memory), with live item counts.
+
+        A dropped namespace keeps its row (its generation counter must only grow, so caches of other
+        processes notice) but is not listed."""
         rows = self.read(
             "SELECT n.name, n.parent, n.created_at, "
             "(SELECT count(*) FROM memories m WHERE m.namespace = n.name AND m.deleted = 0) "
-            "FROM namespaces n ORDER BY n.name"
+            "FROM namespaces n WHERE EXISTS (SELECT 1 FROM memories m WHERE m.namespace = n.name) "
+            "OR EXISTS (SELECT 1 FROM core c WHERE c.namespace = n.name) ORDER BY n.name"
         )
         return [{"name": r[0], "parent": r[1], "created_at": r[2], "items": r[3]} for r in rows]
 
@@ -475,17 +480,25 @@ class SQLiteStore:
 
     def set_core(self, ns: str, content: str, *, op: str = "CORE_REWRITE", actor: str | None = None) -> str:
         """Replace the core memory block of ``ns``; refused (nothing changes) above the character limit."""
+        return self.modify_core(ns, lambda _old: content, op=op, actor=actor)
+
+    def modify_core(
+        self, ns: str, change: Callable[[str], str], *, op: str = "CORE_REWRITE", actor: str | None = None
+    ) -> str:
+        """Read the core memory of ``ns``, compute its new text with ``change`` and write it, in one write
+        transaction (two writers appending at once both land). ``change`` may raise to refuse."""
         self._check_namespace(ns)
-        if not isinstance(content, str):
-            raise ValidationError(f"core memory must be a string, got {type(content).__name__}")
-        if len(content) > self.core_limit:
-            raise ValidationError(
-                f"core memory would have {len(content)} characters, more than its limit of {self.core_limit}; "
-                "rewrite it shorter (compress) instead"
-            )
         with self.transaction() as c:
-            self._ensure_namespace(ns)
             old = self.get_core(ns)
+            content = change(old)
+            if not isinstance(content, str):
+                raise ValidationError(f"core memory must be a string, got {type(content).__name__}")
+            if len(content) > self.core_limit:
+                raise ValidationError(
+                    f"core memory would have {len(content)} characters, more than its limit of "
+                    f"{self.core_limit}; rewrite it shorter (compress) instead"
+                )
+            self._ensure_namespace(ns)
             self._log(ns, CORE_ID, op, {"content": old}, {"content": content}, actor)
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?) "

@@ -13,9 +13,9 @@ from memrl.agents.raw import RawConfig
 from memrl.cli.eval_cmd import config_from_args, register
 from memrl.data.types import Conversation, Question, Session, Turn
 from memrl.errors import ConfigError
+from memrl.eval.ablation import ablation_markdown
 from memrl.eval.retrieval import (
     RetrievalConfig,
-    ablation_markdown,
     evaluate_retrieval,
     headline,
     load_conversations,

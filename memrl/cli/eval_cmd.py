@@ -110,7 +110,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     convs = load_conversations(config)
     if args.ablation:
-        from memrl.eval.retrieval import ablation_markdown, run_ablation
+        from memrl.eval.ablation import ablation_markdown, run_ablation
 
         rows = run_ablation(convs, config, progress=True)
         if not args.json:

@@ -13,7 +13,8 @@ gathered into batches of up to ``max_batch_size`` (left-padded; shortest prompts
     llm.generate_sync([msgs1, msgs2], sampling=SamplingParams(max_tokens=64))   # no asyncio
 
 On a CPU shared with other busy processes pass ``threads=1`` (process-wide ``torch.set_num_threads``):
-measured here, two torch threads competing with other jobs ran 4-10x slower than one.
+torch threads that compete with other jobs for the same cores can run several times slower than one
+(compare with ``python -m memrl.llm.bench --threads 1`` and ``--threads 2``).
 
 Chat templates that cannot render ``tools`` (SmolLM2's) get the tool list and the call format in the
 system prompt; assistant tool calls in the history are shown as the JSON text the model itself emits.

@@ -58,8 +58,8 @@ class SearchOptions:
       times the best score added.
     - ``prf_docs``: pseudo-relevance feedback for BM25: the ``prf_terms`` words most frequent in the top
       ``prf_docs`` hits (in at least two of them) expand the query; the expanded list's min-max normalised
-      scores, times ``prf_weight``, are added to the original's. Off: +0.006 recall@10 on LoCoMo, within
-      noise, for three times the BM25 search time.
+      scores, times ``prf_weight``, are added to the original's. Off by default: it bought nothing beyond
+      noise in the ablation (README) for several times the BM25 search time.
     - ``diversity``: results are picked greedily; each already picked result from the same session
       lowers a candidate's score by ``diversity`` times the best score (questions that aggregate over
       the conversation have evidence in many sessions).

@@ -1,0 +1,133 @@
+"""The history side of the store: every change is recorded with before/after snapshots, and can be undone.
+
+:class:`HistoryMixin` is part of :class:`~memrl.memory.store.SQLiteStore` (it uses its connection,
+transactions and item writes): ``history`` lists changes, ``undo`` reverts the latest change of an item
+or of a namespace (a merge or a split, written as one batch, is undone as a whole), and ``rollback``
+reverts everything after a point, which is how an interrupted build resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from memrl.errors import NotFoundError, StoreError
+from memrl.memory.types import HistoryEntry, MemoryItem
+
+#: History id under which a namespace's core memory block is versioned.
+CORE_ID = "__core__"
+
+
+class HistoryMixin:
+    """History, undo and rollback for :class:`~memrl.memory.store.SQLiteStore`."""
+
+    _conn: Any
+
+    @staticmethod
+    def _row_to_entry(r: Sequence[Any]) -> HistoryEntry:
+        return HistoryEntry(
+            seq=r[0],
+            namespace=r[1],
+            memory_id=r[2],
+            op=r[3],
+            old=None if r[4] is None else json.loads(r[4]),
+            new=None if r[5] is None else json.loads(r[5]),
+            at=r[6],
+            actor=r[7],
+            undone=bool(r[9]),
+        )
+
+    _HISTORY_COLUMNS = "seq, namespace, memory_id, op, old, new, at, actor, batch, undone"
+
+    def history(
+        self, ns: str, memory_id: str | None = None, *, limit: int | None = None
+    ) -> list[HistoryEntry]:
+        """Changes of one item (or of the whole namespace), oldest first."""
+        if memory_id is None:
+            sql, params = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ?", [ns]
+        else:
+            sql = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND memory_id = ?"
+            params = [ns, memory_id]
+        rows = self.read(sql + " ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit])
+        if memory_id is not None and not rows and memory_id != CORE_ID:
+            self.get(ns, memory_id, include_deleted=True)  # raises NotFoundError for unknown ids
+        return [self._row_to_entry(r) for r in reversed(rows)]
+
+    def undo(self, ns: str, memory_id: str | None = None, *, actor: str | None = None) -> list[HistoryEntry]:
+        """Revert the latest change of ``memory_id`` (or the latest change in ``ns``), with its whole batch.
+
+        Returns the entries that were undone. Undo itself is recorded (op ``UNDO``) and is not undone by a
+        later undo: repeated calls walk further back.
+        """
+        with self.transaction() as c:
+            where, params = "namespace = ? AND undone = 0 AND op != 'UNDO'", [ns]
+            if memory_id is not None:
+                where += " AND memory_id = ?"
+                params.append(memory_id)
+            row = c.execute(
+                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE {where} ORDER BY seq DESC LIMIT 1", params
+            ).fetchone()
+            if row is None:
+                what = f"memory {memory_id!r}" if memory_id else f"namespace {ns!r}"
+                raise NotFoundError(f"nothing to undo for {what}")
+            rows = [row]
+            if row[8] is not None:  # the whole batch, newest first
+                rows = c.execute(
+                    f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND batch = ? AND undone = 0 "
+                    "ORDER BY seq DESC",
+                    (ns, row[8]),
+                ).fetchall()
+            entries = [self._row_to_entry(r) for r in rows]
+            for e in entries:
+                later = c.execute(
+                    "SELECT count(*) FROM history WHERE namespace = ? AND memory_id = ? AND seq > ? AND undone = 0 "
+                    "AND op != 'UNDO' AND (batch IS NULL OR batch != ?)",
+                    (ns, e.memory_id, e.seq, row[8] or ""),
+                ).fetchone()[0]
+                if later:
+                    raise StoreError(
+                        f"cannot undo change {e.seq} of {e.memory_id!r}: it was changed again later; "
+                        "undo the later changes first"
+                    )
+                self._revert(ns, e, actor)
+                c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
+        return entries
+
+    def last_seq(self, ns: str) -> int:
+        """Sequence number of the latest change in ``ns`` (0 if none): a point to roll back to."""
+        return self.read("SELECT COALESCE(MAX(seq), 0) FROM history WHERE namespace = ?", (ns,))[0][0]
+
+    def rollback(self, ns: str, to_seq: int, *, actor: str | None = None) -> int:
+        """Revert every change of ``ns`` made after ``to_seq`` (newest first), atomically; returns how many.
+
+        This is how an interrupted build resumes: the partial session is rolled back, then rebuilt.
+        """
+        with self.transaction() as c:
+            rows = c.execute(
+                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? AND undone = 0 "
+                "AND op != 'UNDO' ORDER BY seq DESC",
+                (ns, to_seq),
+            ).fetchall()
+            for r in rows:
+                e = self._row_to_entry(r)
+                self._revert(ns, e, actor)
+                c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
+        return len(rows)
+
+    def _revert(self, ns: str, e: HistoryEntry, actor: str | None) -> None:
+        if e.memory_id == CORE_ID:
+            old = (e.old or {}).get("content", "")
+            self._log(ns, CORE_ID, "UNDO", e.new, {"content": old}, actor)
+            self._conn.execute(
+                "UPDATE core SET content = ?, updated_at = ? WHERE namespace = ?", (old, time.time(), ns)
+            )
+            return
+        cur = self.get(ns, e.memory_id, include_deleted=True)
+        if e.old is None:  # undoing a creation: the item goes away (soft), as a delete would
+            target = replace(cur, deleted=True, updated_at=time.time())
+        else:
+            target = MemoryItem.from_dict({**e.old, "updated_at": time.time()})
+        self._write_state(ns, cur, target, "UNDO", actor)

@@ -52,6 +52,7 @@ from memrl.data.types import Conversation, Session
 from memrl.errors import ConfigError, MemrlError
 from memrl.llm.base import LLM, ChatResponse, SamplingParams
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.fusion import rrf
 from memrl.memory.types import ITEM_TYPES, MemoryItem, MemoryType
 from memrl.tools.membuilder import MAX_ITEM_CHARS, ActionReport, apply_actions, parse_actions
 
@@ -217,13 +218,13 @@ class MemBuilderAgent(Builder):
         turns = session.turns
         queries = [" ".join(t.render() for t in turns[i : i + step]) for i in range(0, len(turns), step)]
         vectors = await memory.embedder.aembed(queries)
-        fused: dict[str, float] = {}
+        rankings: list[list[str]] = []
         items: dict[str, MemoryItem] = {}
         for q, v in zip(queries, vectors, strict=True):
             hits = await memory.search(q, namespace=ns, types=[mtype], top_k=k, query_vector=v)
-            for rank, h in enumerate(hits):
-                fused[h.item.id] = fused.get(h.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-                items[h.item.id] = h.item
+            rankings.append([h.item.id for h in hits])
+            items.update((h.item.id, h.item) for h in hits)
+        fused = rrf(rankings, k=RRF_K)
         best = sorted(fused, key=lambda i: -fused[i])[:k]
         return [items[i] for i in best]
 

@@ -38,6 +38,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from memrl.data.locomo import LOCOMO_CATEGORIES  # the one definition of the official mapping
+
 __all__ = [
     "LOCOMO_CATEGORIES",
     "best_over_golds",
@@ -57,14 +59,6 @@ __all__ = [
     "token_f1",
 ]
 
-#: LoCoMo's category ids and names (the mapping of the official repository; REFERENCE.md section 3).
-LOCOMO_CATEGORIES: dict[int, str] = {
-    1: "multi-hop",
-    2: "temporal",
-    3: "open-domain",
-    4: "single-hop",
-    5: "adversarial",
-}
 _CATEGORY_BY_NAME = {name: cat for cat, name in LOCOMO_CATEGORIES.items()}
 
 #: The phrases that count as "not answerable" for category 5 (official script, verbatim).

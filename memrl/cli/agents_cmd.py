@@ -117,7 +117,8 @@ def _update(args: argparse.Namespace) -> int:
         memory = AsyncMemory(args.db, embedder=args.embedder)
         try:
             return await update_memory(
-                make_llm(args), memory, ns, conv, config=MemUpdateConfig(max_tool_calls=args.max_tool_calls),
+                make_llm(args, progress="update (LLM calls)"), memory, ns, conv,
+                config=MemUpdateConfig(max_tool_calls=args.max_tool_calls),
                 question=question,
             )  # fmt: skip
         finally:
@@ -138,9 +139,8 @@ def _read(args: argparse.Namespace) -> int:
     document = (
         Path(args.document).read_text() if args.document else render_conversation(load_conversation(args))
     )
-    agent = MemAgent(
-        make_llm(args), MemAgentConfig(chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens)
-    )
+    config = MemAgentConfig(chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens)
+    agent = MemAgent(make_llm(args, progress="read (LLM calls)"), config)
     result = asyncio.run(agent.run(args.question, document))
     data = {"answer": result.answer, "final_text": result.final_text, "memory": result.memory,
             "chunks_read": result.chunks_read}  # fmt: skip

@@ -19,11 +19,32 @@ def add_llm_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-cache", help="SQLite file caching deterministic LLM calls")
 
 
-def make_llm(args: argparse.Namespace) -> Any:
+def make_llm(args: argparse.Namespace, *, progress: str | None = None) -> Any:
+    """The model the flags describe; with ``progress``, a bar on stderr counts its calls."""
     from memrl.llm import create_llm
 
     kw = {"base_url": args.base_url} if args.base_url else {}
-    return create_llm(args.provider, args.model, cache=args.llm_cache, **kw)
+    llm = create_llm(args.provider, args.model, cache=args.llm_cache, **kw)
+    return CountingLLM(llm, progress) if progress else llm
+
+
+class CountingLLM:
+    """Forwards to an LLM and ticks a progress bar per call (for commands whose work is a chain of calls)."""
+
+    def __init__(self, llm: Any, desc: str) -> None:
+        from tqdm.auto import tqdm
+
+        self.inner = llm
+        self.bar = tqdm(desc=desc, unit="call")
+
+    async def chat(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.inner.chat(*args, **kwargs)
+        finally:
+            self.bar.update(1)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def add_store_args(p: argparse.ArgumentParser, *, namespace_default: str | None = "default") -> None:

@@ -64,8 +64,10 @@ async def test_add_update_merge_replace_old_items(amem: AsyncMemory):
     # MERGE by id and by text: one item remains, the others are deleted (recoverable).
     merge = {"operations": [{"operation": "MERGE", "old_memories": [items[1].id, items[2].content],
                              "new_memory": "2023-05-09/10: Caroline called her mum twice about adoption"}]}  # fmt: skip
-    r = await apply_actions(amem, ns, "episodic", merge)
+    r = await apply_actions(amem, ns, "episodic", merge, evidence=("D3:1",))
     assert len(r.applied) == 1, r.failed
+    merged = await amem.get(items[1].id, namespace=ns)
+    assert merged.evidence == ("D1:2", "D3:1")  # the sources' evidence and this session's
     contents = sorted(i.content for i in await amem.list(namespace=ns))
     assert contents == sorted(
         [updated.content, "2023-05-09/10: Caroline called her mum twice about adoption"]

@@ -24,7 +24,7 @@ from typing import Any
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.config import option
 from memrl.data.types import Conversation, Question
-from memrl.errors import MemrlError
+from memrl.errors import ConfigError, MemrlError
 from memrl.eval.metrics import boxed_answer
 from memrl.llm.base import LLM, SamplingParams
 
@@ -63,7 +63,7 @@ class MemAgentConfig:
 
     def __post_init__(self) -> None:
         if self.chunk_tokens < 16 or self.memory_tokens < 8:
-            raise ValueError("chunk_tokens must be >= 16 and memory_tokens >= 8")
+            raise ConfigError("chunk_tokens must be >= 16 and memory_tokens >= 8")
 
 
 def _tokenizer(llm: LLM) -> Any:

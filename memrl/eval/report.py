@@ -132,7 +132,8 @@ def markdown(s: dict[str, Any]) -> str:
         + (f"; malformed answers (scored as given) {s['n_format_errors']}" if s["n_format_errors"] else ""),
         f"- F1 (official metric; adversarial excluded): **{pct(s['f1'])}** "
         f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
-        f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])}",
+        f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])} (share of the evidence turns "
+        "cited by the memories retrieved; memories that cite a whole session count at session granularity)",
     ]
     if s.get("judge_accuracy") is not None:
         lines.append(

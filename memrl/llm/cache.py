@@ -1,7 +1,7 @@
 """A disk cache for deterministic LLM calls, shared between processes through SQLite (WAL).
 
 A call is cached only when its reply is repeatable: greedy (``temperature == 0``) or with a fixed
-``seed``. The key is the SHA-256 of (provider, model, messages, tools, json_schema, tool_choice, sampling).
+``seed``. (So give each rollout of an RL group its own seed: rollouts sharing a seed share one reply.) The key is the SHA-256 of (provider, model, messages, tools, json_schema, tool_choice, sampling).
 Only successful replies are stored, so an interrupted evaluation resumes where it stopped and retries what
 failed::
 

@@ -168,10 +168,12 @@ class AsyncMemory:
         namespace: str | None = None,
         type: MemoryType | str | None = None,
         metadata: dict[str, Any] | None = None,
+        evidence: Sequence[str] = (),
         actor: str | None = None,
     ) -> MemoryItem:
         """Merge memories into one: the first is rewritten to ``content`` (default: the contents joined by
-        newlines), the others are deleted. One batch: a single ``undo`` reverts all of it."""
+        newlines), the others are deleted. The merged memory cites the sources' evidence and ``evidence``.
+        One batch: a single ``undo`` reverts all of it."""
         ns = self.ns(namespace)
         ids = list(dict.fromkeys(memory_ids))
         if len(ids) < 2:
@@ -180,7 +182,7 @@ class AsyncMemory:
         text = content if content else "\n".join(s.content for s in sources)
         self.store.check_content(text)
         await self.index.vectors([text])
-        evidence = tuple(dict.fromkeys(e for s in sources for e in s.evidence))
+        evidence = tuple(dict.fromkeys([*(e for s in sources for e in s.evidence), *evidence]))
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
         with self.store.transaction(batch=True):

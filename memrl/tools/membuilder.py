@@ -233,5 +233,5 @@ async def _apply_one(
         ids = list(dict.fromkeys(o.id for o in olds))
         if len(ids) < 2:
             raise ValueError("MERGE needs at least two different existing memories")
-        await memory.merge(ids, action.new_memory, namespace=ns, actor=actor)
+        await memory.merge(ids, action.new_memory, namespace=ns, evidence=evidence, actor=actor)
     # Skip: nothing to do

@@ -49,3 +49,22 @@ def test_read_a_document(tmp_path, capsys, monkeypatch):
     assert (
         code == 0 and out["answer"] == "Ana" and out["chunks_read"] >= 2 and out["memory"] == "Ana keeps it"
     )
+
+
+def test_provider_failures_are_shown_and_exit_1(tmp_path, capsys, monkeypatch):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The lighthouse keeper was named Ana.\n" * 5)
+    _use(monkeypatch, [])  # the script is exhausted at the first call: a provider error
+    code = main(
+        ["read", "--document", str(doc), "--question", "Who kept it?", "--provider", "scripted", "--json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["answer"] is None and "ScriptExhaustedError" in out["failure"]
+
+    db = str(tmp_path / "m.db")
+    common = ["--dataset", "sample", "--db", db, "--embedder", "hashing", "--provider", "scripted", "--json"]
+    assert main(["build", "--builder", "raw", *common]) == 0
+    capsys.readouterr()
+    code = main(["update", *common])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["stop_reason"] == "failure" and out["failures"][0]["kind"] == "provider"

@@ -112,6 +112,22 @@ def test_download_by_name_into_the_data_dir(server, tmp_path, monkeypatch):
         download("nope", registry=registry)
 
 
+def test_a_file_without_published_checksum_is_recorded_then_enforced(server, tmp_path):
+    registry = {
+        "toy": DatasetSource("toy", (RemoteFile(f"{server}/data.json", "toy/toy.json"),), "a toy", "CC0")
+    }
+    seen = []
+    (path,) = download("toy", tmp_path, registry=registry, on_unverified=lambda p, d: seen.append((p, d)))
+    assert seen == [(path, GOOD)] and (tmp_path / "toy" / "toy.json.sha256").read_text().strip() == GOOD
+    (tmp_path / "served" / "data.json").write_bytes(PAYLOAD + b"changed upstream\n")
+    with pytest.raises(DataError, match="expected " + GOOD):
+        download("toy", tmp_path, registry=registry, force=True)
+    assert path.read_bytes() == PAYLOAD  # the recorded copy is kept
+    seen.clear()
+    assert download("toy", tmp_path, registry=registry, on_unverified=lambda p, d: seen.append(p)) == [path]
+    assert seen == []  # verified against the record this time
+
+
 def test_data_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMRL_DATA_DIR", raising=False)
     assert resolve_data_dir() == Path("~/.cache/memrl/data").expanduser()

@@ -71,7 +71,11 @@ def test_recall_on_a_known_conversation(tmp_path):
         assert rows["t:q5"]["recall"][mode]["5"] is None  # no evidence: no recall, left out of the means
         assert len(rows["t:q0"]["retrieved"][mode]) == len(set(rows["t:q0"]["retrieved"][mode]))
     assert rows["t:q3"]["retrieved"]["bm25"] == [] and rows["t:q3"]["recall"]["bm25"]["5"] == 0.0
-    assert rows["t:q3"]["session_recall"]["hybrid"]["5"] in (0.0, 1.0)
+    # dense search ranks all 6 turns; any 5 of them include one of session 2's three turns
+    assert (
+        len(rows["t:q3"]["retrieved"]["hybrid"]) >= 5 and rows["t:q3"]["session_recall"]["hybrid"]["5"] == 1.0
+    )
+    assert rows["t:q3"]["session_recall"]["bm25"]["5"] == 0.0
     # pooled figures are means over questions with evidence, categories 1-4
     per_q = [rows[q]["recall"]["hybrid"]["5"] for q in ("t:q0", "t:q1", "t:q2", "t:q3")]
     assert report["modes"]["hybrid"]["recall_at_k"]["5"] == pytest.approx(sum(per_q) / 4)

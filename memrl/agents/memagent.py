@@ -143,9 +143,12 @@ class MemAgent:
             traj.steps.append(Step.from_response(messages, reply, role=role))
             if role == "answer":
                 text = reply.text
-            else:
-                memory = reply.text.strip() or memory
+            elif reply.text.strip():
+                memory = reply.text.strip()
+            else:  # an empty overwrite keeps the previous memory; counted, since the model wrote nothing
+                traj.metrics["empty_memory_updates"] = traj.metrics.get("empty_memory_updates", 0) + 1
         answer = boxed_answer(text)
+        traj.metrics.setdefault("empty_memory_updates", 0)
         traj.metrics.update(chunks=len(chunks), boxed=answer is not None)
         if golds is not None:
             from memrl.rewards.memagent import memagent_eval

@@ -415,8 +415,10 @@ class MemBuilderAgent(Builder):
             reply = await self.llm.chat(
                 msgs, json_schema=self.compress_schema, sampling=cfg.sampling(cfg.compress_budget)
             )
-        except MemrlError as e:
+        except MemrlError as e:  # the provider failed, not the model: this rollout must not be trained on
             error = f"{type(e).__name__}: {e}"
+            traj.steps.append(Step(msgs, "", error=error, role="core"))
+            traj.failure = traj.failure or f"compress: {error}"
         else:
             traj.steps.append(Step.from_response(msgs, reply, role="core"))
             try:

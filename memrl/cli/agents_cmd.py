@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -130,7 +131,10 @@ def _update(args: argparse.Namespace) -> int:
         emit_json(data)
     else:
         print(" ".join(f"{k}={v}" for k, v in data.items() if not isinstance(v, (list, dict))))
-    return 0
+        for f in result.failures:
+            print(f"failure: {f}", file=sys.stderr)
+    # the episode stopped on a provider failure: the store holds what it did before (undoable), exit 1
+    return 1 if result.stop_reason == "failure" else 0
 
 
 def _read(args: argparse.Namespace) -> int:
@@ -142,12 +146,15 @@ def _read(args: argparse.Namespace) -> int:
     config = MemAgentConfig(chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens)
     agent = MemAgent(make_llm(args, progress="read (LLM calls)"), config)
     result = asyncio.run(agent.run(args.question, document))
+    failure = result.trajectory.failure
     data = {"answer": result.answer, "final_text": result.final_text, "memory": result.memory,
-            "chunks_read": result.chunks_read}  # fmt: skip
+            "chunks_read": result.chunks_read, "failure": failure}  # fmt: skip
     if args.json:
         emit_json(data)
     else:
         print(
             f"read {result.chunks_read} chunks\n--- memory ---\n{result.memory}\n--- answer ---\n{result.final_text}"
         )
-    return 0
+        if failure:
+            print(f"failure: {failure}", file=sys.stderr)
+    return 1 if failure else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="action", metavar="ACTION"
     )
     data.required = True
-    p = data.add_parser("download", help="download a data set (needs network) and verify its checksum")
+    p = data.add_parser(
+        "download", help="download a data set (needs network) and verify or record its checksum"
+    )
     p.add_argument("name", help="locomo, longmemeval, longmemeval-m, perltqa, hotpotqa")
     p.add_argument("--data-path", help="data folder (default: $MEMRL_DATA_DIR, then ~/.cache/memrl/data)")
     p.add_argument("--force", action="store_true", help="download again even if the file is there")
@@ -31,7 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _download(args: argparse.Namespace) -> int:
     from memrl.data import download
 
-    for path in download(args.name, args.data_path, force=args.force):
+    def unverified(path: Path, digest: str) -> None:
+        print(f"warning: {path.name} has no published checksum; recorded sha256 {digest} in "
+              f"{path.name}.sha256 (later downloads must match it)", file=sys.stderr)  # fmt: skip
+
+    for path in download(args.name, args.data_path, force=args.force, on_unverified=unverified):
         print(path)
     return 0
 

@@ -81,8 +81,9 @@ def _demo(args: argparse.Namespace) -> int:
               f"({_shorten(r['answers'][0], 24)})")  # fmt: skip
     print()
     for name, (c, s) in results.items():
-        print(f"{name:<11} F1 {100 * (s['f1'] or 0):5.1f}  (95% CI {100 * (s['f1_ci'][0] or 0):.1f}-"
-              f"{100 * (s['f1_ci'][1] or 0):.1f}), answered {s['n_answered']}/{s['n_questions']}, "
+        pct = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731  (nothing scored: no number)
+        print(f"{name:<11} F1 {pct(s['f1']):>5}  (95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}), "
+              f"answered {s['n_answered']}/{s['n_questions']}, "
               f"failures {s['n_answer_failures']}, {s['seconds']:.0f} s  -> {c.out / 'report.md'}")  # fmt: skip
     print(
         "\n10 questions give wide intervals; see README for LoCoMo-scale runs (`memrl eval --dataset locomo`)."

@@ -4,7 +4,9 @@ The data folder is, in order: the ``--data-path`` argument, the ``MEMRL_DATA_DIR
 ``~/.cache/memrl/data``. Each data set in :data:`DATASETS` lists its files (URL, path inside the data
 folder, sha256 where known). :func:`download` streams each file to a temporary file next to its
 destination, checks the checksum, then renames it into place, so an interrupted download never leaves
-a truncated file behind. Standard library only (urllib).
+a truncated file behind. Only LoCoMo has a published, pinned checksum; for the others the sha256 of the
+first download is recorded beside the file and enforced from then on (see :func:`download`).
+Standard library only (urllib).
 
     memrl data download locomo            # -> ~/.cache/memrl/data/locomo/locomo10.json
     MEMRL_DATA_DIR=../shared/data python -c "from memrl.data import find_dataset; print(find_dataset('locomo'))"
@@ -32,6 +34,7 @@ __all__ = [
     "download",
     "fetch",
     "find_dataset",
+    "recorded_checksum_path",
     "resolve_data_dir",
     "sha256_file",
 ]
@@ -241,6 +244,12 @@ def fetch(
         tmp.unlink(missing_ok=True)
 
 
+def recorded_checksum_path(dest: str | Path) -> Path:
+    """Where the sha256 of a file without a published checksum is recorded: ``FILE.sha256`` beside it."""
+    dest = Path(dest)
+    return dest.with_name(dest.name + ".sha256")
+
+
 def download(
     name: str,
     data_dir: str | Path | None = None,
@@ -249,14 +258,30 @@ def download(
     timeout: float = 60.0,
     progress: Progress | None = None,
     registry: Mapping[str, DatasetSource] | None = None,
+    on_unverified: Callable[[Path, str], None] | None = None,
 ) -> list[Path]:
     """Download every file of data set ``name`` into the data folder; returns their paths.
 
     Files already present (with the right checksum) are not downloaded again unless ``force``.
+
+    A file with a published sha256 is verified against it. A file without one (upstream publishes no
+    checksum and the URL is not pinned to a commit) is recorded on first download (trust on first use):
+    its sha256 goes to ``FILE.sha256`` and ``on_unverified(path, sha256)`` is called so the caller can
+    say so; every later call, ``--force`` included, checks the file against the recorded value, so an
+    upstream change or a corrupted copy is an error rather than a silently different benchmark.
     """
     source = _source(name, registry)
     root = resolve_data_dir(data_dir)
-    return [
-        fetch(f.url, root / f.path, sha256=f.sha256, force=force, timeout=timeout, progress=progress)
-        for f in source.files
-    ]
+    paths = []
+    for f in source.files:
+        dest = root / f.path
+        record = recorded_checksum_path(dest)
+        expected = f.sha256 or (record.read_text().strip() if record.is_file() else None)
+        path = fetch(f.url, dest, sha256=expected, force=force, timeout=timeout, progress=progress)
+        if expected is None:
+            digest = sha256_file(path)
+            record.write_text(digest + "\n")
+            if on_unverified is not None:
+                on_unverified(path, digest)
+        paths.append(path)
+    return paths

@@ -117,8 +117,15 @@ async def answer_from_memory(
         )
     except MemrlError as e:
         return AnswerResult(None, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
+    prediction = clean_prediction(reply.text)
+    format_error = None
+    if not prediction:
+        format_error = "empty answer"
+    elif reply.finish_reason == "length" and "\n" not in reply.text.strip():
+        format_error = f"answer cut off at max_tokens={max_tokens}"  # the one line we score is truncated
     return AnswerResult(
-        prediction=clean_prediction(reply.text),
+        prediction=prediction,
+        format_error=format_error,
         retrieved_ids=[h.item.id for h in hits],
         retrieved_evidence=list(dict.fromkeys(e for h in hits for e in h.item.evidence)),
         prompt_tokens=reply.usage.prompt_tokens,

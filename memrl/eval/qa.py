@@ -232,6 +232,8 @@ class QAEvaluation:
         )
         finished: dict[str, dict[int, int]] = {}
         for row in self.builds.read():
+            if row.get("session") == "update":  # update episodes have their own rows (see update())
+                continue
             finished.setdefault(row["namespace"], {})[row["session"]] = row["seq_after"]
         total = sum(len(c.sessions) for c in convs)
         bar = tqdm(total=total, desc=f"build ({self.cfg.builder})", unit="session", disable=not self.progress)
@@ -262,8 +264,9 @@ class QAEvaluation:
         for conv in convs:
             src = self.cfg.namespace(conv)
             dst = f"{src}+memupdate"
-            if any(r.get("namespace") == dst for r in self.builds.read()):
-                continue
+            rows = [r for r in self.builds.read() if r.get("namespace") == dst]
+            if rows and rows[-1].get("stop_reason") != "failure":
+                continue  # done; an episode that stopped on a provider failure is redone from the clone
             await self.memory.clone(src, dst, overwrite=True)
             result = await update_memory(self.llm, self.memory, dst, conv)
             self.builds.append(
@@ -276,10 +279,13 @@ class QAEvaluation:
 
         from memrl.eval.answer import answer_from_memory
         from memrl.eval.judge import judge_answer
+        from memrl.eval.report import latest_rows
 
-        done = {r["question_id"] for r in self.predictions.read() if not r.get("error")}
+        done = {r["question_id"]: r for r in latest_rows(self.predictions.read()) if not r.get("error")}
         todo = [(c, q) for c in convs for q in c.questions if q.id not in done]
-        bar = tqdm(total=len(todo), desc="answer", unit="q", disable=not self.progress)
+        # answered, but the judge failed (e.g. unparsable reply): judge again, keep the answer
+        rejudge = [r for r in done.values() if r.get("judge_error")] if self.judge is not None else []
+        bar = tqdm(total=len(todo) + len(rejudge), desc="answer", unit="q", disable=not self.progress)
         sem = asyncio.Semaphore(self.cfg.concurrency)
         suffix = "+memupdate" if self.cfg.updater == "memupdate" else ""
 
@@ -305,13 +311,24 @@ class QAEvaluation:
                         hit = set(res.retrieved_evidence) & set(q.evidence)
                         row["evidence_recall"] = len(hit) / len(set(q.evidence))
                     if self.judge is not None:
-                        j = await judge_answer(self.judge, q.question, q.answer, res.prediction,
-                                               question_type=q.category)  # fmt: skip
-                        row.update(judge=j.label, judge_reasoning=j.reasoning, judge_error=j.error)
+                        await judge(row)
                 self.predictions.append(row)
                 bar.update(1)
 
-        await asyncio.gather(*(one(c, q) for c, q in todo))
+        async def judge(row: dict[str, Any]) -> None:
+            assert self.judge is not None
+            j = await judge_answer(self.judge, row["question"], (row["answers"] or [""])[0], row["prediction"],
+                                   question_type=row["category"])  # fmt: skip
+            row.update(judge=j.label, judge_reasoning=j.reasoning, judge_error=j.error)
+
+        async def again(row: dict[str, Any]) -> None:
+            async with sem:
+                row = dict(row)
+                await judge(row)
+                self.predictions.append(row)
+                bar.update(1)
+
+        await asyncio.gather(*(one(c, q) for c, q in todo), *(again(r) for r in rejudge))
         bar.close()
 
     # -------------------------------------------------------------------- all

@@ -91,12 +91,16 @@ def summarize(
     }
     updates = [b for b in builds if b.get("session") == "update"]
     if updates:
+        latest = list({b["namespace"]: b for b in updates}.values())  # a resumed run redoes failed episodes
         summary["update"] = {
-            "episodes": len(updates),
+            "episodes": len(latest),
+            "attempts": len(updates),
+            "failed_episodes": sum(1 for b in latest if b.get("stop_reason") == "failure"),
+            # cost counts every attempt (it was spent); failures are those of each episode's last attempt
             "llm_calls": sum(b.get("llm_calls", 0) for b in updates),
             "prompt_tokens": sum(b.get("prompt_tokens", 0) for b in updates),
             "completion_tokens": sum(b.get("completion_tokens", 0) for b in updates),
-            "failures": sum(len(b.get("failures", [])) for b in updates),
+            "failures": sum(len(b.get("failures", [])) for b in latest),
         }
     if sessions:
         summary["build"]["tokens_per_session"] = (
@@ -178,10 +182,20 @@ def plot(path: Path, s: dict[str, Any]) -> None:
     for i, (name, table) in enumerate(series):
         by = {r["category"]: r for r in table}
         xs = [j + i * width for j in range(len(cats))]
-        means = [by.get(c, {}).get("mean") or 0.0 for c in cats]
-        lo = [m - (by.get(c, {}).get("ci_low") or m) for m, c in zip(means, cats, strict=True)]
-        hi = [(by.get(c, {}).get("ci_high") or m) - m for m, c in zip(means, cats, strict=True)]
+        # a category with nothing scored gets no bar (not a 0 bar) and an "n/a" mark
+        means = [by.get(c, {}).get("mean") for c in cats]
+        means = [math.nan if m is None else m for m in means]
+        lo = [
+            0.0 if math.isnan(m) else m - (by[c].get("ci_low") or m) for m, c in zip(means, cats, strict=True)
+        ]
+        hi = [
+            0.0 if math.isnan(m) else (by[c].get("ci_high") or m) - m
+            for m, c in zip(means, cats, strict=True)
+        ]
         ax.bar(xs, means, width, yerr=[lo, hi], capsize=3, label=name)
+        for x, m in zip(xs, means, strict=True):
+            if math.isnan(m):
+                ax.text(x, 0.02, "n/a", ha="center", fontsize=7)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(cats))], cats, rotation=20)
     ax.set_ylim(0, 1)
     ax.set_ylabel("score (95% CI)")

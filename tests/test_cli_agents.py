@@ -68,3 +68,44 @@ def test_provider_failures_are_shown_and_exit_1(tmp_path, capsys, monkeypatch):
     code = main(["update", *common])
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["stop_reason"] == "failure" and out["failures"][0]["kind"] == "provider"
+
+
+def test_build_with_adrpo_rewards_and_trajectories(tmp_path, capsys, monkeypatch):
+    from memrl.data import load_dataset
+    from tests.test_membuilder_agent import rule
+
+    gold = {q.question: q.answer for q in load_dataset("sample")[0][0].questions}
+    agents = rule()
+
+    def reply(messages, tools, schema):
+        text = messages[-1]["content"]
+        if "Gold answer:" in text:  # an LLM judge (--judge-model) that finds every answer wrong
+            return json.dumps({"reasoning": "r", "label": "WRONG"})
+        if text.endswith("Answer:"):  # the answerer knows every answer but the dog's name
+            q = text.split("Question")[-1].split(": ", 1)[1].split("\nAnswer:")[0]
+            return "a cat" if "dog" in q else gold[q]
+        return agents(messages, tools, schema)
+
+    _use(monkeypatch, reply)
+    out = tmp_path / "traj.jsonl"
+    code = main(["build", "--dataset", "sample", "--db", str(tmp_path / "m.db"), "--embedder", "hashing",
+                 "--provider", "scripted", "--adrpo", "--sessions", "2", "--trajectories", str(out), "--json"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and [a["session"] for a in summary["adrpo"]] == [1, 2]
+    s1, s2 = summary["adrpo"]
+    assert (s1["n_correct"], len(s1["questions"]), s1["n_failed"]) == (4, 5, 0)  # the dog question is wrong
+    assert s1["rewards"] == {"core": 0.8, "episodic": 0.8, "semantic": 0.8, "procedural": 0.8}
+    assert (s2["n_correct"], len(s2["questions"])) == (1, 1) and set(s2["rewards"].values()) == {1.0}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and {r["reward"] for r in rows} == {0.8, 1.0}
+    assert all(r["info"]["advantage_weight"] in (1.0, 4.0) and r["steps"] for r in rows)
+    assert all(q["f1"] in (0.0, 1.0) for q in s1["questions"])  # no judge model: official F1 >= 0.5 decides
+
+    code = main(["build", "--dataset", "sample", "--db", str(tmp_path / "j.db"), "--embedder", "hashing",
+                 "--provider", "scripted", "--adrpo", "--sessions", "1", "--judge-model", "judge", "--json"])  # fmt: skip
+    (s1,) = json.loads(capsys.readouterr().out)["adrpo"]
+    assert code == 0 and s1["n_correct"] == 0 and set(s1["rewards"].values()) == {0.0}
+
+    assert main(["build", "--dataset", "sample", "--builder", "raw", "--adrpo", "--provider", "scripted",
+                 "--db", str(tmp_path / "n.db")]) == 1  # fmt: skip
+    assert "--adrpo rewards MemBuilder" in capsys.readouterr().err

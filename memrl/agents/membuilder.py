@@ -452,6 +452,8 @@ class MemBuilderAgent(Builder):
                 "failed": len(rep.failed) if rep else 0,
                 "context_items": len(run.context_ids),
                 "finish_reason": run.reply.finish_reason if run.reply else None,
+                # what the policy wrote for this session (ADRPO's length penalty measures it)
+                "reply_chars": len(run.reply.text) if run.reply else 0,
             }
             run.trajectory.metrics.update(m)
             run.trajectory.info.update(context_ids=run.context_ids, report=rep.to_dict() if rep else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,7 @@ from memrl.cli.common import (
     load_conversation,
     make_llm,
 )
+from memrl.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--context", choices=["retrieved", "full"], help="membuilder: memory state each agent sees"
     )
+    p.add_argument(
+        "--adrpo", action="store_true",
+        help="membuilder: after each session, answer and judge up to 5 of the data set's questions about it "
+             "and give each agent its ADRPO reward (an answer counts as correct when its official F1 >= 0.5, "
+             "or when --judge-model says so)",
+    )  # fmt: skip
+    p.add_argument("--judge-model", help="--adrpo: an LLM judge (same provider) instead of F1 >= 0.5")
+    p.add_argument("--trajectories", help="write every agent trajectory (with its reward) to this JSONL file")
     p.add_argument("--json", action="store_true")
     add_store_args(p, namespace_default=None)
     add_llm_args(p)
@@ -66,18 +76,37 @@ def _build(args: argparse.Namespace) -> int:
     ns = args.namespace or conv.id
     sessions = conv.sessions[: args.sessions] if args.sessions else conv.sessions
 
+    if args.adrpo and args.builder != "membuilder":
+        raise ConfigError("--adrpo rewards MemBuilder's agents; use --builder membuilder")
+
     async def run() -> list:
-        kw = {} if args.builder == "raw" else {"llm": make_llm(args)}
+        from memrl.agents.adrpo import score_session, session_questions
+
+        llm = None if args.builder == "raw" else make_llm(args)
+        kw = {} if llm is None else {"llm": llm}
         if args.context and args.builder == "membuilder":
             from memrl.agents.membuilder import MemBuilderConfig
 
             kw["config"] = MemBuilderConfig(context=args.context)
         builder = create_builder(args.builder, **kw)
+        judge = None  # the official metric >= 0.5 decides (a small model is a lenient judge)
+        if args.adrpo and args.judge_model:
+            judge = make_llm(argparse.Namespace(**{**vars(args), "model": args.judge_model}))
         memory = AsyncMemory(args.db, embedder=args.embedder)
         results = []
         try:
             for s in tqdm(sessions, desc=f"build {conv.id}", unit="session"):
-                results.append(await builder.build_session(memory, ns, conv, s))
+                result = await builder.build_session(memory, ns, conv, s)
+                if args.adrpo:
+                    score = await score_session(memory, ns, conv, result, session_questions(conv, s),
+                                                answer_llm=llm, judge_llm=judge)  # fmt: skip
+                    result.stats["adrpo"] = score.to_dict()
+                results.append(result)
+            if args.trajectories:
+                with open(args.trajectories, "a") as f:
+                    for r in results:
+                        for t in r.trajectories:
+                            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
             counts = Counter(i.type.value for i in await memory.list(namespace=ns))
             core = await memory.core(namespace=ns)
         finally:
@@ -93,12 +122,18 @@ def _build(args: argparse.Namespace) -> int:
         "completion_tokens": sum(r.completion_tokens for r in results),
         "failures": [f for r in results for f in r.failures],
     }  # fmt: skip
+    if args.adrpo:
+        summary["adrpo"] = [r.stats["adrpo"] for r in results]
     if args.json:
         emit_json(summary)
     else:
         print(f"built {summary['sessions']} sessions of {conv.id} into {args.db} [{ns}]: items {dict(counts)}, "
               f"core memory {len(core)} chars; {summary['llm_calls']} LLM calls, "
               f"{summary['prompt_tokens']}+{summary['completion_tokens']} tokens, {len(summary['failures'])} failures")  # fmt: skip
+        for a in summary.get("adrpo", []):
+            rewards = ", ".join(f"{t} {'-' if v is None else f'{v:.2f}'}" for t, v in a["rewards"].items())
+            print(f"  session {a['session']}: {a['n_correct']}/{len(a['questions'])} correct "
+                  f"({a['n_failed']} failed), dominant {a['dominant']}; rewards: {rewards}")  # fmt: skip
     return 0
 
 

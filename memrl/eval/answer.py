@@ -71,6 +71,7 @@ class AnswerResult:
 
     prediction: str | None
     retrieved_ids: list[str] = field(default_factory=list)
+    retrieved_types: list[str] = field(default_factory=list)
     retrieved_evidence: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -127,6 +128,7 @@ async def answer_from_memory(
         prediction=prediction,
         format_error=format_error,
         retrieved_ids=[h.item.id for h in hits],
+        retrieved_types=[h.item.type.value for h in hits],
         retrieved_evidence=list(dict.fromkeys(e for h in hits for e in h.item.evidence)),
         prompt_tokens=reply.usage.prompt_tokens,
         completion_tokens=reply.usage.completion_tokens,

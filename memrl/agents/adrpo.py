@@ -1,0 +1,250 @@
+"""ADRPO rewards for MemBuilder rollouts: score a freshly built session with questions about it.
+
+MemBuilder trains its four agents with dense per-session rewards (REFERENCE.md section 2). After the
+agents' actions for session *s* are applied to the pre-session memory, up to five questions about the
+session are answered from that memory (core memory + the top-10 retrieved items, the answer prompt of
+:mod:`memrl.eval.answer`) and judged 0/1 by an LLM judge (:mod:`memrl.eval.judge`), or, without one, by
+the official metric against a threshold (see :func:`score_session`). Then per agent::
+
+    task = correct / n                       (0 for an agent whose JSON did not parse)
+    r    = task * (1 - 0.8 * LP)             (LP only when task > 0)
+
+with the length penalties of :mod:`memrl.rewards.membuilder` measured on what the agent wrote this
+session (its reply, in characters, converted to tokens with the same rule on both sides), and the
+attribution weight: the agent of the memory type retrieved most often over the session's questions gets
+its GRPO advantage multiplied by alpha = 4.
+
+Questions come from the data set's own annotations (:func:`session_questions`: a question "about"
+session *s* is one whose evidence ends in it; LoCoMo annotates every question so), drawn in the
+original's mix of 50% single-session, 30% multi-session and 20% temporal questions, deterministically
+by seed. Pass your own (e.g. synthetic) :class:`~memrl.data.types.Question` list to use others.
+
+Failures are never rewards: an answer that could not be produced or a judge reply that could not be
+read makes the task reward a failure with no value for every agent of that session (the trainer drops
+the sample; ``Trajectory.reward`` stays ``None`` and ``info["reward_failure"]`` says why); an agent
+whose rollout failed (provider error) gets no reward either.
+
+To make a GRPO group, build the same session several times from clones of the pre-session namespace
+(:func:`rollout_group`), score each, and compare agents of the same type across the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memrl.agents.base import Builder, SessionResult
+from memrl.data.types import Conversation, Question, Session
+from memrl.eval.answer import answer_from_memory
+from memrl.eval.judge import judge_answer
+from memrl.eval.qa import score as official_score
+from memrl.llm.base import LLM
+from memrl.memory.facade import AsyncMemory
+from memrl.rewards.membuilder import (
+    ADRPOConfig,
+    adrpo_agent_reward,
+    attribution_weights,
+    core_length_penalty,
+    dominant_type,
+    relative_length_penalty,
+    task_reward,
+)
+from memrl.rewards.outcome import RewardOutcome
+
+__all__ = ["SessionScore", "rollout_group", "score_session", "session_questions"]
+
+#: The original's synthetic question mix: kind -> share.
+QUESTION_MIX: tuple[tuple[str, float], ...] = (
+    ("single-session", 0.5),
+    ("multi-session", 0.3),
+    ("temporal", 0.2),
+)
+
+
+def _kind(q: Question, session: int) -> str:
+    if q.category == "temporal":
+        return "temporal"
+    return "single-session" if set(q.evidence_sessions) == {session} else "multi-session"
+
+
+def _quotas(n: int) -> dict[str, int]:
+    """Largest-remainder split of ``n`` questions over :data:`QUESTION_MIX` (5 -> 3/1/1)."""
+    raw = [(kind, n * share) for kind, share in QUESTION_MIX]
+    quota = {kind: int(x) for kind, x in raw}
+    by_remainder = sorted(raw, key=lambda kx: kx[1] - int(kx[1]), reverse=True)
+    for kind, _ in by_remainder[: n - sum(quota.values())]:
+        quota[kind] += 1
+    return quota
+
+
+def session_questions(
+    conversation: Conversation, session: Session | int, n: int = 5, *, seed: int = 0
+) -> list[Question]:
+    """Up to ``n`` of the conversation's questions that ``session`` completes, in the original's mix.
+
+    A question belongs to the last session holding its evidence: only then can the memory built so far
+    answer it (single-session: all its evidence is in this session; multi-session: some is in earlier
+    ones). Adversarial questions (no answer in the conversation) and questions without evidence sessions are
+    never chosen. When a kind has too few questions, the others fill its places. Deterministic by seed.
+    """
+    index = session if isinstance(session, int) else session.index
+    pool = [
+        q
+        for q in conversation.questions
+        if q.evidence_sessions and max(q.evidence_sessions) == index  # answerable from here on
+        and q.category != "adversarial" and q.answers
+    ]  # fmt: skip
+    rng = random.Random(f"{conversation.id}:{index}:{seed}")
+    by_kind: dict[str, list[Question]] = {kind: [] for kind, _ in QUESTION_MIX}
+    for q in sorted(pool, key=lambda q: q.id):
+        by_kind[_kind(q, index)].append(q)
+    for qs in by_kind.values():
+        rng.shuffle(qs)
+    chosen: list[Question] = []
+    for kind, quota in _quotas(n).items():
+        chosen += by_kind[kind][:quota]
+    rest = [q for kind, _ in QUESTION_MIX for q in by_kind[kind] if q not in chosen]
+    return chosen + rest[: n - len(chosen)]
+
+
+@dataclass
+class SessionScore:
+    """The judged questions of one built session and the reward of each agent."""
+
+    session: int
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    n_correct: int = 0
+    n_failed: int = 0
+    dominant: str | None = None
+    rewards: dict[str, RewardOutcome] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "questions": self.questions,
+            "n_correct": self.n_correct,
+            "n_failed": self.n_failed,
+            "dominant": self.dominant,
+            "rewards": {t: r.value for t, r in self.rewards.items()},
+            "reward_failures": {t: r.failure for t, r in self.rewards.items() if r.failure},
+            "weights": self.weights,
+        }
+
+
+async def score_session(
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    result: SessionResult,
+    questions: Sequence[Question],
+    *,
+    answer_llm: LLM,
+    judge_llm: LLM | None = None,
+    f1_threshold: float = 0.5,
+    config: ADRPOConfig | None = None,
+    expert_chars: Mapping[str, int] | None = None,
+    top_k: int = 10,
+) -> SessionScore:
+    """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
+
+    With ``judge_llm`` an LLM judge (CORRECT/WRONG) grades each answer, as in the original. Without one,
+    an answer is correct when the data set's official metric (LoCoMo F1) reaches ``f1_threshold``:
+    deterministic and free, and the safe choice for small models, which make lenient judges (the
+    135M offline model judged all five of its own answers CORRECT where one was right).
+
+    ``expert_chars`` maps a memory type to the length (characters) of the expert's reply for this
+    session; without it the episodic/semantic/procedural agents get no length penalty (recorded as
+    ``length_penalty`` 0 and ``expert_length`` missing in the trajectory's metrics).
+    Sets each trajectory's ``reward`` (``None`` on failure), ``metrics`` and ``info["advantage_weight"]``.
+    """
+    cfg = config or ADRPOConfig()
+    score = SessionScore(result.session)
+    answers = await asyncio.gather(
+        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k) for q in questions)
+    )
+    retrieved_types: list[list[str]] = []
+    for q, a in zip(questions, answers, strict=True):
+        row: dict[str, Any] = {"question_id": q.id, "question": q.question, "gold": q.answer, **a.to_dict()}
+        if a.prediction is None:
+            score.n_failed += 1
+        elif judge_llm is None:
+            row.update(official_score(conversation, q, a.prediction))
+            row["judge"] = row["f1"] >= f1_threshold
+            score.n_correct += row["judge"]
+        else:
+            j = await judge_answer(judge_llm, q.question, q.answer, a.prediction, question_type=q.category)
+            row.update(judge=j.label, judge_error=j.error)
+            if j.error is not None:
+                score.n_failed += 1
+            score.n_correct += j.label is True
+        retrieved_types.append(a.retrieved_types)
+        score.questions.append(row)
+
+    score.dominant = dominant_type(retrieved_types)
+    types = [t.info["memory_type"] for t in result.trajectories]
+    weights = attribution_weights(types, score.dominant, cfg.attribution_boost_factor)
+    for traj, mtype, weight in zip(result.trajectories, types, weights, strict=True):
+        if traj.failure is not None:
+            outcome = RewardOutcome.failed(f"rollout failed: {traj.failure}")
+        else:
+            task = task_reward(
+                score.n_correct, len(questions), bool(traj.metrics.get("parsed")), n_failed=score.n_failed
+            )
+            chars = traj.metrics.get("reply_chars", 0)
+            if mtype == "core":
+                lp = core_length_penalty(chars, cfg)
+            elif expert_chars is not None and mtype in expert_chars:
+                lp = relative_length_penalty(cfg.tokens(chars), cfg.tokens(expert_chars[mtype]), cfg)
+                traj.metrics["expert_length"] = expert_chars[mtype]
+            else:
+                lp = 0.0
+            outcome = adrpo_agent_reward(task, lp, cfg)
+        traj.reward = outcome.value
+        traj.metrics.update({f"reward_{k}": v for k, v in outcome.metrics.items()})
+        traj.info["advantage_weight"] = weight
+        traj.info["dominant_type"] = score.dominant
+        if outcome.failure is not None:
+            traj.info["reward_failure"] = outcome.failure
+        if outcome.invalid is not None:
+            traj.info["reward_invalid"] = outcome.invalid
+        score.rewards[mtype] = outcome
+        score.weights[mtype] = weight
+    return score
+
+
+async def rollout_group(
+    builder: Builder,
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    session: Session,
+    n: int,
+    *,
+    answer_llm: LLM,
+    judge_llm: LLM | None = None,
+    questions: Sequence[Question] | None = None,
+    config: ADRPOConfig | None = None,
+    expert_chars: Mapping[str, int] | None = None,
+    top_k: int = 10,
+) -> list[tuple[SessionResult, SessionScore]]:
+    """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched), scored.
+
+    Clones are named ``{namespace}#g{i}`` and kept (inspect them, or delete with ``memory.reset``).
+    Give the builder's LLM a temperature above 0 (and distinct seeds) or the rollouts are identical.
+    """
+    qs = list(questions) if questions is not None else session_questions(conversation, session)
+    out = []
+    for i in range(n):
+        ns = f"{namespace}#g{i}"
+        await memory.clone(namespace, ns, overwrite=True)
+        result = await builder.build_session(memory, ns, conversation, session)
+        out.append(
+            (result, await score_session(memory, ns, conversation, result, qs, answer_llm=answer_llm,
+                                         judge_llm=judge_llm, config=config, expert_chars=expert_chars,
+                                         top_k=top_k))
+        )  # fmt: skip
+    return out

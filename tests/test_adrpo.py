@@ -1,0 +1,187 @@
+"""ADRPO session rewards for MemBuilder: questions per session, judged answers, length penalties,
+attribution, failures, and GRPO groups of rollouts. The agents, answerer and judge are scripted."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from memrl.agents.adrpo import rollout_group, score_session, session_questions
+from memrl.agents.membuilder import MemBuilderAgent
+from memrl.data import load_dataset
+from memrl.data.types import Conversation, Question
+from memrl.errors import ProviderError
+from memrl.llm.scripted import ScriptedLLM
+from memrl.memory.facade import AsyncMemory
+from tests.test_membuilder_agent import rule
+
+NS = "adrpo"
+
+
+@pytest.fixture(scope="module")
+def conv() -> Conversation:
+    return load_dataset("sample")[0][0]
+
+
+@pytest.fixture
+async def amem():
+    m = AsyncMemory(":memory:", embedder="hashing")
+    yield m
+    await m.close()
+
+
+def question_of(messages) -> str:
+    return re.search(r"Question(?: \(asked on [^)]*\))?: (.*)\nAnswer:", messages[-1]["content"]).group(1)
+
+
+def answerer(conv: Conversation, wrong: set[str] = frozenset()):
+    gold = {q.question: q.answer for q in conv.questions}
+    return ScriptedLLM(lambda m, t, s: "no idea" if question_of(m) in wrong else gold[question_of(m)])
+
+
+def judge(reply=None):
+    """CORRECT when the prediction equals the gold answer; ``reply`` overrides the whole reply."""
+
+    def verdict(messages, tools, schema):
+        if reply is not None:
+            return reply
+        text = messages[-1]["content"]
+        gold = re.search(r"Gold answer: (.*)\n", text).group(1)
+        pred = re.search(r"Model answer: (.*)", text).group(1)
+        return json.dumps({"reasoning": "r", "label": "CORRECT" if gold == pred else "WRONG"})
+
+    return ScriptedLLM(verdict)
+
+
+def test_session_questions_follow_the_evidence_and_the_mix(conv):
+    s1 = session_questions(conv, 1)
+    assert [q.id for q in s1] == [q.id for q in session_questions(conv, conv.sessions[0])]  # deterministic
+    assert len(s1) == 5 and all(max(q.evidence_sessions) == 1 for q in s1)
+    # mix 3 single-session / 1 multi-session / 1 temporal; session 1 has no multi-session question, so a
+    # second temporal one fills its place
+    assert [q.category == "temporal" for q in s1].count(True) == 2
+    # a question needing sessions 2 and 3 belongs to session 3, when it becomes answerable
+    assert {q.id for q in session_questions(conv, 3)} == {
+        "sample-1:q4",
+        "sample-1:q7",
+        "sample-1:q8",
+        "sample-1:q9",
+    }
+    assert [q.id for q in session_questions(conv, 2)] == ["sample-1:q6"]
+
+    def q(i: int, cat: str, sessions: tuple[int, ...]) -> Question:
+        return Question(f"x:q{i}", f"question {i}?", ("a",), cat, None, ("D1:1",), sessions)
+
+    pool = [q(i, "single-hop", (4,)) for i in range(6)] + [q(10 + i, "multi-hop", (2, 4)) for i in range(4)]
+    pool += [q(20 + i, "temporal", (4,)) for i in range(3)] + [q(30, "adversarial", (4,))]
+    many = Conversation("x", ("A", "B"), (), tuple(pool), "test")
+    chosen = session_questions(many, 4, n=5, seed=1)
+    kinds = [int(c.id.split("q")[1]) // 10 for c in chosen]  # 0 single, 1 multi, 2 temporal
+    assert sorted(kinds) == [0, 0, 0, 1, 2] and session_questions(many, 4, n=5, seed=1) == chosen
+    assert session_questions(many, 4, n=5, seed=2) != chosen  # another seed draws others
+    assert len(session_questions(many, 4, n=20)) == 13  # never the adversarial one
+
+
+async def test_rewards_are_task_accuracy_with_attribution(amem, conv):
+    session = conv.sessions[0]
+    result = await MemBuilderAgent(ScriptedLLM(rule())).build_session(amem, NS, conv, session)
+    qs = session_questions(conv, session)
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv, {qs[0].question}),
+                                judge_llm=judge())  # fmt: skip
+    assert score.n_correct == 4 and score.n_failed == 0 and len(score.questions) == 5
+    assert {t: r.value for t, r in score.rewards.items()} == pytest.approx(
+        {"core": 0.8, "episodic": 0.8, "semantic": 0.8, "procedural": 0.8}  # short replies: no length penalty
+    )
+    # the store holds one item of each type and top-10 retrieves all three for every question: a tie,
+    # broken in the original's order, so the episodic agent's advantage is boosted 4x
+    assert all(
+        sorted(r["retrieved_types"]) == ["episodic", "procedural", "semantic"] for r in score.questions
+    )
+    assert score.dominant == "episodic"
+    assert score.weights == {"core": 1.0, "episodic": 4.0, "semantic": 1.0, "procedural": 1.0}
+    by_type = {t.info["memory_type"]: t for t in result.trajectories}
+    assert (
+        by_type["episodic"].reward == pytest.approx(0.8)
+        and by_type["episodic"].info["advantage_weight"] == 4.0
+    )
+    assert by_type["core"].metrics["reward_task"] == pytest.approx(0.8)
+
+
+async def test_length_penalties_and_unparsable_agents(amem, conv):
+    session = conv.sessions[0]
+    long_core = {"operation": "APPEND", "content": "Lena likes long walks. " * 26}  # 598 of 600 allowed
+    llm = ScriptedLLM(rule(core=long_core, procedural="this is not JSON"))
+    result = await MemBuilderAgent(llm).build_session(amem, NS, conv, session)
+    qs = session_questions(conv, session)
+    # the semantic expert wrote ~4,000 characters, the model ~100: rho far below 0.5 with a gap of
+    # ~975 tokens (>= 200): LP = 1; the episodic expert wrote about as much as the model: LP = 0
+    expert = {"episodic": 150, "semantic": 4000}
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv), judge_llm=judge(),
+                                expert_chars=expert)  # fmt: skip
+    assert score.n_correct == 5
+    r = {t: o.value for t, o in score.rewards.items()}
+    traj = {t.info["memory_type"]: t for t in result.trajectories}
+    chars = traj["core"].metrics["reply_chars"]  # the whole JSON reply, ~640 characters = ~160 tokens
+    lp = (chars / 4 - 150) / (400 - 150)  # linear between 150 and 400 tokens
+    assert 0 < lp < 0.1 and r["core"] == pytest.approx(1 - 0.8 * lp)
+    assert traj["core"].metrics["reward_length_penalty"] == pytest.approx(lp)
+    assert r["semantic"] == pytest.approx(0.2)
+    assert r["episodic"] == pytest.approx(1.0)
+    assert r["procedural"] == 0.0 and score.rewards["procedural"].invalid  # its JSON did not parse: a real 0
+    assert traj["procedural"].info["reward_invalid"] and traj["semantic"].metrics["expert_length"] == 4000
+
+
+async def test_without_a_judge_model_the_official_f1_decides(amem, conv):
+    session = conv.sessions[0]
+    result = await MemBuilderAgent(ScriptedLLM(rule())).build_session(amem, NS, conv, session)
+    qs = session_questions(conv, session)
+    gold = {q.question: q.answer for q in qs}
+    # "Biscuit the dog" scores F1 2/3 >= 0.5 against "Biscuit": correct; "Golden" alone scores 0.5: correct;
+    # "the Nile" against "Egypt" scores 0: wrong
+    said = {qs[0].question: "Biscuit the dog", qs[1].question: "Golden", qs[2].question: "the Nile"}
+    llm = ScriptedLLM(lambda m, t, s: said.get(question_of(m), gold[question_of(m)]))
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=llm)
+    assert [q["question_id"] for q in score.questions][:3] == ["sample-1:q0", "sample-1:q2", "sample-1:q5"]
+    assert [round(q["f1"], 3) for q in score.questions] == [0.667, 0.5, 0.0, 1.0, 1.0]
+    assert [q["judge"] for q in score.questions] == [True, True, False, True, True]
+    assert score.n_correct == 4 and score.rewards["episodic"].value == pytest.approx(0.8)
+
+
+async def test_failed_judgements_and_rollouts_are_never_rewarded(amem, conv):
+    session = conv.sessions[0]
+    llm = ScriptedLLM(rule(semantic=ProviderError("HTTP 503")))
+    result = await MemBuilderAgent(llm).build_session(amem, NS, conv, session)
+    qs = session_questions(conv, session)
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv),
+                                judge_llm=judge(reply="I think it is right"))  # fmt: skip
+    assert score.n_failed == 5 and all(r["judge_error"] for r in score.questions)
+    assert all(r.value is None for r in score.rewards.values())
+    assert all(t.reward is None and t.info["reward_failure"] for t in result.trajectories)
+
+    # a good judge: the agents are rewarded, except the one whose provider call failed
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv), judge_llm=judge())
+    assert score.rewards["semantic"].value is None and "HTTP 503" in score.rewards["semantic"].failure
+    assert score.rewards["episodic"].value == pytest.approx(1.0)
+
+    # no question about the session: nothing to reward with
+    score = await score_session(amem, NS, conv, result, [], answer_llm=answerer(conv), judge_llm=judge())
+    assert all(r.value is None for r in score.rewards.values())
+    assert {t: r.failure for t, r in score.rewards.items() if t != "semantic"} == dict.fromkeys(
+        ("core", "episodic", "procedural"), "membuilder: no questions to score the session with"
+    )
+
+
+async def test_a_group_of_rollouts_builds_on_clones(amem, conv):
+    await amem.add("Lena lives in Leeds.", namespace=NS, type="semantic")
+    group = await rollout_group(MemBuilderAgent(ScriptedLLM(rule())), amem, NS, conv, conv.sessions[0], 3,
+                                answer_llm=answerer(conv), judge_llm=judge())  # fmt: skip
+    assert len(group) == 3
+    assert (
+        await amem.count(namespace=NS) == 1 and await amem.core(namespace=NS) == ""
+    )  # the source is untouched
+    for i, (result, score) in enumerate(group):
+        assert await amem.count(namespace=f"{NS}#g{i}") == 4  # the copied item + one of each type
+        assert result.session == 1 and score.n_correct == 5
+        assert all(t.reward is not None for t in result.trajectories)

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "memrl.cli.serve_cmd",
     "memrl.cli.demo_cmd",
     "memrl.cli.eval_cmd",
+    "memrl.cli.train_cmd",
 )
 
 

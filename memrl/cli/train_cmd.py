@@ -1,0 +1,75 @@
+"""``memrl train``: the local RL loop (GRPO/DAPO) on one machine, with the local back-end.
+
+memrl train memagent --dataset sample --steps 20 --group-size 8 --output-dir runs/memagent
+memrl train memagent --dataset locomo --model path/to/hf-folder --lr 1e-6 --kl-coef 0.001 --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from memrl.cli.common import add_conversation_args
+from memrl.config import add_arguments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from memrl.agents.memagent import MemAgentConfig
+    from memrl.train.loop import LoopConfig
+    from memrl.train.trainer import TrainerConfig
+
+    train = sub.add_parser("train", help="train an agent with RL on this machine (local model)")
+    tasks = train.add_subparsers(dest="task", metavar="AGENT")
+    tasks.required = True
+    p = tasks.add_parser(
+        "memagent", help="MemAgent: read a conversation chunk by chunk, answer; reward 1 if right"
+    )
+    add_conversation_args(p)
+    p.add_argument("--all-conversations", action="store_true", help="questions of every conversation")
+    p.add_argument(
+        "--reward", default="reward", choices=["reward", "f1", "sub_em", "f1_unboxed"],
+        help="the original's boxed-answer match (0/1); f1 or sub_em of the boxed answer (denser); "
+             "f1_unboxed: F1 of the whole reply when it has no box (for models that never box)",
+    )  # fmt: skip
+    p.add_argument("--model", help="HF folder or hub id (default: the offline SmolLM2-135M-Instruct)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+    p.add_argument("--json", action="store_true")
+    add_arguments(p.add_argument_group("loop"), LoopConfig)
+    add_arguments(p.add_argument_group("update"), TrainerConfig)
+    add_arguments(p.add_argument_group("memagent"), MemAgentConfig, skip=("temperature", "initial_memory"))
+    p.set_defaults(func=_memagent)
+
+
+def _memagent(args: argparse.Namespace) -> int:
+    from memrl.agents.memagent import MemAgentConfig
+    from memrl.cli.common import load_conversation
+    from memrl.config import from_args
+    from memrl.data import load_dataset
+    from memrl.llm.local import LocalLLM
+    from memrl.train.loop import LoopConfig, MemAgentTasks, train
+    from memrl.train.trainer import TrainerConfig
+
+    loop = from_args(LoopConfig, args)
+    convs = (
+        load_dataset(args.dataset, args.data_path)[0] if args.all_conversations else [load_conversation(args)]
+    )
+    tasks = MemAgentTasks(convs, from_args(MemAgentConfig, args), reward=args.reward)
+    checkpoint = Path(loop.output_dir) / "checkpoint"
+    model = str(checkpoint) if args.resume and checkpoint.is_dir() else args.model
+    llm = LocalLLM(model, device=args.device).load()
+    rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume)
+    last = rows[-1]
+    summary = {
+        "steps": int(last["step"]), "tasks": len(tasks), "output_dir": loop.output_dir,
+        "checkpoint": str(checkpoint), "reward_mean_first": rows[0]["reward_mean"],
+        "reward_mean_last": last["reward_mean"], "skipped_steps": sum(int(r["skipped"]) for r in rows),
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"trained {summary['steps']} steps on {len(tasks)} questions; mean reward "
+              f"{summary['reward_mean_first']:.3f} (step 1) -> {summary['reward_mean_last']:.3f} (step {summary['steps']}); "
+              f"{summary['skipped_steps']} steps without signal; checkpoint {checkpoint}; report {loop.output_dir}/report.md")  # fmt: skip
+    return 0

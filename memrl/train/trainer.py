@@ -1,0 +1,255 @@
+"""A local GRPO / DAPO / ADRPO policy update for one machine, on the trajectories memrl's agents record.
+
+:class:`PolicyTrainer` takes *groups* of trajectories (the G rollouts of one task, e.g. one question read
+by MemAgent G times, or one MemBuilder agent's G rollouts of one session) and updates the policy that
+produced them, a :class:`~memrl.llm.local.LocalLLM`'s transformers model, in place, so the next rollouts
+are on-policy. One update:
+
+1. **advantages**: the trajectories' rewards, group-relative (:func:`~memrl.train.advantages.grpo_advantages`;
+   ``normalize_std=False`` is MemAgent's and Dr. GRPO's choice); a trajectory without a reward (a
+   failure) gets none and is left out; DAPO's dynamic sampling drops groups whose rewards are all equal
+   (no contrast); ADRPO's attribution weight (``Trajectory.info["advantage_weight"]``) multiplies.
+2. **samples**: every LLM call of a kept trajectory that has token ids is one sequence (prompt + completion)
+   carrying its trajectory's advantage: MemAgent's final reward is given to every reading step, as in the
+   original; tool-loop trajectories contribute each model turn.
+3. **loss**: old log-probabilities are recomputed with the current weights before the first optimizer
+   step (the rollout back-end's own are only compared, ``rollout_logprob_diff``: a grammar or a sampling
+   temperature changes them); PPO-clip with DAPO's decoupled range (:func:`~memrl.train.losses.policy_loss`),
+   plus ``kl_coef`` x KL to a frozen copy of the initial policy when ``kl_coef > 0``; aggregated over the
+   whole batch exactly as ``loss_agg`` says, however it is split into micro-batches.
+4. **step**: ``mini_batches`` optimizer steps (AdamW, gradient clipping) over the batch; with more than one,
+   the later ones are off-policy and the clip range matters.
+
+This is the single-machine path (CPU or one GPU); :mod:`memrl.train.loop` drives it (rollouts, steps,
+checkpoints, resume). The advantage and loss functions are plain torch, written to be reused by a verl
+integration for clusters, which memrl does not have yet.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from memrl.agents.trajectory import Trajectory
+from memrl.config import option
+from memrl.errors import ConfigError
+from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
+from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
+
+__all__ = ["PolicyTrainer", "Sample", "TrainerConfig"]
+
+
+@dataclass
+class TrainerConfig:
+    lr: float = option(1e-6, "learning rate")
+    optimizer: Literal["adamw", "sgd"] = option("adamw", "adamw, or plain sgd (exact, for checks)")
+    weight_decay: float = option(0.0, "weight decay")
+    clip_low: float = option(0.2, "PPO clip: ratio >= 1 - clip_low")
+    clip_high: float = option(0.28, "PPO clip: ratio <= 1 + clip_high (DAPO clip-higher)")
+    loss_agg: LossAgg = option(
+        "token-mean", "token-mean (DAPO), seq-mean-token-mean (GRPO), seq-mean-token-sum"
+    )
+    normalize_std: bool = option(False, "divide advantages by the group's std (GRPO); MemAgent does not")
+    dynamic_sampling: bool = option(True, "drop groups whose rewards are all equal (DAPO)")
+    kl_coef: float = option(0.0, "KL-to-reference coefficient (MemAgent: 0.001); 0 keeps no reference model")
+    kl_kind: KLKind = option("low_var_kl", "KL estimator")
+    mini_batches: int = option(1, "optimizer steps per batch of rollouts")
+    micro_batch: int = option(2, "sequences per forward/backward pass (memory)")
+    max_grad_norm: float = option(1.0, "gradient clipping")
+    shuffle_seed: int = option(0, "shuffling of samples into mini-batches")
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.mini_batches < 1 or self.micro_batch < 1 or self.max_grad_norm <= 0:
+            raise ConfigError("need lr > 0, mini_batches >= 1, micro_batch >= 1, max_grad_norm > 0")
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ConfigError(
+                f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}"
+            )
+        if self.kl_coef < 0:
+            raise ConfigError("kl_coef must be >= 0")
+
+
+@dataclass
+class Sample:
+    """One sequence to train on: the prompt, what the policy generated, and the advantage it earned."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    rollout_logprobs: list[float] | None = None
+    group: int = 0
+
+
+class PolicyTrainer:
+    """Updates a LocalLLM's model from groups of its own trajectories; see the module docstring."""
+
+    def __init__(self, llm: Any, config: TrainerConfig | None = None) -> None:
+        self.llm = llm
+        self.config = config or TrainerConfig()
+        self.model = llm.hf_model
+        self.pad_id = self.llm.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = min(self.llm.stop_ids) if self.llm.stop_ids else 0
+        cfg = self.config
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.SGD
+        self.optimizer = opt(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.reference = None
+        if cfg.kl_coef > 0:
+            self.reference = copy.deepcopy(self.model).eval()
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+        self.steps_done = 0
+
+    # ---- samples ------------------------------------------------------------------------------------
+    def samples(self, groups: Sequence[Sequence[Trajectory]]) -> tuple[list[Sample], dict[str, float]]:
+        """Advantages per trajectory, then one :class:`Sample` per generated step of the kept ones."""
+        cfg = self.config
+        trajs = [t for g in groups for t in g]
+        ids = [i for i, g in enumerate(groups) for _ in g]
+        rewards = torch.tensor([math.nan if t.reward is None else float(t.reward) for t in trajs])
+        adv = grpo_advantages(rewards, ids, normalize_std=cfg.normalize_std)
+        keep = ~torch.isnan(rewards)
+        if cfg.dynamic_sampling:
+            keep &= dynamic_sampling_mask(rewards, ids)
+        weights = torch.tensor([float(t.info.get("advantage_weight", 1.0)) for t in trajs])
+        adv = adv * weights
+        out: list[Sample] = []
+        for i, t in enumerate(trajs):
+            if not keep[i]:
+                continue
+            for s in t.steps:
+                if s.error is None and s.prompt_ids and s.completion_ids:
+                    out.append(
+                        Sample(list(s.prompt_ids), list(s.completion_ids), float(adv[i]), s.logprobs, ids[i])
+                    )
+        scored = rewards[~torch.isnan(rewards)]
+        stats = {
+            "trajectories": float(len(trajs)),
+            "failed": float(len(trajs) - len(scored)),
+            "reward_mean": float(scored.mean()) if len(scored) else math.nan,
+            "groups": float(len(groups)),
+            "groups_kept": float(len({ids[i] for i in range(len(trajs)) if keep[i]})),
+            "samples": float(len(out)),
+        }
+        return out, stats
+
+    # ---- log-probabilities --------------------------------------------------------------------------
+    def _batch(self, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """Right-padded input ids, attention mask, and the completion mask aligned with the targets."""
+        width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+        ids = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(samples), width), dtype=torch.long)
+        comp = torch.zeros((len(samples), width - 1))
+        for i, s in enumerate(samples):
+            seq = s.prompt_ids + s.completion_ids
+            ids[i, : len(seq)] = torch.tensor(seq)
+            attn[i, : len(seq)] = 1
+            comp[i, len(s.prompt_ids) - 1 : len(seq) - 1] = 1  # target t+1 is a completion token
+        device = next(self.model.parameters()).device
+        return ids.to(device), attn.to(device), comp.to(device), width
+
+    def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities ``[B, T-1]`` of each next token under ``model``, and the completion mask."""
+        ids, attn, comp, _ = self._batch(samples)
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        return lp, comp
+
+    # ---- update ------------------------------------------------------------------------------------
+    def step(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, float]:
+        """One policy update from these groups; returns metrics (``skipped`` = 1 when nothing had signal)."""
+        samples, stats = self.samples(groups)
+        self.steps_done += 1
+        if not samples:
+            return {**stats, "skipped": 1.0, "step": float(self.steps_done)}
+        with self.llm._lock:  # no generation while the weights change
+            return {**stats, **self._update(samples), "skipped": 0.0, "step": float(self.steps_done)}
+
+    def _update(self, samples: list[Sample]) -> dict[str, float]:
+        cfg = self.config
+        model = self.model
+        micro = [samples[i : i + cfg.micro_batch] for i in range(0, len(samples), cfg.micro_batch)]
+        old: list[torch.Tensor] = []
+        ref: list[torch.Tensor | None] = []
+        diffs: list[float] = []
+        with torch.no_grad():
+            for mb in micro:
+                lp, comp = self.token_logprobs(model, mb)
+                old.append(lp)
+                ref.append(self.token_logprobs(self.reference, mb)[0] if self.reference is not None else None)
+                for i, s in enumerate(mb):
+                    if s.rollout_logprobs and len(s.rollout_logprobs) == len(s.completion_ids):
+                        mine = lp[i][comp[i].bool()]
+                        diffs.append(float((mine - torch.tensor(s.rollout_logprobs)).abs().mean()))
+        order = list(range(len(micro)))
+        random.Random(cfg.shuffle_seed + self.steps_done).shuffle(order)
+        chunks = [order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)]
+        totals: dict[str, float] = {}
+        grad_norms = []
+        model.train()
+        try:
+            for chunk in chunks:
+                if not chunk:
+                    continue
+                n_tok = sum(float(self._batch(micro[j])[2].sum()) for j in chunk)
+                n_seq = sum(len(micro[j]) for j in chunk)
+                self.optimizer.zero_grad(set_to_none=True)
+                for j in chunk:
+                    mb = micro[j]
+                    lp, comp = self.token_logprobs(model, mb)
+                    adv = torch.tensor([s.advantage for s in mb], device=lp.device)
+                    loss, m = policy_loss(lp, old[j], adv, comp, cfg.clip_low, cfg.clip_high, cfg.loss_agg)
+                    if ref[j] is not None:
+                        kl, km = kl_penalty(lp, ref[j], comp, cfg.kl_kind, cfg.loss_agg)
+                        loss = loss + cfg.kl_coef * kl
+                        m.update(km)
+                    # scale the micro-batch's aggregate to its share of the mini-batch's aggregate
+                    share = (
+                        float(comp.sum()) / max(n_tok, 1) if cfg.loss_agg == "token-mean" else len(mb) / n_seq
+                    )
+                    (loss * share).backward()
+                    for k, v in m.items():
+                        totals[k] = totals.get(k, 0.0) + v * share / len(chunks)
+                grad_norms.append(
+                    float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+                )
+                self.optimizer.step()
+        finally:
+            model.eval()
+            self.optimizer.zero_grad(set_to_none=True)
+        totals["grad_norm"] = sum(grad_norms) / len(grad_norms)
+        totals["optimizer_steps"] = float(len(grad_norms))
+        if diffs:
+            totals["rollout_logprob_diff"] = sum(diffs) / len(diffs)
+        return totals
+
+    # ---- checkpoints -------------------------------------------------------------------------------
+    def save(self, folder: str | Path) -> Path:
+        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus optimizer and trainer state."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".part")
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(tmp)
+        self.llm.tokenizer.save_pretrained(tmp)
+        torch.save({"optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done,
+                    "config": asdict(self.config)}, tmp / "trainer_state.pt")  # fmt: skip
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        tmp.rename(folder)  # a crash mid-save leaves the .part folder, never a half checkpoint
+        return folder
+
+    def load_state(self, folder: str | Path) -> None:
+        """Optimizer state and step count from a checkpoint (the model is loaded by LocalLLM(folder))."""
+        state = torch.load(Path(folder) / "trainer_state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps_done = int(state["steps_done"])

@@ -59,6 +59,7 @@ def test_an_update_favours_the_rewarded_completion(tiny):
     assert after[0] > before[0] and after[1] < before[1]
     assert m["skipped"] == 0 and m["samples"] == 2 and m["reward_mean"] == 0.5 and m["optimizer_steps"] == 1
     assert m["ratio_mean"] == pytest.approx(1.0)  # one optimizer step: still on-policy
+    assert m["n_tokens"] == len(good.steps[0].completion_ids) + len(bad.steps[0].completion_ids)
     assert m["grad_norm"] > 0
 
 
@@ -166,3 +167,24 @@ async def test_memagent_tasks_rewards():
     assert t.reward == pytest.approx(2 / 3) and t.metrics["reward"] == 0.0  # no box: the original gives 0
     with pytest.raises(ConfigError, match="reward must be one of"):
         MemAgentTasks([conv], reward="length")
+
+
+def test_the_trainer_sees_the_policy_the_backend_sampled_from(tiny):
+    import asyncio
+
+    from memrl.llm.base import SamplingParams
+
+    llm = fresh(tiny)
+    msgs = [{"role": "user", "content": "Where did Anna move?"}]
+
+    async def sample(seed: int):
+        return await llm.chat(msgs, sampling=SamplingParams(temperature=1.0, max_tokens=12, seed=seed))
+
+    trajs = []
+    for seed, reward in ((1, 1.0), (2, 0.0)):
+        t = Trajectory("toy", "t", reward=reward)
+        t.steps.append(Step.from_response(msgs, asyncio.run(sample(seed))))
+        trajs.append(t)
+    for mini in (1, 2):  # old log-probs from the same pass, or from a separate one
+        m = PolicyTrainer(fresh(tiny), TrainerConfig(lr=1e-3, mini_batches=mini, micro_batch=1)).step([trajs])
+        assert m["samples"] == 2 and m["rollout_logprob_diff"] < 1e-4

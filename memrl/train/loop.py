@@ -62,7 +62,7 @@ class RolloutTasks(Protocol):
 #: MemAgent rewards: ``reward`` is the original's (boxed answer matches a gold, 0/1); ``f1`` and ``sub_em``
 #: score the same boxed answer more densely (no box: 0), which gives a small model some signal.
 #: ``f1_unboxed`` scores the whole final reply when it has no box: a format-free reward for models that
-#: never box (the 135M offline model boxed 0 of 24 answers at temperature 1).
+#: never box (the 135M offline model boxed none of 32 answers at temperature 1).
 REWARDS = ("reward", "f1", "sub_em", "f1_unboxed")
 
 

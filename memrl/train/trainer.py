@@ -12,9 +12,9 @@ are on-policy. One update:
 2. **samples**: every LLM call of a kept trajectory that has token ids is one sequence (prompt + completion)
    carrying its trajectory's advantage: MemAgent's final reward is given to every reading step, as in the
    original; tool-loop trajectories contribute each model turn.
-3. **loss**: old log-probabilities are recomputed with the current weights before the first optimizer
-   step (the rollout back-end's own are only compared, ``rollout_logprob_diff``: a grammar or a sampling
-   temperature changes them); PPO-clip with DAPO's decoupled range (:func:`~memrl.train.losses.policy_loss`),
+3. **loss**: old log-probabilities are those of the current weights before the first optimizer step
+   (with one optimizer step, taken from the same forward pass; the rollout back-end's own are only
+   compared, ``rollout_logprob_diff``: a grammar or a sampling temperature changes them); PPO-clip with DAPO's decoupled range (:func:`~memrl.train.losses.policy_loss`),
    plus ``kl_coef`` x KL to a frozen copy of the initial policy when ``kl_coef > 0``; aggregated over the
    whole batch exactly as ``loss_agg`` says, however it is split into micro-batches.
 4. **step**: ``mini_batches`` optimizer steps (AdamW, gradient clipping) over the batch; with more than one,
@@ -177,18 +177,26 @@ class PolicyTrainer:
         cfg = self.config
         model = self.model
         micro = [samples[i : i + cfg.micro_batch] for i in range(0, len(samples), cfg.micro_batch)]
-        old: list[torch.Tensor] = []
-        ref: list[torch.Tensor | None] = []
+        # With one optimizer step the weights cannot change before a micro-batch's forward pass, so its
+        # old log-probabilities are its own, detached: no separate pass (a third of the update's cost).
+        on_policy = cfg.mini_batches == 1
+        old: list[torch.Tensor | None] = [None] * len(micro)
+        ref: list[torch.Tensor | None] = [None] * len(micro)
         diffs: list[float] = []
+
+        def compare(mb: list[Sample], lp: torch.Tensor, comp: torch.Tensor) -> None:
+            for i, s in enumerate(mb):
+                if s.rollout_logprobs and len(s.rollout_logprobs) == len(s.completion_ids):
+                    mine = lp[i][comp[i].bool()].detach().cpu()
+                    diffs.append(float((mine - torch.tensor(s.rollout_logprobs)).abs().mean()))
+
         with torch.no_grad():
-            for mb in micro:
-                lp, comp = self.token_logprobs(model, mb)
-                old.append(lp)
-                ref.append(self.token_logprobs(self.reference, mb)[0] if self.reference is not None else None)
-                for i, s in enumerate(mb):
-                    if s.rollout_logprobs and len(s.rollout_logprobs) == len(s.completion_ids):
-                        mine = lp[i][comp[i].bool()]
-                        diffs.append(float((mine - torch.tensor(s.rollout_logprobs)).abs().mean()))
+            for j, mb in enumerate(micro):
+                if not on_policy:
+                    old[j], comp = self.token_logprobs(model, mb)
+                    compare(mb, old[j], comp)
+                if self.reference is not None:
+                    ref[j] = self.token_logprobs(self.reference, mb)[0]
         order = list(range(len(micro)))
         random.Random(cfg.shuffle_seed + self.steps_done).shuffle(order)
         chunks = [order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)]
@@ -205,8 +213,13 @@ class PolicyTrainer:
                 for j in chunk:
                     mb = micro[j]
                     lp, comp = self.token_logprobs(model, mb)
+                    if on_policy:
+                        old[j] = lp.detach()
+                        compare(mb, lp, comp)
                     adv = torch.tensor([s.advantage for s in mb], device=lp.device)
-                    loss, m = policy_loss(lp, old[j], adv, comp, cfg.clip_low, cfg.clip_high, cfg.loss_agg)
+                    old_lp = old[j]
+                    assert old_lp is not None
+                    loss, m = policy_loss(lp, old_lp, adv, comp, cfg.clip_low, cfg.clip_high, cfg.loss_agg)
                     if ref[j] is not None:
                         kl, km = kl_penalty(lp, ref[j], comp, cfg.kl_kind, cfg.loss_agg)
                         loss = loss + cfg.kl_coef * kl
@@ -216,8 +229,8 @@ class PolicyTrainer:
                         float(comp.sum()) / max(n_tok, 1) if cfg.loss_agg == "token-mean" else len(mb) / n_seq
                     )
                     (loss * share).backward()
-                    for k, v in m.items():
-                        totals[k] = totals.get(k, 0.0) + v * share / len(chunks)
+                    for k, v in m.items():  # counts add up; rates and losses are averaged by weight
+                        totals[k] = totals.get(k, 0.0) + (v if k == "n_tokens" else v * share / len(chunks))
                 grad_norms.append(
                     float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
                 )

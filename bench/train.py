@@ -58,7 +58,8 @@ def main() -> None:
     rollout_s = time.perf_counter() - t0
     own_rewards = [t.reward for t in trajs]
     for i, t in enumerate(trajs):
-        t.reward = float(i % 2 == 0)  # hand-set contrast (see the module docstring)
+        if t.failure is None:  # a failed rollout keeps no reward: it is never trained on
+            t.reward = float(i % 2 == 0)  # hand-set contrast (see the module docstring)
 
     trainer = PolicyTrainer(llm, TrainerConfig(lr=1e-6, micro_batch=args.micro_batch))
     t0 = time.perf_counter()

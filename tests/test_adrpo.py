@@ -160,16 +160,22 @@ async def test_failed_judgements_and_rollouts_are_never_rewarded(amem, conv):
     assert all(r.value is None for r in score.rewards.values())
     assert all(t.reward is None and t.info["reward_failure"] for t in result.trajectories)
 
-    # a good judge: the agents are rewarded, except the one whose provider call failed
+    # a good judge, but the semantic agent's provider call failed: the memory lacks its writes, so no
+    # agent of this rollout is rewarded (its siblings would be judged on a memory they did not make)
     score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv), judge_llm=judge())
-    assert score.rewards["semantic"].value is None and "HTTP 503" in score.rewards["semantic"].failure
-    assert score.rewards["episodic"].value == pytest.approx(1.0)
+    assert score.n_correct == 5 and all(r.value is None for r in score.rewards.values())
+    assert "HTTP 503" in score.rewards["semantic"].failure
+    assert score.rewards["episodic"].failure.startswith("rollout failed (the semantic agent's)")
+
+    # a rollout without failures, scored on one question only: task = 1 / 5, as in the original
+    ok = await MemBuilderAgent(ScriptedLLM(rule())).build_session(amem, NS, conv, session)
+    score = await score_session(amem, NS, conv, ok, qs[:1], answer_llm=answerer(conv), judge_llm=judge())
+    assert {t: r.value for t, r in score.rewards.items()} == pytest.approx(dict.fromkeys(score.rewards, 0.2))
 
     # no question about the session: nothing to reward with
-    score = await score_session(amem, NS, conv, result, [], answer_llm=answerer(conv), judge_llm=judge())
-    assert all(r.value is None for r in score.rewards.values())
-    assert {t: r.failure for t, r in score.rewards.items() if t != "semantic"} == dict.fromkeys(
-        ("core", "episodic", "procedural"), "membuilder: no questions to score the session with"
+    score = await score_session(amem, NS, conv, ok, [], answer_llm=answerer(conv), judge_llm=judge())
+    assert {t: r.failure for t, r in score.rewards.items()} == dict.fromkeys(
+        ("core", "episodic", "semantic", "procedural"), "membuilder: no questions to score the session with"
     )
 
 

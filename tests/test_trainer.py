@@ -106,7 +106,7 @@ def test_attribution_weights_and_kl_reference(tiny):
     assert [s.advantage for s in samples] == [2.0, -2.0]
     m = trainer.step([[a, b]])
     # two optimizer steps: the second mini-batch is off-policy and measured against the reference
-    assert m["optimizer_steps"] == 2 and "kl" in m and m["kl"] >= 0
+    assert m["optimizer_steps"] == 2 and m["kl"] > 0  # after the first step the policy left the reference
     assert trainer.reference is not None and not any(p.requires_grad for p in trainer.reference.parameters())
 
 
@@ -188,3 +188,46 @@ def test_the_trainer_sees_the_policy_the_backend_sampled_from(tiny):
     for mini in (1, 2):  # old log-probs from the same pass, or from a separate one
         m = PolicyTrainer(fresh(tiny), TrainerConfig(lr=1e-3, mini_batches=mini, micro_batch=1)).step([trajs])
         assert m["samples"] == 2 and m["rollout_logprob_diff"] < 1e-4
+
+
+class _Toy:
+    """Two prompts; reward 1 when the tiny model's reply has an odd number of characters (arbitrary but
+    deterministic given the sampled tokens, and varied enough to give most groups contrast)."""
+
+    def __len__(self) -> int:
+        return 2
+
+    async def rollout(self, llm, index: int, temperature: float) -> Trajectory:
+        from memrl.llm.base import SamplingParams
+
+        msgs = [{"role": "user", "content": f"Say something about {['Ana', 'Porto'][index]}."}]
+        reply = await llm.chat(msgs, sampling=SamplingParams(temperature=temperature, max_tokens=8))
+        t = Trajectory("toy", str(index), reward=float(len(reply.text) % 2))
+        t.steps.append(Step.from_response(msgs, reply))
+        return t
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tiny, tmp_path):
+    cfg = TrainerConfig(lr=1e-2, kl_coef=0.05)  # the KL reference must survive the resume too
+
+    def loop(out, steps):
+        return LoopConfig(steps=steps, group_size=4, tasks_per_step=2, output_dir=str(tmp_path / out))
+
+    whole = fresh(tiny)
+    rows = train(whole, _Toy(), loop("whole", 3), cfg, progress=False)
+    assert sum(r["samples"] for r in rows) > 0  # something was trained on
+
+    train(fresh(tiny), _Toy(), loop("split", 2), cfg, progress=False)
+    ckpt = tmp_path / "split" / "checkpoint"
+    ckpt.rename(ckpt.with_name("checkpoint.old"))  # as if the process died while swapping checkpoints
+    resumed = LocalLLM(str(ckpt.with_name("checkpoint.old"))).load()
+    again = train(resumed, _Toy(), loop("split", 3), cfg, resume=True, progress=False)
+    assert [r["step"] for r in again] == [1.0, 2.0, 3.0]
+    assert [r["reward_mean"] for r in again] == [r["reward_mean"] for r in rows]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(params(whole), params(resumed), strict=True))
+    assert len((tmp_path / "split" / "rollouts.jsonl").read_text().splitlines()) == 3 * 2 * 4
+    # a resumed trainer takes this run's learning rate, not the one saved in the optimizer state
+    other = PolicyTrainer(resumed, TrainerConfig(lr=0.5, weight_decay=0.1))
+    other.load_state(tmp_path / "split" / "checkpoint")
+    assert other.steps_done == 3
+    assert {(g["lr"], g["weight_decay"]) for g in other.optimizer.param_groups} == {(0.5, 0.1)}

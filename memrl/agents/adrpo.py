@@ -6,7 +6,8 @@ session are answered from that memory (core memory + the top-10 retrieved items,
 :mod:`memrl.eval.answer`) and judged 0/1 by an LLM judge (:mod:`memrl.eval.judge`), or, without one, by
 the official metric against a threshold (see :func:`score_session`). Then per agent::
 
-    task = correct / n                       (0 for an agent whose JSON did not parse)
+    task = correct / 5                       (0 for an agent whose JSON did not parse; a session
+                                              with fewer questions can earn at most n / 5)
     r    = task * (1 - 0.8 * LP)             (LP only when task > 0)
 
 with the length penalties of :mod:`memrl.rewards.membuilder` measured on what the agent wrote this
@@ -21,8 +22,9 @@ by seed. Pass your own (e.g. synthetic) :class:`~memrl.data.types.Question` list
 
 Failures are never rewards: an answer that could not be produced or a judge reply that could not be
 read makes the task reward a failure with no value for every agent of that session (the trainer drops
-the sample; ``Trajectory.reward`` stays ``None`` and ``info["reward_failure"]`` says why); an agent
-whose rollout failed (provider error) gets no reward either.
+the sample; ``Trajectory.reward`` stays ``None`` and ``info["reward_failure"]`` says why); when one
+agent's call failed (provider error), no agent of that rollout is rewarded, since the memory they are
+judged on lacks that agent's writes.
 
 To make a GRPO group, build the same session several times from clones of the pre-session namespace
 (:func:`rollout_group`), score each, and compare agents of the same type across the group.
@@ -187,12 +189,20 @@ async def score_session(
     score.dominant = dominant_type(retrieved_types)
     types = [t.info["memory_type"] for t in result.trajectories]
     weights = attribution_weights(types, score.dominant, cfg.attribution_boost_factor)
+    # One agent's provider failure leaves the shared memory without its writes: the others' answers are
+    # then not theirs to be judged on, so no agent of this rollout is rewarded.
+    broken = next((t for t in result.trajectories if t.failure is not None), None)
+    # task = correct / 5 (the original's fixed count), or / len(questions) if more were asked
+    denominator = max(cfg.n_questions, len(questions))
     for traj, mtype, weight in zip(result.trajectories, types, weights, strict=True):
-        if traj.failure is not None:
-            outcome = RewardOutcome.failed(f"rollout failed: {traj.failure}")
+        if broken is not None:
+            who = "" if broken is traj else f" (the {broken.info.get('memory_type')} agent's)"
+            outcome = RewardOutcome.failed(f"rollout failed{who}: {broken.failure}")
+        elif not questions:
+            outcome = RewardOutcome.failed("membuilder: no questions to score the session with")
         else:
             task = task_reward(
-                score.n_correct, len(questions), bool(traj.metrics.get("parsed")), n_failed=score.n_failed
+                score.n_correct, denominator, bool(traj.metrics.get("parsed")), n_failed=score.n_failed
             )
             chars = traj.metrics.get("reply_chars", 0)
             if mtype == "core":

@@ -49,7 +49,7 @@ def _memagent(args: argparse.Namespace) -> int:
     from memrl.data import load_dataset
     from memrl.llm.local import LocalLLM
     from memrl.train.loop import LoopConfig, MemAgentTasks, train
-    from memrl.train.trainer import TrainerConfig
+    from memrl.train.trainer import TrainerConfig, checkpoint_folder
 
     loop = from_args(LoopConfig, args)
     convs = (
@@ -57,7 +57,8 @@ def _memagent(args: argparse.Namespace) -> int:
     )
     tasks = MemAgentTasks(convs, from_args(MemAgentConfig, args), reward=args.reward)
     checkpoint = Path(loop.output_dir) / "checkpoint"
-    model = str(checkpoint) if args.resume and checkpoint.is_dir() else args.model
+    found = checkpoint_folder(checkpoint) if args.resume else None
+    model = str(found) if found is not None else args.model
     llm = LocalLLM(model, device=args.device).load()
     rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume)
     last = rows[-1]

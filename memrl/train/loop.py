@@ -169,31 +169,40 @@ def train(
 ) -> list[dict[str, Any]]:
     """Run the loop (see the module docstring); returns every step's metrics, those of earlier runs included.
 
-    With ``resume``, ``llm`` must have been loaded from ``OUTPUT_DIR/checkpoint`` (``memrl train`` does
-    this); the optimizer state and step count are read from there.
+    With ``resume``, ``llm`` must have been loaded from the checkpoint
+    (:func:`~memrl.train.trainer.checkpoint_folder` of ``OUTPUT_DIR/checkpoint``; ``memrl train`` does
+    this); the optimizer state, step count and KL reference are read from there.
     """
     import torch
     from tqdm.auto import tqdm
 
-    from memrl.train.trainer import PolicyTrainer
+    from memrl.train.trainer import PolicyTrainer, checkpoint_folder
 
     out = Path(loop.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint"
-    metrics_path = out / "metrics.jsonl"
-    trainer = PolicyTrainer(llm, trainer_config)
+    metrics_path, rollouts_path = out / "metrics.jsonl", out / "rollouts.jsonl"
     rows: list[dict[str, Any]] = []
     if resume:
-        if not checkpoint.is_dir():
+        found = checkpoint_folder(checkpoint)
+        if found is None:
             raise ConfigError(f"--resume: no checkpoint in {checkpoint}")
-        trainer.load_state(checkpoint)
-        rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-        rows = [r for r in rows if r["step"] <= trainer.steps_done]  # steps after the checkpoint are redone
-        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    elif checkpoint.exists() or metrics_path.exists():
+        # the KL reference stays the run's initial policy, not the checkpoint's
+        trainer = PolicyTrainer(
+            llm, trainer_config, reference=PolicyTrainer.read_state(found).get("reference")
+        )
+        trainer.load_state(found)
+        for path in (metrics_path, rollouts_path):  # steps after the checkpoint are redone: drop their rows
+            lines = path.read_text().splitlines() if path.exists() else []
+            kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= trainer.steps_done]
+            path.write_text("".join(line + "\n" for line in kept))
+        rows = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    elif checkpoint_folder(checkpoint) is not None or metrics_path.exists():
         raise ConfigError(
             f"{out} holds an earlier run: pass --resume to continue it, or another --output-dir"
         )
+    else:
+        trainer = PolicyTrainer(llm, trainer_config)
 
     bar = tqdm(total=loop.steps, initial=trainer.steps_done, desc="train", unit="step", disable=not progress)
     while trainer.steps_done < loop.steps:
@@ -206,7 +215,7 @@ def train(
         metrics = trainer.step(groups)
         metrics.update(tasks=picks, seconds=round(time.perf_counter() - t0, 2))
         rows.append(metrics)
-        with (out / "rollouts.jsonl").open("a") as f:  # what the policy wrote, for reading, not resuming
+        with rollouts_path.open("a") as f:  # what the policy wrote, for reading, not resuming
             for t in (t for g in groups for t in g):
                 last = t.steps[-1].response if t.steps else ""
                 f.write(json.dumps({"step": step, "task": t.task_id, "reward": t.reward, "failure": t.failure,

@@ -43,7 +43,7 @@ from memrl.errors import ConfigError
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
 
-__all__ = ["PolicyTrainer", "Sample", "TrainerConfig"]
+__all__ = ["PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
 
 
 @dataclass
@@ -90,7 +90,11 @@ class Sample:
 class PolicyTrainer:
     """Updates a LocalLLM's model from groups of its own trajectories; see the module docstring."""
 
-    def __init__(self, llm: Any, config: TrainerConfig | None = None) -> None:
+    def __init__(
+        self, llm: Any, config: TrainerConfig | None = None, *, reference: str | None = None
+    ) -> None:
+        """``reference``: the folder of the initial policy, for the KL term of a resumed run (a run that
+        starts from scratch uses a frozen copy of ``llm``'s model and records its folder in checkpoints)."""
         self.llm = llm
         self.config = config or TrainerConfig()
         self.model = llm.hf_model
@@ -102,8 +106,14 @@ class PolicyTrainer:
         opt = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.SGD
         self.optimizer = opt(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.reference = None
+        self.reference_path = reference or getattr(llm, "path", None)
         if cfg.kl_coef > 0:
-            self.reference = copy.deepcopy(self.model).eval()
+            if reference is not None and reference != getattr(llm, "path", None):
+                from memrl.llm.hf_models import load_model
+
+                self.reference = load_model(reference, device=str(next(self.model.parameters()).device))[0]
+            else:
+                self.reference = copy.deepcopy(self.model).eval()
             for p in self.reference.parameters():
                 p.requires_grad_(False)
         self.steps_done = 0
@@ -202,11 +212,11 @@ class PolicyTrainer:
         chunks = [order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)]
         totals: dict[str, float] = {}
         grad_norms = []
-        model.train()
+        chunks = [c for c in chunks if c]
+        # The model stays in eval mode (no dropout): old and new log-probabilities must come from the
+        # same function, or the ratio is not 1 before any step and the clip fires for nothing.
         try:
             for chunk in chunks:
-                if not chunk:
-                    continue
                 n_tok = sum(float(self._batch(micro[j])[2].sum()) for j in chunk)
                 n_seq = sum(len(micro[j]) for j in chunk)
                 self.optimizer.zero_grad(set_to_none=True)
@@ -229,14 +239,18 @@ class PolicyTrainer:
                         float(comp.sum()) / max(n_tok, 1) if cfg.loss_agg == "token-mean" else len(mb) / n_seq
                     )
                     (loss * share).backward()
-                    for k, v in m.items():  # counts add up; rates and losses are averaged by weight
-                        totals[k] = totals.get(k, 0.0) + (v if k == "n_tokens" else v * share / len(chunks))
+                    for k, v in m.items():  # counts add up, maxima are maxima, the rest is weighted
+                        if k == "n_tokens":
+                            totals[k] = totals.get(k, 0.0) + v
+                        elif k.endswith("_max"):
+                            totals[k] = max(totals.get(k, v), v)
+                        else:
+                            totals[k] = totals.get(k, 0.0) + v * share / len(chunks)
                 grad_norms.append(
                     float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
                 )
                 self.optimizer.step()
         finally:
-            model.eval()
             self.optimizer.zero_grad(set_to_none=True)
         totals["grad_norm"] = sum(grad_norms) / len(grad_norms)
         totals["optimizer_steps"] = float(len(grad_norms))
@@ -246,23 +260,51 @@ class PolicyTrainer:
 
     # ---- checkpoints -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus optimizer and trainer state."""
+        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus optimizer and trainer state.
+
+        Written to ``FOLDER.part``, then swapped in: the previous checkpoint is renamed ``FOLDER.old``
+        until the new one is in place, so a crash at any point leaves one complete checkpoint
+        (:func:`checkpoint_folder` finds it).
+        """
+        import shutil
+
         folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".part")
-        tmp.mkdir(parents=True, exist_ok=True)
+        tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
+        shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
+        tmp.mkdir(parents=True)
         self.model.save_pretrained(tmp)
         self.llm.tokenizer.save_pretrained(tmp)
         torch.save({"optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done,
-                    "config": asdict(self.config)}, tmp / "trainer_state.pt")  # fmt: skip
+                    "config": asdict(self.config), "reference": self.reference_path},
+                   tmp / "trainer_state.pt")  # fmt: skip
         if folder.exists():
-            import shutil
-
-            shutil.rmtree(folder)
-        tmp.rename(folder)  # a crash mid-save leaves the .part folder, never a half checkpoint
+            shutil.rmtree(old, ignore_errors=True)
+            folder.rename(old)
+        tmp.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
         return folder
 
+    @staticmethod
+    def read_state(folder: str | Path) -> dict[str, Any]:
+        """The trainer state saved in a checkpoint (step count, optimizer, config, reference folder)."""
+        return torch.load(Path(folder) / "trainer_state.pt", weights_only=False)
+
     def load_state(self, folder: str | Path) -> None:
-        """Optimizer state and step count from a checkpoint (the model is loaded by LocalLLM(folder))."""
-        state = torch.load(Path(folder) / "trainer_state.pt", weights_only=False)
+        """Optimizer state and step count from a checkpoint (the model is loaded by LocalLLM(folder)).
+
+        The learning rate and weight decay are this trainer's config, not the saved ones.
+        """
+        state = self.read_state(folder)
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = self.config.lr, self.config.weight_decay
         self.steps_done = int(state["steps_done"])
+
+
+def checkpoint_folder(folder: str | Path) -> Path | None:
+    """The complete checkpoint at ``folder``, or the previous one (``FOLDER.old``) if a save was cut."""
+    folder = Path(folder)
+    for candidate in (folder, folder.with_name(folder.name + ".old")):
+        if (candidate / "trainer_state.pt").is_file():
+            return candidate
+    return None

@@ -80,7 +80,7 @@ def test_failures_and_groups_without_contrast_train_nothing(tiny):
     assert len(samples) == 2 and [s.advantage for s in samples] == [0.5, -0.5]
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
 def test_micro_batches_give_the_same_update_as_one_batch(tiny, agg):
     updated = []
     for micro in (1, 4):

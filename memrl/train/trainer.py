@@ -43,7 +43,7 @@ from memrl.errors import ConfigError
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
 
-__all__ = ["PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
+__all__ = ["LocalModelTrainer", "PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
 
 
 @dataclass
@@ -87,7 +87,63 @@ class Sample:
     group: int = 0
 
 
-class PolicyTrainer:
+class LocalModelTrainer:
+    """What every local trainer shares: the LocalLLM's model, token batches, log-probs, checkpoints."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.model = llm.hf_model
+        self.pad_id = self.llm.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = min(self.llm.stop_ids) if self.llm.stop_ids else 0
+
+    # ---- log-probabilities --------------------------------------------------------------------------
+    def _batch(self, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """Right-padded input ids, attention mask, and the completion mask aligned with the targets."""
+        width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+        ids = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(samples), width), dtype=torch.long)
+        comp = torch.zeros((len(samples), width - 1))
+        for i, s in enumerate(samples):
+            seq = s.prompt_ids + s.completion_ids
+            ids[i, : len(seq)] = torch.tensor(seq)
+            attn[i, : len(seq)] = 1
+            comp[i, len(s.prompt_ids) - 1 : len(seq) - 1] = 1  # target t+1 is a completion token
+        device = next(self.model.parameters()).device
+        return ids.to(device), attn.to(device), comp.to(device), width
+
+    def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities ``[B, T-1]`` of each next token under ``model``, and the completion mask."""
+        ids, attn, comp, _ = self._batch(samples)
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        return lp, comp
+
+    def save_checkpoint(self, folder: str | Path, state: dict[str, Any]) -> Path:
+        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus ``state`` (trainer_state.pt).
+
+        Written to ``FOLDER.part``, then swapped in: the previous checkpoint is renamed ``FOLDER.old``
+        until the new one is in place, so a crash at any point leaves one complete checkpoint
+        (:func:`checkpoint_folder` finds it).
+        """
+        import shutil
+
+        folder = Path(folder)
+        tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
+        shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
+        tmp.mkdir(parents=True)
+        self.model.save_pretrained(tmp)
+        self.llm.tokenizer.save_pretrained(tmp)
+        torch.save(state, tmp / "trainer_state.pt")
+        if folder.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            folder.rename(old)
+        tmp.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+
+class PolicyTrainer(LocalModelTrainer):
     """Updates a LocalLLM's model from groups of its own trajectories; see the module docstring."""
 
     def __init__(
@@ -95,12 +151,8 @@ class PolicyTrainer:
     ) -> None:
         """``reference``: the folder of the initial policy, for the KL term of a resumed run (a run that
         starts from scratch uses a frozen copy of ``llm``'s model and records its folder in checkpoints)."""
-        self.llm = llm
+        super().__init__(llm)
         self.config = config or TrainerConfig()
-        self.model = llm.hf_model
-        self.pad_id = self.llm.tokenizer.pad_token_id
-        if self.pad_id is None:
-            self.pad_id = min(self.llm.stop_ids) if self.llm.stop_ids else 0
         cfg = self.config
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.SGD
@@ -150,28 +202,6 @@ class PolicyTrainer:
             "samples": float(len(out)),
         }
         return out, stats
-
-    # ---- log-probabilities --------------------------------------------------------------------------
-    def _batch(self, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """Right-padded input ids, attention mask, and the completion mask aligned with the targets."""
-        width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
-        ids = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((len(samples), width), dtype=torch.long)
-        comp = torch.zeros((len(samples), width - 1))
-        for i, s in enumerate(samples):
-            seq = s.prompt_ids + s.completion_ids
-            ids[i, : len(seq)] = torch.tensor(seq)
-            attn[i, : len(seq)] = 1
-            comp[i, len(s.prompt_ids) - 1 : len(seq) - 1] = 1  # target t+1 is a completion token
-        device = next(self.model.parameters()).device
-        return ids.to(device), attn.to(device), comp.to(device), width
-
-    def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities ``[B, T-1]`` of each next token under ``model``, and the completion mask."""
-        ids, attn, comp, _ = self._batch(samples)
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
-        lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        return lp, comp
 
     # ---- update ------------------------------------------------------------------------------------
     def step(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, float]:
@@ -260,29 +290,11 @@ class PolicyTrainer:
 
     # ---- checkpoints -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus optimizer and trainer state.
-
-        Written to ``FOLDER.part``, then swapped in: the previous checkpoint is renamed ``FOLDER.old``
-        until the new one is in place, so a crash at any point leaves one complete checkpoint
-        (:func:`checkpoint_folder` finds it).
-        """
-        import shutil
-
-        folder = Path(folder)
-        tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
-        shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
-        tmp.mkdir(parents=True)
-        self.model.save_pretrained(tmp)
-        self.llm.tokenizer.save_pretrained(tmp)
-        torch.save({"optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done,
-                    "config": asdict(self.config), "reference": self.reference_path},
-                   tmp / "trainer_state.pt")  # fmt: skip
-        if folder.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-        return folder
+        """Model, tokenizer, optimizer state, step count, config and KL reference folder (see
+        :meth:`save_checkpoint`)."""
+        state = {"optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done,
+                 "config": asdict(self.config), "reference": self.reference_path}  # fmt: skip
+        return self.save_checkpoint(folder, state)
 
     @staticmethod
     def read_state(folder: str | Path) -> dict[str, Any]:

@@ -1,0 +1,72 @@
+"""Expert memory builders whose trajectories MemBuilder's agents are fine-tuned on (SFT before ADRPO).
+
+MemBuilder trains by SFT on expert trajectories first (REFERENCE.md section 1): a strong model's answers
+to the same four agent prompts. Any LLM can be that expert (``--expert-provider openai --expert-model
+...``: its replies are recorded as the targets). Offline, :func:`annotation_expert` plays it: it answers
+each agent's prompt with the conversation's own human annotations (LoCoMo's ``observation`` and
+``event_summary`` per session), written as MemBuilder actions:
+
+* core: APPEND of each speaker's first observation of the session;
+* episodic: ADD of the session's events, dated (``"<date>: <event>"``);
+* semantic: ADD of the session's observations (``"<speaker> - <fact>"``);
+* procedural: nothing (LoCoMo annotates no procedures).
+
+It is a weak expert (annotations are not what MemBuilder's paper distilled from Claude), but it is real
+data, available offline, and it teaches the action format, which the 135M model gets wrong on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from memrl.data.types import Conversation
+from memrl.errors import DataError
+
+__all__ = ["annotation_action", "annotation_expert"]
+
+#: Items of one type written per session, and their length: within MemBuilder's default budget.
+MAX_ITEMS, MAX_CHARS = 3, 200
+
+
+def _session_of(prompt: str) -> int:
+    m = re.search(r"^Session (\d+) \(", prompt, re.M)
+    if m is None:
+        raise DataError("annotation expert: no 'Session N (' header in the agent's prompt")
+    return int(m.group(1))
+
+
+def annotation_action(conversation: Conversation, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The expert's action for one MemBuilder agent prompt (see the module docstring)."""
+    system, last = messages[0]["content"], messages[-1]["content"]
+    if "Rewrite it in under" in last:  # the core compression call: keep the most recent part
+        core = last.split("Core memory:\n", 1)[1].split("\n\nThe core memory has", 1)[0]
+        return {"operation": "REWRITE", "content": core[-2500:]}
+    md = conversation.metadata
+    n = _session_of(last)
+    obs = (md.get("observation") or {}).get(f"session_{n}_observation") or {}
+    events = (md.get("event_summary") or {}).get(f"events_session_{n}") or {}
+    date = events.get("date", "")
+    if "CORE memory" in system:
+        firsts = [rows[0][0] for rows in obs.values() if rows]
+        return {"operation": "APPEND", "content": " ".join(firsts)[:MAX_CHARS] or "-"}
+    if "EPISODIC memory" in system:
+        happened = [f"{date}: {e}" for who, rows in events.items() if who != "date" for e in rows]
+        return {"operations": [{"operation": "ADD", "memory": e[:MAX_CHARS]} for e in happened[:MAX_ITEMS]]}
+    if "SEMANTIC memory" in system:
+        facts = [f"{who} - {text}" for who, rows in obs.items() for text, *_ in rows]
+        return {"operations": [{"operation": "ADD", "memory": f[:MAX_CHARS]} for f in facts[:MAX_ITEMS]]}
+    return {"operations": []}
+
+
+def annotation_expert(conversation: Conversation) -> Any:
+    """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations."""
+    from memrl.llm.scripted import ScriptedLLM
+
+    if not (conversation.metadata.get("observation") or conversation.metadata.get("event_summary")):
+        raise DataError(
+            f"conversation {conversation.id} has no observation/event_summary annotations: the annotation "
+            "expert needs LoCoMo-style annotations (use an LLM expert instead)"
+        )
+    return ScriptedLLM(lambda messages, tools, schema: json.dumps(annotation_action(conversation, messages)))

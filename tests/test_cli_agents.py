@@ -92,6 +92,7 @@ def test_build_with_adrpo_rewards_and_trajectories(tmp_path, capsys, monkeypatch
                  "--provider", "scripted", "--adrpo", "--sessions", "2", "--trajectories", str(out), "--json"])  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and [a["session"] for a in summary["adrpo"]] == [1, 2]
+    assert (summary["agent_calls"], summary["parsed"], summary["actions_applied"]) == (8, 8, 8)
     s1, s2 = summary["adrpo"]
     assert (s1["n_correct"], len(s1["questions"]), s1["n_failed"]) == (4, 5, 0)  # the dog question is wrong
     assert s1["rewards"] == {"core": 0.8, "episodic": 0.8, "semantic": 0.8, "procedural": 0.8}

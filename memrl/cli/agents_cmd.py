@@ -122,6 +122,9 @@ def _build(args: argparse.Namespace) -> int:
         "completion_tokens": sum(r.completion_tokens for r in results),
         "failures": [f for r in results for f in r.failures],
     }  # fmt: skip
+    if args.builder == "membuilder":  # how well the model used its actions
+        for key in ("agent_calls", "parsed", "actions_proposed", "actions_applied"):
+            summary[key] = sum(r.stats.get(key, 0) for r in results)
     if args.adrpo:
         summary["adrpo"] = [r.stats["adrpo"] for r in results]
     if args.json:

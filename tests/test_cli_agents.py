@@ -111,3 +111,24 @@ def test_build_with_adrpo_rewards_and_trajectories(tmp_path, capsys, monkeypatch
     assert main(["build", "--dataset", "sample", "--builder", "raw", "--adrpo", "--provider", "scripted",
                  "--db", str(tmp_path / "n.db")]) == 1  # fmt: skip
     assert "--adrpo rewards MemBuilder" in capsys.readouterr().err
+
+
+def test_eval_answers_from_a_store_memrl_build_made(tmp_path, capsys, monkeypatch):
+    from memrl.data import load_dataset
+
+    gold = {q.question: q.answer for q in load_dataset("sample")[0][0].questions}
+    _use(
+        monkeypatch,
+        lambda m, t, s: gold[m[-1]["content"].split("Question")[-1].split(": ", 1)[1].split("\n")[0]],
+    )
+    db = str(tmp_path / "m.db")
+    common = ["--dataset", "sample", "--db", db, "--embedder", "hashing", "--provider", "scripted"]
+    assert main(["build", "--builder", "raw", *common, "--json"]) == 0  # namespace: the conversation id
+    capsys.readouterr()
+    code = main(["eval", "--dataset", "sample", "--mode", "answer", "--db-path", db, "--builder", "raw",
+                 "--embedder", "hashing", "--provider", "scripted", "--namespace-format", "{conv}",
+                 "--output-dir", str(tmp_path / "run"), "--no-cache"])  # fmt: skip
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert code == 0 and summary["n_answered"] == 10 and summary["f1"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    assert all(len(r["retrieved_ids"]) == 10 for r in rows)  # it searched the store `memrl build` filled

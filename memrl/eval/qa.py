@@ -66,6 +66,10 @@ class QAEvalConfig:
     judge_base_url: str | None = option(None, "judge server URL (default: --base-url)")
     top_k: int = option(10, "memories retrieved per question")
     db_path: str | None = option(None, "memory store file (default: OUTPUT_DIR/memory.db)")
+    namespace_format: str = option(
+        "{conv}@{builder}",
+        "namespace of a conversation's memory; '{conv}' answers from a `memrl build` store",
+    )
     questions: int | None = option(None, "at most this many questions per conversation")
     sessions: int | None = option(None, "build only the first N sessions (and ask only about them)")
     concurrency: int = option(4, "questions answered at once")
@@ -91,13 +95,15 @@ class QAEvalConfig:
             )
         if self.builder == "memagent" and self.updater != "none":
             raise ConfigError("--updater edits a memory store; memagent keeps none")
+        if "{conv}" not in self.namespace_format:
+            raise ConfigError("--namespace-format must contain {conv} (one namespace per conversation)")
 
     @property
     def out(self) -> Path:
         return Path(self.output_dir or f"runs/{self.dataset}-{self.builder}")
 
     def namespace(self, conv: Conversation) -> str:
-        return f"{conv.id}@{self.builder}"
+        return self.namespace_format.format(conv=conv.id, builder=self.builder)
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -34,7 +34,6 @@ import asyncio
 import dataclasses
 import json
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -155,42 +154,16 @@ async def run_builder(
 
 
 def replay_llm(conv: Conversation, tokenizer: Any) -> Any:
-    """For --replay: a scripted model that writes LoCoMo's own annotations as its memory (episodic: the
-    session's events; semantic: its observations; core: one observation per speaker), so memory grows the
-    way a good builder's would, and counts tokens with the offline model's tokenizer. Nothing is generated:
-    it measures what the prompts of each context mode cost over a whole conversation."""
+    """For --replay: a scripted model that writes LoCoMo's own annotations as its memory (the offline SFT
+    expert's actions, :func:`memrl.agents.experts.annotation_action`), so memory grows the way a good
+    builder's would, and counts tokens with the offline model's tokenizer. Nothing is generated: it
+    measures what the prompts of each context mode cost over a whole conversation."""
+    from memrl.agents.experts import annotation_action
     from memrl.llm.base import ChatResponse, Usage
     from memrl.llm.scripted import ScriptedLLM
 
-    md = conv.metadata
-
-    def session_of(text: str) -> int:
-        return int(re.search(r"^Session (\d+) \(", text, re.M).group(1))  # type: ignore[union-attr]
-
     def reply(messages: list[dict[str, Any]], tools: Any, json_schema: Any) -> ChatResponse:
-        system, last = messages[0]["content"], messages[-1]["content"]
-        if "Rewrite it in under" in last:
-            core = last.split("Core memory:\n", 1)[1].split("\n\nThe core memory has", 1)[0]
-            out: Any = {"operation": "REWRITE", "content": core[:2500]}
-        else:
-            n = session_of(last)
-            obs = md.get("observation", {}).get(f"session_{n}_observation", {})
-            facts = [f"{who} - {text}" for who, rows in obs.items() for text, *_ in rows]
-            events = md.get("event_summary", {}).get(f"events_session_{n}", {})
-            date = events.get("date", "")
-            happened = [f"{date}: {e}" for who, rows in events.items() if who != "date" for e in rows]
-            if "CORE memory" in system:
-                out = {
-                    "operation": "APPEND",
-                    "content": " ".join(r[0][0] for r in obs.values() if r)[:200] or "-",
-                }
-            elif "EPISODIC memory" in system:
-                out = {"operations": [{"operation": "ADD", "memory": e[:200]} for e in happened[:3]]}
-            elif "SEMANTIC memory" in system:
-                out = {"operations": [{"operation": "ADD", "memory": f[:200]} for f in facts[:3]]}
-            else:
-                out = {"operations": []}
-        text = json.dumps(out)
+        text = json.dumps(annotation_action(conv, messages))
         chat = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         prompt = len(tokenizer(chat, add_special_tokens=False)["input_ids"])
         return ChatResponse(text=text, usage=Usage(prompt, len(tokenizer(text)["input_ids"])))

@@ -16,6 +16,7 @@ from memrl.errors import ProviderError
 from memrl.llm.scripted import ScriptedLLM
 from memrl.memory.facade import AsyncMemory
 from tests.test_membuilder_agent import rule
+from tests.test_qa_eval import question_of
 
 NS = "adrpo"
 
@@ -30,10 +31,6 @@ async def amem():
     m = AsyncMemory(":memory:", embedder="hashing")
     yield m
     await m.close()
-
-
-def question_of(messages) -> str:
-    return re.search(r"Question(?: \(asked on [^)]*\))?: (.*)\nAnswer:", messages[-1]["content"]).group(1)
 
 
 def answerer(conv: Conversation, wrong: set[str] = frozenset()):

@@ -247,7 +247,9 @@ class PolicyTrainer(LocalModelTrainer):
         # same function, or the ratio is not 1 before any step and the clip fires for nothing.
         try:
             for chunk in chunks:
-                n_tok = sum(float(self._batch(micro[j])[2].sum()) for j in chunk)
+                n_tok = float(
+                    sum(len(s.completion_ids) for j in chunk for s in micro[j])
+                )  # = completion mask
                 n_seq = sum(len(micro[j]) for j in chunk)
                 self.optimizer.zero_grad(set_to_none=True)
                 for j in chunk:

@@ -10,7 +10,8 @@ import pytest
 
 from memrl.errors import ConfigError, ProviderError, ValidationError
 from memrl.llm import ChatResponse, SamplingParams, ScriptedLLM, ToolCall, Usage, create_llm
-from memrl.llm.base import LLM, PROVIDERS, register_provider
+from memrl.llm.base import LLM
+from memrl.llm.registry import PROVIDERS, register_provider
 from memrl.llm.scripted import ScriptExhaustedError, cycle
 
 USER = [{"role": "user", "content": "hello"}]
@@ -136,7 +137,7 @@ class _Counting(LLM):
     active = 0
     peak = 0
 
-    async def _chat(self, messages, **kw):
+    async def _chat(self, request):
         type(self).active += 1
         type(self).peak = max(type(self).peak, type(self).active)
         await asyncio.sleep(0.01)

@@ -68,7 +68,9 @@ class MemAgentConfig:
 
 def _tokenizer(llm: LLM) -> Any:
     inner = getattr(llm, "inner", llm)  # CachedLLM wraps the back-end
-    return getattr(inner, "tokenizer", None) if getattr(inner, "provider", "") == "local" else None
+    from memrl.llm.templated import TemplatedLLM  # local and verl back-ends: chunk with the model's tokens
+
+    return inner.tokenizer if isinstance(inner, TemplatedLLM) else None
 
 
 def chunk_text(text: str, chunk_tokens: int, tokenizer: Any = None) -> list[str]:

@@ -25,8 +25,11 @@ _EXPORTS = {
     "SamplingParams": "memrl.llm.base",
     "ToolCall": "memrl.llm.base",
     "Usage": "memrl.llm.base",
-    "create_llm": "memrl.llm.base",
-    "register_provider": "memrl.llm.base",
+    "create_llm": "memrl.llm.registry",
+    "register_provider": "memrl.llm.registry",
+    "TemplatedLLM": "memrl.llm.templated",
+    "TokenEngine": "memrl.llm.tokens",
+    "ChatRequest": "memrl.llm.base",
     "CachedLLM": "memrl.llm.cache",
     "OpenAIConfig": "memrl.llm.openai_backend",
     "OpenAILLM": "memrl.llm.openai_backend",
@@ -40,6 +43,7 @@ _EXPORTS = {
 
 __all__ = [
     "CachedLLM",
+    "ChatRequest",
     "ChatResponse",
     "LLM",
     "LLMProviderError",
@@ -50,6 +54,8 @@ __all__ = [
     "OpenAILLM",
     "SamplingParams",
     "ScriptExhaustedError",
+    "TemplatedLLM",
+    "TokenEngine",
     "ScriptedLLM",
     "ToolCall",
     "Usage",
@@ -68,12 +74,11 @@ if TYPE_CHECKING:  # pragma: no cover
         SamplingParams,
         ToolCall,
         Usage,
-        create_llm,
-        register_provider,
     )
     from memrl.llm.cache import CachedLLM
     from memrl.llm.local import LocalLLM
     from memrl.llm.openai_backend import OpenAIConfig, OpenAILLM
+    from memrl.llm.registry import create_llm, register_provider
     from memrl.llm.scripted import ScriptedLLM, ScriptExhaustedError
     from memrl.llm.server import LLMServer, run_server, serve
 

@@ -165,6 +165,25 @@ class SamplingParams:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat call as a back-end receives it (``LLM._chat(request)``), checked by :meth:`LLM.chat`."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    json_schema: dict[str, Any] | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    tool_choice: ToolChoice = "auto"
+    grammar: str | None = None
+
+    @property
+    def constraint(self) -> dict[str, Any] | None:
+        """The JSON-safe record of what constrains the reply (:func:`memrl.llm.grammar.constraint_of`)."""
+        from memrl.llm.grammar import constraint_of
+
+        return constraint_of(self.json_schema, self.tools, self.tool_choice, self.grammar)
+
+
 def check_messages(messages: Any) -> list[Message]:
     if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
         raise ValidationError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
@@ -197,7 +216,7 @@ class _Portal:
 
 
 class LLM(ABC):
-    """Base class of every back-end: implement ``_chat`` (and optionally ``_chat_batch``)."""
+    """Base class of every back-end: implement ``_chat(request)``."""
 
     provider: ClassVar[str] = "base"
     supports_grammar: ClassVar[bool] = False  # accepts chat(..., grammar=EBNF)
@@ -244,34 +263,23 @@ class LLM(ABC):
         """One reply. ``tools``: OpenAI function schemas; ``json_schema``: constrain the reply to it;
         ``grammar``: an EBNF grammar (xgrammar's dialect) the reply must follow (back-ends with
         ``supports_grammar``: local)."""
-        messages = check_messages(messages)
-        sampling = sampling or SamplingParams()
+        request = ChatRequest(check_messages(messages), tools or None, json_schema, sampling or SamplingParams(),
+                              tool_choice, grammar)  # fmt: skip
         if tools and json_schema is not None:
             raise ValidationError("pass either tools or json_schema, not both")
-        extra: dict[str, Any] = {}
         if grammar is not None:
             if tools or json_schema is not None:
                 raise ValidationError("pass a grammar alone, without tools or json_schema")
             if not self.supports_grammar:
                 raise ValidationError(f"the {self.provider} back-end cannot follow a grammar (use local)")
-            extra["grammar"] = grammar
         if tool_choice not in ("auto", "required", "none"):
             raise ValidationError(f"tool_choice must be 'auto', 'required' or 'none', got {tool_choice!r}")
         sem = self.per_loop("semaphore", lambda: asyncio.Semaphore(self.max_concurrency))
         async with sem:
-            reply = await self._chat(
-                messages,
-                tools=tools or None,
-                json_schema=json_schema,
-                sampling=sampling,
-                tool_choice=tool_choice,
-                **extra,
-            )
+            reply = await self._chat(request)
         if reply.temperature is None:  # back-ends that do not record it themselves
-            from memrl.llm.grammar import constraint_of
-
-            reply.constraint = constraint_of(json_schema, tools, tool_choice, grammar)
-            reply.temperature = sampling.temperature
+            reply.constraint = request.constraint
+            reply.temperature = request.sampling.temperature
         return reply
 
     async def chat_batch(
@@ -301,15 +309,8 @@ class LLM(ABC):
         return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))
 
     @abstractmethod
-    async def _chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        json_schema: dict[str, Any] | None,
-        sampling: SamplingParams,
-        tool_choice: ToolChoice,
-    ) -> ChatResponse: ...
+    async def _chat(self, request: ChatRequest) -> ChatResponse:
+        """One reply to a checked request: what a back-end implements."""
 
     # ---- sync wrappers -------------------------------------------------------------------------
     def run_sync(self, coro: Awaitable[T]) -> T:
@@ -335,38 +336,3 @@ class LLM(ABC):
             self._portal.run(self.aclose())
             self._portal.close()
             self._portal = None
-
-
-# ---- factory -----------------------------------------------------------------------------------
-# provider name -> "module:Class"; modules are imported only when that provider is asked for.
-PROVIDERS: dict[str, str] = {
-    "openai": "memrl.llm.openai_backend:OpenAILLM",
-    "local": "memrl.llm.local:LocalLLM",
-    "scripted": "memrl.llm.scripted:ScriptedLLM",
-}
-
-
-def register_provider(name: str, target: str) -> None:
-    """Make ``create_llm(name, ...)`` build ``target`` (``"package.module:Class"``); for plugins."""
-    if ":" not in target:
-        raise ValidationError(f"target must look like 'package.module:Class', got {target!r}")
-    PROVIDERS[name] = target
-
-
-def create_llm(provider: str, model: str | None = None, *, cache: str | None = None, **kw: Any) -> LLM:
-    """Build a back-end by name: ``create_llm("local")``, ``create_llm("openai", "gpt-4o-mini",
-    base_url=...)``. ``cache=<sqlite path>`` wraps it in a :class:`~memrl.llm.cache.CachedLLM`."""
-    import importlib
-
-    from memrl.errors import ConfigError
-
-    if provider not in PROVIDERS:
-        raise ConfigError(f"unknown LLM provider {provider!r}; choose one of {sorted(PROVIDERS)}")
-    module_name, cls_name = PROVIDERS[provider].split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    llm: LLM = cls(model=model, **kw) if model is not None else cls(**kw)
-    if cache:
-        from memrl.llm.cache import CachedLLM
-
-        llm = CachedLLM(llm, cache)
-    return llm

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memrl.llm.base import LLM, ChatResponse, Message, SamplingParams, ToolChoice
+from memrl.llm.base import LLM, ChatRequest, ChatResponse, Message, SamplingParams, ToolChoice
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -132,8 +132,10 @@ class CachedLLM(LLM):
         )  # fmt: skip
         return out[0]
 
-    async def _chat(self, messages: list[Message], **kw: Any) -> ChatResponse:  # pragma: no cover
-        return await self.chat(messages, **kw)
+    async def _chat(self, request: ChatRequest) -> ChatResponse:  # pragma: no cover - chat is overridden
+        r = request
+        return await self.chat(r.messages, tools=r.tools, json_schema=r.json_schema, sampling=r.sampling,
+                               tool_choice=r.tool_choice, grammar=r.grammar)  # fmt: skip
 
     async def chat_batch(
         self,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from memrl.errors import ConfigError
-from memrl.llm.base import LLM, ChatResponse, LLMProviderError, Message, SamplingParams, ToolCall, Usage
+from memrl.llm.base import LLM, ChatRequest, ChatResponse, LLMProviderError, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +116,9 @@ class OpenAILLM(LLM):
 
         return self.per_loop("client", make)
 
-    def _request(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        json_schema: dict[str, Any] | None,
-        sampling: SamplingParams,
-        tool_choice: str,
-    ) -> dict[str, Any]:
+    def _request(self, request: ChatRequest) -> dict[str, Any]:
+        messages, tools, json_schema = request.messages, request.tools, request.json_schema
+        sampling, tool_choice = request.sampling, request.tool_choice
         c = self.config
         req: dict[str, Any] = {
             "model": self.model,
@@ -163,16 +158,8 @@ class OpenAILLM(LLM):
             req["extra_body"] = c.extra_body
         return req
 
-    async def _chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        json_schema: dict[str, Any] | None,
-        sampling: SamplingParams,
-        tool_choice: str,
-    ) -> ChatResponse:
-        req = self._request(messages, tools, json_schema, sampling, tool_choice)
+    async def _chat(self, request: ChatRequest) -> ChatResponse:
+        req = self._request(request)
         completion = await self._with_retries(req)
         return parse_completion(completion)
 

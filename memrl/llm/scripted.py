@@ -22,7 +22,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memrl.errors import ProviderError, ValidationError
-from memrl.llm.base import LLM, ChatResponse, Message, SamplingParams, ToolCall, ToolChoice, Usage
+from memrl.llm.base import (
+    LLM,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    SamplingParams,
+    ToolCall,
+    ToolChoice,
+    Usage,
+)
 
 Reply = str | ChatResponse | dict[str, Any] | Callable[..., Any]
 
@@ -90,17 +99,12 @@ class ScriptedLLM(LLM):
         """Append replies to the script."""
         self._script.extend(responses)
 
-    async def _chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        json_schema: dict[str, Any] | None,
-        sampling: SamplingParams,
-        tool_choice: ToolChoice,
-    ) -> ChatResponse:
+    async def _chat(self, request: ChatRequest) -> ChatResponse:
+        messages, tools, json_schema = request.messages, request.tools, request.json_schema
         # Record first, so a test can inspect the request that exhausted the script.
-        self.requests.append(ScriptedRequest(list(messages), tools, json_schema, sampling, tool_choice))
+        self.requests.append(
+            ScriptedRequest(list(messages), tools, json_schema, request.sampling, request.tool_choice)
+        )
         if self._rule is not None:
             item: Reply = self._rule
         elif self._next < len(self._script):

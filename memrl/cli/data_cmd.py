@@ -2,6 +2,7 @@
 
 memrl data download locomo [--data-path DIR] [--force]
 memrl data info locomo            # sizes, categories and the data problems found while loading
+memrl data prepare --format verl --task read|update|build --dataset locomo --output rows.parquet
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-path", help="data file or folder")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_info)
+    p = data.add_parser("prepare", help="write training rows for another trainer (verl parquet)")
+    p.add_argument(
+        "--format", default="verl", choices=["verl"], help="row format (verl: parquet for main_ppo)"
+    )
+    p.add_argument("--task", required=True, choices=["read", "update", "build"],
+                   help="read: MemAgent, update: MemUpdate, build: MemBuilder (ADRPO)")  # fmt: skip
+    p.add_argument("--dataset", default="locomo", help="locomo, sample, longmemeval, perltqa, ruler-hotpotqa")
+    p.add_argument("--data-path", help="data file or folder")
+    p.add_argument("--conv-id", action="append", help="only these conversations (repeatable)")
+    p.add_argument("--split", default="train", help="label written to extra_info.split")
+    p.add_argument("--types", default="core,episodic,semantic,procedural", help="build: agents to train")
+    p.add_argument("--expert", default="annotations", choices=["annotations", "none"],
+                   help="build: who writes the memory before each session (annotations: LoCoMo's)")  # fmt: skip
+    p.add_argument("--max-rows", type=int, help="keep the first N rows")
+    p.add_argument("--output", required=True, help="parquet file to write")
+    p.set_defaults(func=_prepare)
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -53,4 +70,28 @@ def _info(args: argparse.Namespace) -> int:
     else:
         print(f"{len(records)} record(s)")
         print(report)
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from memrl.data import load_dataset
+    from memrl.errors import DataError
+    from memrl.integrations.verl.rows import build_rows, read_rows, update_rows, write_parquet
+
+    records, _ = load_dataset(args.dataset, args.data_path)
+    if args.conv_id:
+        wanted = set(args.conv_id)
+        records = [r for r in records if getattr(r, "id", None) in wanted]
+        missing = wanted - {r.id for r in records}
+        if missing:
+            raise DataError(f"--conv-id {', '.join(sorted(missing))} not in {args.dataset}")
+    if args.task == "read":
+        rows = read_rows(records, split=args.split)
+    elif args.task == "update":
+        rows = update_rows(records, split=args.split)
+    else:
+        rows = build_rows(records, split=args.split, types=args.types.split(","), expert=args.expert)
+    rows = rows[: args.max_rows] if args.max_rows else rows
+    path = write_parquet(rows, args.output)
+    print(f"{len(rows)} {args.task} rows -> {path}")
     return 0

@@ -1,0 +1,187 @@
+"""memrl's three agents as verl agent loops: ``memagent``, ``memupdate``, ``membuilder``.
+
+Each loop is a ``verl.experimental.agent_loop.agent_loop.AgentLoopBase`` registered with verl's own
+``@register`` (found through the ``verl.plugins`` entry point, :mod:`memrl.integrations.verl.plugin`), or
+listed with keyword settings in ``actor_rollout_ref.rollout.agent.agent_loop_config_path``
+(``configs/verl/agent_loops.yaml``). A parquet row picks its loop by ``agent_name``
+(:mod:`memrl.integrations.verl.rows`). Every loop runs memrl's own agent, unchanged, on a memrl LLM whose
+calls go to verl's rollout servers (:func:`memrl.integrations.verl.engine.verl_llm`), then turns the
+trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outputs`):
+
+* ``memagent``: one output per chunk call and one for the final answer, the episode's reward (MemAgent's
+  boxed-answer match, :func:`memrl.rewards.memagent.memagent_reward`) on the last; verl's v1 trainer
+  gives all of them the episode's GRPO advantage (MemAgent's multi-conversation recipe).
+* ``memupdate``: the whole tool episode (at most 30 calls) as one sequence: model tokens mask 1, tool
+  results and turn headers mask 0. The episode's memory store (SQLite in memory, MemUpdate's initial
+  memory from the row's conversation) lives in this process and dies with the episode: no broker. Reward
+  ``(P_new - P_old) x E`` (:func:`memrl.rewards.memupdate.score_memupdate`).
+* ``membuilder``: the row's session is built by all four MemBuilder agents from the row's pre-session
+  memory, the session is scored with ADRPO (:func:`memrl.agents.adrpo.score_session`: questions answered
+  from the new memory by the policy itself through the same servers, judged by the official F1 or an
+  LLM judge), and the output is the row's own agent (``memory_type``) with its reward ``task x (1 - 0.8 LP)``.
+  GRPO groups are then the rollouts of one (session, agent): ADRPO's per-agent comparison. The
+  attribution weight (4x for the dominant memory type) is logged (``reward_extra_info``) but not applied:
+  see :mod:`memrl.integrations.verl` for why verl 0.9 offers no hook for it.
+
+A failed episode raises :class:`~memrl.integrations.verl.outputs.RolloutFailed`: verl's v1 worker marks the
+group failed and evicts it, so a failure is never trained on with a made-up reward.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, register
+
+from memrl.integrations.verl.engine import verl_llm
+from memrl.integrations.verl.outputs import RolloutFailed, agent_loop_outputs
+from memrl.integrations.verl.rows import RowTask
+
+
+class MemrlAgentLoop(AgentLoopBase):
+    """What the three loops share: the rollout LLM, the response budget, the embedder."""
+
+    agent = ""
+
+    def __init__(
+        self, *args: Any, constraints: str = "none", embedder: str = "minilm", **kwargs: Any
+    ) -> None:
+        kwargs.pop("tools", None)  # verl passes its tool list to every loop; memrl's agents bring their own
+        super().__init__(*args, **kwargs)
+        self.constraints = constraints
+        self.embedder = embedder
+        self.response_length = int(self.rollout_config.response_length)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+
+    def llm(self, sampling_params: dict[str, Any]) -> Any:
+        """A memrl LLM on verl's servers for one episode (its own sticky request id)."""
+        return verl_llm(
+            self.server_manager, self.tokenizer, sampling_params, request_id=uuid.uuid4().hex,
+            constraints=self.constraints,  # type: ignore[arg-type]
+            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
+        )  # fmt: skip
+
+    def task(self, kwargs: dict[str, Any]) -> RowTask:
+        row = RowTask.from_kwargs(kwargs)
+        if row.task != {"memagent": "read", "memupdate": "update", "membuilder": "build"}[self.agent]:
+            raise RolloutFailed(
+                f"row {row.info.get('index')} is a {row.task!r} row, not one for {self.agent}"
+            )
+        return row
+
+    def memory(self) -> Any:
+        from memrl.memory.facade import AsyncMemory
+
+        return AsyncMemory(":memory:", embedder=self.embedder)
+
+
+@register("memagent")
+class MemAgentLoop(MemrlAgentLoop):
+    """MemAgent: chunked reading with an overwritten memory, then a boxed answer."""
+
+    agent = "memagent"
+
+    def __init__(self, *args: Any, chunk_tokens: int = 5000, memory_tokens: int = 1024,
+                 max_chunks: int | None = None, answer_tokens: int = 64, **kwargs: Any) -> None:  # fmt: skip
+        from memrl.agents.memagent import MemAgentConfig
+
+        super().__init__(*args, **kwargs)
+        self.agent_config = MemAgentConfig(chunk_tokens=chunk_tokens, memory_tokens=memory_tokens,
+                                           max_chunks=max_chunks, answer_tokens=answer_tokens)  # fmt: skip
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[Any]:
+        from memrl.agents.memagent import MemAgent
+
+        row = self.task(kwargs)
+        agent = MemAgent(self.llm(sampling_params), self.agent_config)
+        result = await agent.run(row.question, str(row.info.get("document") or ""), golds=row.golds,
+                                 task_id=str(row.info.get("question_id") or row.info.get("index")))  # fmt: skip
+        return agent_loop_outputs(result.trajectory, response_length=self.response_length)
+
+
+@register("memupdate")
+class MemUpdateLoop(MemrlAgentLoop):
+    """MemUpdate: multi-turn tool calling on an episode store owned by this loop."""
+
+    agent = "memupdate"
+
+    def __init__(self, *args: Any, max_tool_calls: int = 30, max_turns: int = 30, max_tokens: int = 512,
+                 tool_choice: str = "auto", sample_size: int = 10, question_hits: int = 5,
+                 max_tool_chars: int = 2000, **kwargs: Any) -> None:  # fmt: skip
+        from memrl.agents.memupdate import MemUpdateConfig
+
+        super().__init__(*args, **kwargs)
+        self.agent_config = MemUpdateConfig(
+            max_tool_calls=max_tool_calls, max_turns=max_turns, max_tokens=max_tokens,
+            tool_choice=tool_choice, sample_size=sample_size, question_hits=question_hits,  # type: ignore[arg-type]
+            max_tool_chars=max_tool_chars,
+        )  # fmt: skip
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[Any]:
+        from memrl.agents.memupdate import init_from_observations, run_episode
+
+        row = self.task(kwargs)
+        conv = row.conversation()
+        question = row.question_obj(conv)
+        memory = self.memory()
+        try:
+            ns = f"{conv.id}@obs"
+            await init_from_observations(memory, ns, conv)
+            result = await run_episode(self.llm(sampling_params), memory, ns, conv, question,
+                                       config=self.agent_config)  # fmt: skip
+        finally:
+            await memory.close()
+        return agent_loop_outputs(result.trajectory, response_length=self.response_length,
+                                  extra={"stop_reason": result.stop_reason})  # fmt: skip
+
+
+@register("membuilder")
+class MemBuilderLoop(MemrlAgentLoop):
+    """MemBuilder + ADRPO: one session built by the four agents, the row's agent trained."""
+
+    agent = "membuilder"
+
+    def __init__(self, *args: Any, context: str = "retrieved", max_operations: int = 3,
+                 max_item_chars: int = 200, answer_tokens: int = 64, f1_threshold: float = 0.5,
+                 judge_base_url: str | None = None, judge_model: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+        from memrl.agents.membuilder import MemBuilderConfig
+
+        super().__init__(*args, **kwargs)
+        self.agent_config = MemBuilderConfig(context=context, max_operations=max_operations,  # type: ignore[arg-type]
+                                             max_item_chars=max_item_chars)  # fmt: skip
+        self.answer_tokens = answer_tokens
+        self.f1_threshold = f1_threshold
+        self.judge = None
+        if judge_model:  # an LLM judge behind any OpenAI-compatible endpoint (the original used one)
+            from memrl.llm.openai_backend import OpenAILLM
+
+            self.judge = OpenAILLM(judge_model, base_url=judge_base_url)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[Any]:
+        from memrl.agents.adrpo import score_session, session_questions
+        from memrl.agents.membuilder import MemBuilderAgent
+
+        row = self.task(kwargs)
+        conv = row.conversation()
+        session = conv.session(int(row.info["session"]))
+        mtype = str(row.info["memory_type"])
+        memory = self.memory()
+        try:
+            ns = f"{conv.id}@membuilder"
+            lines = row.memory_lines()
+            if lines:
+                await memory.import_lines(lines, namespace=ns, overwrite=True)
+            llm = self.llm(sampling_params)
+            result = await MemBuilderAgent(llm, self.agent_config).build_session(memory, ns, conv, session)
+            questions = session_questions(conv, session, len(row.golds) or 5)
+            await score_session(memory, ns, conv, result, questions, answer_llm=self.llm(sampling_params),
+                                judge_llm=self.judge, f1_threshold=self.f1_threshold)  # fmt: skip
+        finally:
+            await memory.close()
+        mine = [t for t in result.trajectories if t.info.get("memory_type") == mtype]
+        if not mine:
+            raise RolloutFailed(f"row {row.info.get('index')}: no {mtype} agent ran (MemBuilderConfig.types)")
+        traj = mine[0]
+        extra = {"memory_type": mtype, "advantage_weight": float(traj.info.get("advantage_weight", 1.0))}
+        return agent_loop_outputs(traj, response_length=self.response_length, extra=extra)

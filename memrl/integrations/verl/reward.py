@@ -1,0 +1,90 @@
+"""``compute_score`` for verl's ``reward.custom_reward_function``: memrl's rewards through verl's reward
+manager.
+
+    reward.custom_reward_function.path=pkg://memrl.integrations.verl.reward
+    reward.custom_reward_function.name=compute_score
+
+verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` with
+the decoded response of an episode's last sequence. For ``read`` rows (MemAgent) that is the final
+answer, scored by :func:`memrl.rewards.memagent.memagent_eval` (``score`` = MemAgent's 0/1 boxed match,
+plus ``em``, ``f1``, ``sub_em``, ``has_boxed`` logged by verl). With
+``reward_kwargs.reward_server=http://host:8765`` (and ``reward_token``) the same score is asked of
+memrl's reward server (``memrl serve reward``, ``POST /v1/score`` with a ``memagent`` item) instead.
+
+``update`` and ``build`` rows need the episode's memory store, which only the agent loop has: their
+loops set ``reward_score`` themselves and verl does not call this function for them; if it is called for
+one (a stock loop was configured for memrl rows), it raises a clear error instead of inventing a score.
+A failure is never turned into a reward: an unreachable server or a ``null`` score raises.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from memrl.errors import DataError, ProviderError
+
+
+def _golds(ground_truth: Any) -> list[str]:
+    if isinstance(ground_truth, str):
+        try:
+            value = json.loads(ground_truth)
+        except json.JSONDecodeError:
+            value = [ground_truth]  # a plain answer string (rows not written by memrl)
+    else:
+        value = ground_truth
+    return [str(g) for g in (value if isinstance(value, list | tuple) else [value])]
+
+
+def score_remote(
+    url: str, items: list[dict[str, Any]], token: str | None = None, timeout: float = 60.0
+) -> list[dict]:
+    """``POST {url}/v1/score`` on memrl's reward server; the results in order (each with ``score``)."""
+    body = json.dumps({"items": items}).encode()
+    req = urllib.request.Request(url.rstrip("/") + "/v1/score", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            results = json.loads(resp.read())["results"]
+    except urllib.error.HTTPError as e:
+        raise ProviderError(f"reward server {url}: HTTP {e.code}: {e.read()[:300]!r}") from e
+    except (urllib.error.URLError, OSError, KeyError, json.JSONDecodeError) as e:
+        raise ProviderError(f"reward server {url}: {type(e).__name__}: {e}") from e
+    for r in results:
+        if r.get("score") is None:
+            raise ProviderError(f"reward server {url} could not score an item: {r.get('error')}")
+    return results
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    reward_server: str | None = None,
+    reward_token: str | None = None,
+    **_: Any,
+) -> dict[str, float]:
+    """memrl's score of one response (see the module docstring); a dict with ``score`` for verl."""
+    info = extra_info or {}
+    task = info.get("task") or str(data_source).rsplit("/", 1)[-1]
+    if task != "read":
+        raise DataError(
+            f"memrl {task!r} rows ({data_source}) are scored by memrl's {task} agent loop, which sets the "
+            "reward itself: use agent_name memupdate/membuilder (configs/verl/agent_loops.yaml)"
+        )
+    golds = _golds(ground_truth)
+    if reward_server:
+        result = score_remote(reward_server, [{"metric": "memagent", "response": solution_str, "answers": golds}],
+                              reward_token)[0]  # fmt: skip
+        return {"score": float(result["score"]), **{k: float(v) for k, v in result.get("metrics", {}).items()
+                                                    if isinstance(v, int | float)}}  # fmt: skip
+    from memrl.rewards.memagent import memagent_eval
+
+    scores = memagent_eval(solution_str, golds)
+    return {"score": scores["reward"], **scores}

@@ -202,3 +202,45 @@ def test_health_and_the_old_serve_form() -> None:
 
     args = build_parser().parse_args(legacy_argv(["serve", "--provider", "scripted", "--port", "0"]))
     assert args.server == "llm" and args.provider == "scripted"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "memory", "--port", "0", "--token", f"a={ALICE}:alice"],
+        ["ui", "--no-open"],
+        ["serve", "reward", "--port", "0"],
+    ],
+)
+def test_the_entry_points_run_from_the_command_line(tmp_path, argv) -> None:
+    """`memrl serve memory`, `memrl ui` and `memrl serve reward` as a user starts them (a real process)."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    db = ["--db", str(tmp_path / "m.db"), "--embedder", "hashing"] if argv[1] != "reward" else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memrl.cli.main", *argv, *db], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), line
+        url = line.split(" at ")[1].split()[0]
+        assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
+        if argv[1] == "memory":
+            r = httpx.post(url + "/v1/namespaces/alice/memories", json={"content": "Alice likes tea"},
+                           headers={"Authorization": f"Bearer {ALICE}"})  # fmt: skip
+            assert r.status_code == 201
+            assert httpx.get(url + "/v1/namespaces").status_code == 401
+        elif argv[0] == "ui":
+            assert "Namespaces" in httpx.get(url + "/").text
+        else:
+            r = httpx.post(
+                url + "/v1/score",
+                json={"items": [{"metric": "exact_match", "prediction": "a", "answers": ["A"]}]},
+            )
+            assert r.json()["results"][0]["score"] == 1.0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -129,11 +129,23 @@ def _serve_llm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(app, host: str, port: int, what: str) -> int:
-    import uvicorn
+def _run(app, host: str, port: int, what: str, *, open_browser: bool = False) -> int:
+    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one)."""
+    import time
 
-    print(f"serving {what} at http://{host}:{port} (Ctrl-C to stop)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    from memrl.server.http import ServerThread
+
+    with ServerThread(app, host, port) as server:
+        print(f"serving {what} at {server.base_url} (Ctrl-C to stop)", flush=True)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(server.base_url + "/")
+        try:
+            while server.thread.is_alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
     return 0
 
 
@@ -184,21 +196,10 @@ def _serve_reward(args: argparse.Namespace) -> int:
 
 def _ui(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
-    import time
-    import webbrowser
-
     from memrl.memory.facade import AsyncMemory
-    from memrl.server.http import ServerThread
     from memrl.server.memory_api import create_app
 
     app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)
-    with ServerThread(app, "127.0.0.1", args.port) as server:
-        print(f"memory browser for {args.db} at {server.base_url}/ (Ctrl-C to stop)", flush=True)
-        if not args.no_open:
-            webbrowser.open(server.base_url + "/")
-        try:
-            while server.thread.is_alive():
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
-    return 0
+    return _run(
+        app, "127.0.0.1", args.port, f"the memory browser for {args.db}", open_browser=not args.no_open
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -141,6 +142,13 @@ def pretty(x: Any) -> str:
     return f"<pre>{esc(json.dumps(x, indent=2, ensure_ascii=False, default=str))}</pre>"
 
 
+def inline(text: str) -> str:
+    """Escaped text with markdown's **bold** and `code`."""
+    out = esc(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
 def markdown(md: str) -> str:
     """The little markdown memrl reports use: headings, pipe tables, lists and paragraphs."""
     out: list[str] = []
@@ -163,8 +171,8 @@ def markdown(md: str) -> str:
             level = min(len(line) - len(line.lstrip("#")) + 1, 4)
             out.append(f"<h{level}>{esc(line.lstrip('#').strip())}</h{level}>")
         elif line.startswith(("- ", "* ")):
-            out.append(f"<ul><li>{esc(line[2:])}</li></ul>")
+            out.append(f"<ul><li>{inline(line[2:])}</li></ul>")
         elif line.strip():
-            out.append(f"<p>{esc(line)}</p>")
+            out.append(f"<p>{inline(line)}</p>")
         i += 1
     return "\n".join(out)

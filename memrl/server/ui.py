@@ -171,7 +171,7 @@ def ui_router(memory: AsyncMemory, tokens: Tokens, run_roots: list[str]) -> APIR
                 flags = [k for k in ("deleted",) if (e.new or {}).get(k) and not (e.old or {}).get(k)]
                 steps.append(
                     f'<li class="{"undone" if e.undone else ""}"><strong>{esc(e.op)}</strong> '
-                    f'<span class="muted">#{e.seq} · {esc(when(e.at))} · {esc(e.actor or "")}'
+                    f'<span class="muted">#{e.seq} · {esc(when(e.at))}{" · " + esc(e.actor) if e.actor else ""}'
                     f"{' · undone' if e.undone else ''}{' · ' + ', '.join(flags) if flags else ''}</span>{change}</li>"
                 )
             base = f"/ns/{seg(ns)}/item/{seg(mid)}"

@@ -20,9 +20,8 @@ from typing import Any
 
 from memrl.data.types import Conversation
 from memrl.eval.metrics import LOCOMO_CATEGORIES
-from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate
+from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate, open_memory
 from memrl.eval.stats import to_markdown
-from memrl.memory.facade import AsyncMemory
 
 
 def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
@@ -90,7 +89,7 @@ async def arun_ablation(
     conversations: Sequence[Conversation], config: RetrievalConfig, *, progress: bool = True
 ) -> list[dict[str, Any]]:
     """Run :func:`ablation_steps` on one store (embeddings computed once, shared by the steps)."""
-    memory = AsyncMemory(config.db_path or ":memory:", embedder=config.embedder)
+    memory = open_memory(config)
     # Held-out half: knobs were tuned on the first five LoCoMo conversations; report the rest apart too.
     heldout = {c.id for c in conversations[5:]} if len(conversations) > 5 else None
     rows_out = []

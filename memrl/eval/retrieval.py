@@ -98,6 +98,11 @@ class RetrievalConfig:
     question_words: bool = option(
         _S.question_words, "drop words that shape a question (kind, likely, would, ...) from its BM25 query"
     )
+    abstract_dense_weight: float | None = option(
+        None if _S.abstract_weights is None else _S.abstract_weights[0],
+        "dense weight (bm25: 1 minus it) for questions asking an inference (Would X likely.., Based on.. "
+        "what might..); default: the usual weights",
+    )
     session_stage: float = option(
         _S.session_stage, "two-stage: add this share of the best score to turns of the best sessions (BM25)"
     )
@@ -151,6 +156,9 @@ class RetrievalConfig:
             "prf_terms": self.prf_terms,
             "prf_weight": self.prf_weight,
             "question_words": self.question_words,
+            "abstract_weights": None
+            if self.abstract_dense_weight is None
+            else (self.abstract_dense_weight, 1.0 - self.abstract_dense_weight),
             "session_stage": self.session_stage,
             "session_top": self.session_top,
             "spread": self.spread,

@@ -22,7 +22,7 @@ from memrl.memory.dense import TYPE_CODE, DenseIndexes
 from memrl.memory.embedders import Embedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
-from memrl.memory.query import Facts, apply_priors, diversify, named_in
+from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.store import SQLiteStore
 from memrl.memory.terms import TermIndex, content_terms
 from memrl.memory.types import MemoryType, SearchHit
@@ -60,6 +60,9 @@ class SearchOptions:
       times the best score added.
     - ``question_words``: BM25 runs without the words that shape a question but do not occur in its
       answer ("kind", "likely", "would", :data:`memrl.memory.fusion.QUESTION_WORDS`).
+    - ``abstract_weights``: (dense, bm25) fusion weights used instead of ``weights`` when the query asks
+      for an inference (:func:`memrl.memory.query.asks_abstract`: "Would X likely...", "Based on...,
+      what might..."), whose answers rarely share its words.
     - ``prf_docs``: pseudo-relevance feedback for BM25: the ``prf_terms`` words most frequent in the top
       ``prf_docs`` hits (in at least two of them) expand the query; the expanded list's min-max normalised
       scores, times ``prf_weight``, are added to the original's. Off by default: it bought nothing beyond
@@ -99,6 +102,7 @@ class SearchOptions:
     time_key: str | None = "mentions_time"
     time_boost: float = 0.4
     question_words: bool = False
+    abstract_weights: tuple[float, float] | None = None
     diversity: float = 0.0
     prf_docs: int = 0
     prf_terms: int = 8
@@ -301,12 +305,16 @@ class SearchIndex(DenseIndexes):
             fused = {k: v[2] for k, v in dense_c.items()}
         elif opts.mode == "bm25":
             fused = {k: v[2] for k, v in bm25_c.items()}
-        elif opts.fusion == "rrf":
-            fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=opts.weights)
         else:
-            fused = convex(
-                [{k: v[2] for k, v in dense_c.items()}, {k: v[2] for k, v in bm25_c.items()}], opts.weights
-            )
+            weights = opts.weights
+            if opts.abstract_weights is not None and asks_abstract(query):
+                weights = opts.abstract_weights
+            if opts.fusion == "rrf":
+                fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=weights)
+            else:
+                fused = convex(
+                    [{k: v[2] for k, v in dense_c.items()}, {k: v[2] for k, v in bm25_c.items()}], weights
+                )
         if boosted and fused:
             facts = {k: Facts(*info.get(rid, ())) for k, rid in rep.items()}
             fused = apply_priors(

@@ -90,14 +90,16 @@ async def test_search_two_stage_and_spread_follow_the_store(db_path):
         *[turn(f"D3:{i}", "3", "Bob", f"my cat number {i} sleeps all day") for i in range(30)],
     ])  # fmt: skip
     q = "Where did Ann drive for the weekend?"
-    plain = await m.search(q, mode="bm25", top_k=3)
+    plain = await m.search(q, mode="bm25", top_k=3, spread=0.0, session_stage=0.0)
     assert "D2:1" not in [h.item.id for h in plain]  # no query word: BM25 alone never finds it
-    hits = await m.search(q, mode="bm25", top_k=3, spread=0.5)
+    hits = await m.search(q, mode="bm25", top_k=3, spread=0.5, session_stage=0.0)
     assert [h.item.id for h in hits][:2] == ["D1:1", "D2:1"]
-    staged = await m.search("swim weekend", mode="bm25", top_k=2, session_stage=1.0, session_top=1)
+    staged = await m.search(
+        "swim weekend", mode="bm25", top_k=2, session_stage=1.0, session_top=1, spread=0.0
+    )
     assert {h.item.id for h in staged} == {"D1:1", "D1:2"}
     await m.delete("D2:1")  # the graph follows deletions
-    hits = await m.search(q, mode="bm25", top_k=3, spread=0.5)
+    hits = await m.search(q, mode="bm25", top_k=3, spread=0.5, session_stage=0.0)
     assert "D2:1" not in [h.item.id for h in hits]
     await m.close()
 

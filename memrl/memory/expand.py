@@ -102,9 +102,9 @@ def spread(
         pass_on = a * math.log(n / len(holders)) / len(holders)
         for key in holders:
             reached[key] = reached.get(key, 0.0) + pass_on
-    if not reached:
+    hi = max(reached.values(), default=0.0)
+    if hi <= 0:  # nothing reached, or only through entities every unit names (idf 0)
         return dict(fused)
-    hi = max(reached.values())
     scale = max(max(fused.values()), 1e-9)
     out = dict(fused)
     for key, v in reached.items():

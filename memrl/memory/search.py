@@ -101,17 +101,17 @@ class SearchOptions:
     date_boost: float = 0.2
     time_key: str | None = "mentions_time"
     time_boost: float = 0.4
-    question_words: bool = False
+    question_words: bool = True
     abstract_weights: tuple[float, float] | None = None
     diversity: float = 0.0
     prf_docs: int = 0
     prf_terms: int = 8
     prf_weight: float = 0.3
     session_boost: float = 0.0
-    session_stage: float = 0.0
-    session_top: int = 5
-    spread: float = 0.0
-    spread_seeds: int = 10
+    session_stage: float = 0.1
+    session_top: int = 3
+    spread: float = 0.2
+    spread_seeds: int = 20
     spread_max_share: float = 0.05
     tagger: str = "rule"
 
@@ -142,6 +142,7 @@ PLAIN: dict[str, Any] = {
     "session_boost": 0.0,
     "session_stage": 0.0,
     "spread": 0.0,
+    "question_words": False,
 }
 
 

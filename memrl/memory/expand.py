@@ -27,27 +27,27 @@ from typing import Any, TypeVar
 from memrl.memory.terms import NamespaceTerms
 
 K = TypeVar("K", bound=Hashable)
+#: An entity named by more units than this is no link (its share of activation per unit is tiny anyway);
+#: the cap bounds the cost of a search in a large namespace.
+MAX_HOLDERS = 100
 
 
 def session_scores(
     nt: NamespaceTerms, query_terms: Iterable[str], *, k1: float = 1.2, b: float = 0.75
 ) -> dict[Any, float]:
     """BM25 of each session (all its units' terms as one document) for the query's stemmed terms."""
-    docs = nt.sessions()
-    if not docs:
+    n = len(nt.session_len)
+    if not n:
         return {}
-    terms = list(dict.fromkeys(query_terms))
-    n = len(docs)
-    lengths = {s: sum(c.values()) for s, c in docs.items()}
-    avg = sum(lengths.values()) / n or 1.0
+    avg = sum(nt.session_len.values()) / n or 1.0
     out: dict[Any, float] = {}
-    for t in terms:
-        having = [(s, c[t]) for s, c in docs.items() if t in c]
+    for t in dict.fromkeys(query_terms):
+        having = nt.session_tf.get(t)
         if not having:
             continue
         idf = math.log(1 + (n - len(having) + 0.5) / (len(having) + 0.5))
-        for s, tf in having:
-            norm = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[s] / avg))
+        for s, tf in having.items():
+            norm = tf * (k1 + 1) / (tf + k1 * (1 - b + b * nt.session_len[s] / avg))
             out[s] = out.get(s, 0.0) + idf * norm
     return out
 
@@ -78,13 +78,13 @@ def spread(
 
     Each seed passes its (min-max normalised) score, split over its entities, to every entity; an entity
     passes its activation times its idf to each unit naming it, split over them (so an entity in many
-    units passes little to each). Entities in more than ``max_share`` of the units (or in one unit) are
-    not links. Units reached that were not candidates join the ranking with the spread score alone. The
+    units passes little to each). Entities in more than ``max_share`` of the units (or :data:`MAX_HOLDERS`),
+    or in one unit only, are not links. Units reached that were not candidates join the ranking with the spread score alone. The
     spread scores are scaled to ``weight`` x the best fused score."""
     if not fused or weight <= 0 or not nt.units:
         return dict(fused)
     n = len(nt.units)
-    limit = max(2, int(max_share * n))
+    limit = min(max(2, int(max_share * n)), MAX_HOLDERS)
     top = sorted(fused.items(), key=lambda kv: -kv[1])[:seeds]
     lo = min(v for _, v in top)
     span = (top[0][1] - lo) or 1.0

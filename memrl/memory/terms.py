@@ -143,7 +143,8 @@ class Unit:
 
 @dataclass
 class NamespaceTerms:
-    """Terms and entities of one namespace's live units, with the postings the expansions need."""
+    """Terms and entities of one namespace's live units, with the postings the expansions need, all kept
+    up to date incrementally (a write costs the size of the units it touches, not of the namespace)."""
 
     generation: int
     tagger: str
@@ -151,17 +152,23 @@ class NamespaceTerms:
     unit_of: dict[int, Any] = field(default_factory=dict)  # rid -> unit key
     units: dict[Any, Unit] = field(default_factory=dict)
     entity_units: dict[str, set[Any]] = field(default_factory=dict)  # entity -> unit keys
-    _sessions: dict[Any, Counter[str]] | None = None
+    session_tf: dict[str, dict[Any, int]] = field(default_factory=dict)  # term -> {session: count}
+    session_len: dict[Any, int] = field(default_factory=dict)  # session -> number of terms
 
-    def sessions(self) -> dict[Any, Counter[str]]:
-        """Session -> term counts over its units (the session as one document), computed once per change."""
-        if self._sessions is None:
-            docs: dict[Any, Counter[str]] = {}
-            for u in self.units.values():
-                if u.session is not None:
-                    docs.setdefault(u.session, Counter()).update(u.terms)
-            self._sessions = docs
-        return self._sessions
+    def _count(self, unit: Unit, sign: int) -> None:
+        if unit.session is None:
+            return
+        s = unit.session
+        for t, c in unit.terms.items():
+            row = self.session_tf.setdefault(t, {})
+            row[s] = row.get(s, 0) + sign * c
+            if row[s] <= 0:
+                del row[s]
+                if not row:
+                    del self.session_tf[t]
+        self.session_len[s] = self.session_len.get(s, 0) + sign * sum(unit.terms.values())
+        if self.session_len[s] <= 0:
+            del self.session_len[s]
 
     def drop(self, rid: int) -> None:
         key = self.unit_of.pop(rid, None)
@@ -171,9 +178,13 @@ class NamespaceTerms:
         unit.rids.discard(rid)
         if not unit.rids:
             del self.units[key]
+            self._count(unit, -1)
             for e in unit.entities:
-                self.entity_units.get(e, set()).discard(key)
-        self._sessions = None
+                holders = self.entity_units.get(e)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self.entity_units[e]
 
     def add(self, rid: int, key: Any, session: Any, text: str, entities: set[str]) -> None:
         self.drop(rid)
@@ -181,10 +192,10 @@ class NamespaceTerms:
         unit = self.units.get(key)
         if unit is None:
             unit = self.units[key] = Unit(set(), session, Counter(content_terms(text)), entities)
+            self._count(unit, +1)
             for e in entities:
                 self.entity_units.setdefault(e, set()).add(key)
         unit.rids.add(rid)
-        self._sessions = None
 
 
 class TermIndex:

@@ -27,7 +27,8 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.train.trainer import LocalModelTrainer, Sample
+from memrl.train.logprobs import Sample
+from memrl.train.trainer import LocalModelTrainer
 
 __all__ = ["SFTConfig", "SFTTrainer", "sft_samples"]
 

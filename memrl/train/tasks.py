@@ -121,6 +121,14 @@ class AnswerTasks(GroupedTasks):
             raise ConfigError("no question with an answer to train on")
         self.db_path, self.embedder, self.top_k, self.max_tokens = db_path, embedder, top_k, max_tokens
         self.messages: list[list[dict[str, str]]] = []
+        self._ready = False
+
+    @classmethod
+    def from_prompts(cls, items: list, messages: list, *, max_tokens: int = 48) -> AnswerTasks:
+        """Tasks whose prompts are already rendered (``items``: (conversation, question) pairs)."""
+        tasks = cls([c for c, _ in items][:1], max_tokens=max_tokens)
+        tasks.items, tasks.messages, tasks._ready = list(items), list(messages), True
+        return tasks
 
     async def setup(self) -> None:
         """Build each conversation's store with the ``raw`` builder (once; an existing namespace is reused)
@@ -129,6 +137,8 @@ class AnswerTasks(GroupedTasks):
         from memrl.eval.answer import answer_messages
         from memrl.memory.facade import AsyncMemory
 
+        if self._ready:
+            return
         memory = AsyncMemory(self.db_path, embedder=self.embedder)
         try:
             builder = create_builder("raw")

@@ -107,7 +107,7 @@ def run_trl(path: str, items: list, messages: list, args: argparse.Namespace, ou
         num_generations=args.group_size, max_completion_length=args.completion_tokens, max_steps=args.steps,
         learning_rate=args.lr, beta=0.0, temperature=1.0, num_iterations=1, gradient_accumulation_steps=1,
         logging_steps=1, report_to=[], save_strategy="no", bf16=False, seed=0, lr_scheduler_type="constant",
-        warmup_steps=0, dataloader_num_workers=0,
+        warmup_steps=0, dataloader_num_workers=0, gradient_checkpointing=False,  # memrl recomputes nothing
     )  # fmt: skip
     trainer = GRPOTrainer(model=model, reward_funcs=f1, args=config, train_dataset=data, processing_class=tok,
                           peft_config=peft_config, callbacks=[Clock()])  # fmt: skip
@@ -145,7 +145,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path)
-    lengths = [len(tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True)) for m in messages]
+    texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
+    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
     result["prompt_tokens_mean"] = round(sum(lengths) / len(lengths), 1)
     for name in args.order.split(","):
         run = run_memrl if name == "memrl" else run_trl

@@ -25,17 +25,38 @@ import time
 from pathlib import Path
 
 
-def evaluate(out: Path, model: str | None, llm: object, args: argparse.Namespace, mode: str) -> dict:
-    from memrl.eval.qa import QAEvalConfig, QAEvaluation
+def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
+    """memrl eval's QA evaluation (``--mode answer`` on the raw store) of ``model``, in a fresh process:
+    the model is loaded first, before any embedder (loading models from several threads at once, as the
+    evaluation's concurrent searches do with the embedder, can corrupt transformers' loading state for
+    the models loaded after it in the same process)."""
+    import subprocess
+    import sys
 
-    cfg = QAEvalConfig(
-        dataset="locomo", split="test", mode=mode, builder="raw", provider="local", model=model,
-        db_path=str(args.out / "memory.db"), top_k=args.top_k, max_answer_tokens=args.answer_tokens,
-        questions=args.eval_questions, concurrency=16, output_dir=str(out), overwrite=True, cache=False,
-    )  # fmt: skip
+    cmd = [sys.executable, __file__, "--eval-only", str(out), "--out", str(args.out), "--top-k", str(args.top_k),
+           "--answer-tokens", str(args.answer_tokens)]  # fmt: skip
+    if model:
+        cmd += ["--eval-model", model]
+    if args.eval_questions:
+        cmd += ["--eval-questions", str(args.eval_questions)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return json.loads((out / "summary.json").read_text())
+
+
+def eval_only(args: argparse.Namespace) -> None:
     import asyncio
 
-    return asyncio.run(QAEvaluation(cfg, llm=llm, progress=not args.quiet).run())
+    from memrl.eval.qa import QAEvalConfig, QAEvaluation
+    from memrl.llm.local import LocalLLM
+
+    llm = LocalLLM(args.eval_model, max_batch_size=16).load()
+    cfg = QAEvalConfig(
+        dataset="locomo", split="test", mode="answer", builder="raw", provider="local", model=args.eval_model,
+        db_path=str(args.out / "memory.db"), top_k=args.top_k, max_answer_tokens=args.answer_tokens,
+        questions=args.eval_questions, concurrency=16, output_dir=str(args.eval_only), overwrite=True,
+        cache=False,
+    )  # fmt: skip
+    asyncio.run(QAEvaluation(cfg, llm=llm, progress=False).run())
 
 
 def plot(path: Path, rows: list[dict], before: dict, after: dict) -> None:
@@ -70,7 +91,10 @@ def plot(path: Path, rows: list[dict], before: dict, after: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/learning"))
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument(
+        "--steps", type=int, default=200, help="at most this many steps (the time budget decides)"
+    )
+    ap.add_argument("--budget-minutes", type=float, default=29.0, help="the whole benchmark's time budget")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--tasks-per-step", type=int, default=2)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -84,11 +108,17 @@ def main() -> None:
     ap.add_argument("--train-questions", type=int, help="at most this many per train conversation")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument(
+        "--eval-only", type=Path, help=argparse.SUPPRESS
+    )  # internal: one evaluation, see evaluate()
+    ap.add_argument("--eval-model", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+    if args.eval_only:
+        return eval_only(args)
     from memrl.eval.qa import QAEvalConfig, load_conversations
     from memrl.llm.local import LocalLLM
     from memrl.train.loop import LoopConfig, train
@@ -113,10 +143,10 @@ def main() -> None:
         asyncio.run(QAEvaluation(cfg, llm=object(), progress=not args.quiet).run())
     timings["build_store_s"] = time.perf_counter() - t
 
-    base = LocalLLM(max_batch_size=16).load()
     t = time.perf_counter()
-    before = evaluate(args.out / "before", None, base, args, "answer")
+    before = evaluate(args.out / "before", None, args)
     timings["eval_before_s"] = time.perf_counter() - t
+    base = LocalLLM(max_batch_size=16).load()
 
     train_convs = load_conversations(
         QAEvalConfig(dataset="locomo", split="train", questions=args.train_questions)
@@ -124,17 +154,19 @@ def main() -> None:
     tasks = AnswerTasks(train_convs, db_path=str(args.out / "memory.db"), top_k=args.top_k,
                         max_tokens=args.answer_tokens)  # fmt: skip
     loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                      temperature=args.temperature, save_every=max(1, args.steps // 4), seed=args.seed,
+                      temperature=args.temperature, save_every=10, seed=args.seed,
                       output_dir=str(args.out / "train"))  # fmt: skip
     trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, loss_agg=args.loss_agg,
                             micro_batch=args.group_size)  # fmt: skip
     t = time.perf_counter()
-    rows = train(base, tasks, loop, trainer, progress=not args.quiet)
+    # what is left of the budget, less the evaluation after training (as long as the one before) and a
+    # margin for the last step, the checkpoint and loading it
+    left = args.budget_minutes * 60 - (time.perf_counter() - t0) - timings["eval_before_s"] - 90
+    rows = train(base, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
     timings["train_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    trained = LocalLLM(str(args.out / "train" / "checkpoint"), max_batch_size=16).load()
-    after = evaluate(args.out / "after", str(args.out / "train" / "checkpoint"), trained, args, "answer")
+    after = evaluate(args.out / "after", str(args.out / "train" / "checkpoint"), args)
     timings["eval_after_s"] = time.perf_counter() - t
 
     plot(args.out / "learning.png", rows, before, after)
@@ -145,7 +177,7 @@ def main() -> None:
         "before": round(100 * before["f1"], 2), "before_ci": [round(100 * x, 2) for x in before["f1_ci"]],
         "after": round(100 * after["f1"], 2), "after_ci": [round(100 * x, 2) for x in after["f1_ci"]],
         "significant": bool(after["f1_ci"][0] > before["f1_ci"][1] or after["f1_ci"][1] < before["f1_ci"][0]),
-        "n_eval": after["n_answered"], "n_train_questions": len(tasks), "steps": args.steps,
+        "n_eval": after["n_answered"], "n_train_questions": len(tasks), "steps": len(rows),
         "group_size": args.group_size, "tasks_per_step": args.tasks_per_step, "lr": args.lr,
         "lora_rank": args.lora_rank, "top_k": args.top_k, "answer_tokens": args.answer_tokens,
         "temperature": args.temperature, "kl_coef": args.kl_coef,

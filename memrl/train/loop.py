@@ -150,12 +150,14 @@ def train(
     *,
     resume: bool = False,
     progress: bool = True,
+    time_limit_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run the loop (see the module docstring); returns every step's metrics, those of earlier runs included.
 
     With ``resume``, ``llm`` must have been loaded from the checkpoint
     (:func:`~memrl.train.trainer.checkpoint_folder` of ``OUTPUT_DIR/checkpoint``; ``memrl train`` does
-    this); the optimizer state, step count and KL reference are read from there.
+    this); the optimizer state, step count and KL reference are read from there. ``time_limit_s``: stop
+    (with a checkpoint) after the first step that ends past this many seconds (a fixed time budget).
     """
     from tqdm.auto import tqdm
 
@@ -193,7 +195,21 @@ def train(
     try:
         if hasattr(tasks, "setup"):
             events.run_until_complete(tasks.setup())
-        _steps(llm, tasks, loop, trainer, events, board, bar, rows, metrics_path, rollouts_path, checkpoint)
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        _steps(
+            llm,
+            tasks,
+            loop,
+            trainer,
+            events,
+            board,
+            bar,
+            rows,
+            metrics_path,
+            rollouts_path,
+            checkpoint,
+            deadline,
+        )
     finally:
         if hasattr(tasks, "close"):
             events.run_until_complete(tasks.close())
@@ -206,7 +222,8 @@ def train(
 
 
 def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, board: _Board, bar: Any,
-           rows: list[dict[str, Any]], metrics_path: Path, rollouts_path: Path, checkpoint: Path) -> None:  # fmt: skip
+           rows: list[dict[str, Any]], metrics_path: Path, rollouts_path: Path, checkpoint: Path,
+           deadline: float | None = None) -> None:  # fmt: skip
     import torch
 
     while trainer.steps_done < loop.steps:
@@ -230,7 +247,10 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         board.write(metrics)
-        if step % loop.save_every == 0 or step == loop.steps:
+        late = deadline is not None and time.perf_counter() > deadline
+        if step % loop.save_every == 0 or step == loop.steps or late:
             trainer.save(checkpoint)
+        if late:
+            break
         bar.update(1)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}")

@@ -35,8 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--task", required=True, choices=["read", "answer", "update", "build"],
                            help="read: MemAgent; answer: QA from a store's top-k memories; update: MemUpdate; "
                                 "build: MemBuilder (ADRPO)")  # fmt: skip
-        else:
-            p.set_defaults(task="read")
+        else:  # the old command keeps its flags (MemAgentConfig's, defaults as before)
+            from memrl.agents.memagent import MemAgentConfig
+
+            p.set_defaults(task="read", memagent_flags=True)
+            add_arguments(
+                p.add_argument_group("memagent"), MemAgentConfig, skip=("temperature", "initial_memory")
+            )
         add_conversation_args(p)
         p.add_argument("--all-conversations", action="store_true", help="every conversation of the data set")
         p.add_argument("--split", help="an original split: LoCoMo train|test (MemUpdate's 7/3)")
@@ -176,6 +181,8 @@ def _conversations(args: argparse.Namespace) -> list:
 
 def make_tasks(args: argparse.Namespace, convs: list) -> object:
     """The task set of ``--task`` (see :mod:`memrl.train.tasks`)."""
+    import dataclasses
+
     from memrl.config import parse_options
     from memrl.errors import ConfigError
     from memrl.train import tasks as T
@@ -192,6 +199,11 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
         from memrl.agents.memagent import MemAgentConfig
 
         base = {"chunk_tokens": 1024, "memory_tokens": 256, "answer_tokens": 48, "answer_grammar": True}
+        if getattr(args, "memagent_flags", False):  # memrl train memagent --chunk-tokens ...
+            from memrl.config import from_args
+
+            base = dataclasses.asdict(from_args(MemAgentConfig, args))
+            base.pop("temperature")
         return T.ReadTasks(convs, parse_options(MemAgentConfig, opts, **base), reward=args.reward)
     if args.task == "update":
         from memrl.agents.memupdate import MemUpdateConfig

@@ -3,8 +3,6 @@ spreading activation over the entity graph, each on its own and through search."
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from memrl.errors import ConfigError

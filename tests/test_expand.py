@@ -10,7 +10,7 @@ from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
-from memrl.memory.terms import NamespaceTerms, content_terms, rule_entities, tagger_of
+from memrl.memory.terms import NamespaceTerms, content_terms, rule_entities, spacy_model_installed, tagger_of
 
 
 def turn(i: str, session: str, speaker: str, text: str) -> NewItem:

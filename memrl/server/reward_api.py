@@ -153,6 +153,9 @@ def create_reward_app(
 
     tokens = tokens or Tokens()
     auth = bearer_dependency(tokens)
+    # The metrics load NLTK's stemmer on first use (seconds): do it now, not inside the first requests
+    # (which would all wait behind it: that was the 1.6 s p99 of the first load test).
+    M.locomo_f1("warm up", "warm up", 1)
     app = FastAPI(title="memrl reward server", version=__version__, docs_url=None, redoc_url=None)
     install_error_handlers(app)
     judge_slots = asyncio.Semaphore(judge_concurrency)

@@ -212,8 +212,9 @@ def markdown(s: dict[str, Any]) -> str:
             f"{u['prompt_tokens'] + u['completion_tokens']} tokens, {u['failures']} failures"
         )
     if s.get("length_table"):
-        lines += ["", "## Accuracy by context length" if s["dataset"].startswith("ruler") else "## Accuracy by type",
-                  "", length_markdown(s["length_table"])]  # fmt: skip
+        by_length = s["dataset"].startswith("ruler")
+        lines += ["", "## Accuracy by context length" if by_length else "## Accuracy by question type", "",
+                  length_markdown(s["length_table"], "length" if by_length else "type")]  # fmt: skip
     lines += [
         "",
         "## F1 by category",
@@ -225,7 +226,7 @@ def markdown(s: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def length_markdown(table: list[dict[str, Any]]) -> str:
+def length_markdown(table: list[dict[str, Any]], first: str = "length") -> str:
     """MemAgent's table: accuracy (95% CI), sub-EM, F1 (percent), seconds and tokens per question."""
 
     def pct(x: Any) -> str:
@@ -233,7 +234,7 @@ def length_markdown(table: list[dict[str, Any]]) -> str:
 
     rows = [
         {
-            "length": r["category"], "n": r["n"], "accuracy": pct(r["accuracy"]),
+            first: r["category"], "n": r["n"], "accuracy": pct(r["accuracy"]),
             "95% CI": f"{pct(r['ci_low'])}-{pct(r['ci_high'])}", "sub-EM": pct(r["sub_em"]), "F1": pct(r["f1"]),
             "s/question": f"{r['seconds_per_question']:.1f}", "tokens/question": f"{r['tokens_per_question']:,.0f}",
         }

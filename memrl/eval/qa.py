@@ -116,6 +116,12 @@ class QAEvalConfig:
             raise ConfigError("--updater edits a memory store; memagent keeps none")
         if "{conv}" not in self.namespace_format:
             raise ConfigError("--namespace-format must contain {conv} (one namespace per conversation)")
+        try:
+            self.namespace_format.format(conv="c", builder="b")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ConfigError(
+                f"--namespace-format {self.namespace_format!r}: unknown field {e}; use {{conv}} and {{builder}}"
+            ) from None
         from memrl.data.catalog import LENGTH_DATASETS, canonical
 
         object.__setattr__(self, "dataset", canonical(self.dataset))
@@ -261,6 +267,8 @@ class QAEvaluation:
             if self.cfg.db_path is None and self.cfg.mode != "answer":  # answer-only runs reuse the store
                 for suffix in ("", "-wal", "-shm"):
                     (out / f"memory.db{suffix}").unlink(missing_ok=True)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--output-dir {out} is a file; give a folder")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(dataclasses.asdict(self.cfg), indent=2))
 
@@ -407,6 +415,11 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
+            if self.cfg.mode != "build" or self.cfg.builder != "raw" or self.cfg.updater != "none":
+                # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
+                load = getattr(getattr(self.llm, "inner", self.llm), "load", None)
+                if callable(load):
+                    await asyncio.to_thread(load)
             if self.cfg.mode in ("build", "full") and self.memory is not None:
                 await self.build(convs)
                 if self.cfg.updater == "memupdate":

@@ -14,7 +14,8 @@ searched like the data folder (``FOLDER/<set>/<file>`` or ``FOLDER/<file>``, see
 ``ruler-hotpotqa``  the HotpotQA file above (contexts built at ``lengths``), or MemAgent's eval files
                     ``eval_*.json`` (``{context, input, answers}`` records; a folder of them, or one)
 ``ruler-locomo``    the LoCoMo file (contexts built at ``lengths``: not MemAgent's benchmark)
-``sample``          bundled with memrl (a LoCoMo-format file may be given instead)
+``sample``          bundled with memrl (a LoCoMo-format file, or a folder holding
+                    ``sample_conversation.json``, may be given instead)
 ==================  ==================================================================================
 """
 
@@ -87,9 +88,9 @@ def load_dataset(name: str, path: str | Path | None = None, **kwargs: Any) -> Lo
 
     key = canonical(name)
     file, folder = _where(path, kwargs.pop("data_path", None))
-    if key == "sample":
-        if file is None and folder is not None and path is not None:
-            file = find_dataset("sample_conversation.json", folder)
+    if key == "sample":  # bundled: a folder is searched for sample_conversation.json, else the bundled one
+        if file is None and folder is not None and (Path(folder) / "sample_conversation.json").is_file():
+            file = Path(folder) / "sample_conversation.json"
         return load_locomo(file or sample_conversation_path(), source="sample", **kwargs)
     if key == "locomo":
         return load_locomo(file or find_dataset("locomo", folder), **kwargs)

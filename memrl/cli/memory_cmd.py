@@ -94,6 +94,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.set_defaults(func=_undo)
 
+    p = mem.add_parser("export", help="write a namespace (items, core memory, history) as JSON lines")
+    p.add_argument("--output", "-o", help="file to write (default: stdout)")
+    _common(p)
+    p.set_defaults(func=_export)
+
+    p = mem.add_parser("import", help="read a JSONL export into a new namespace (atomic; history kept)")
+    p.add_argument("file", help="a file written by `memrl memory export`")
+    p.add_argument("--into", help="target namespace (default: the exported one)")
+    p.add_argument("--overwrite", action="store_true", help="replace the target namespace if it exists")
+    _common(p)
+    p.set_defaults(func=_import)
+
 
 def _open(args: argparse.Namespace) -> Any:
     from memrl.memory.facade import Memory
@@ -198,3 +210,28 @@ def _undo(args: argparse.Namespace) -> int:
         entries = m.undo(args.id)
     text = "\n".join(f"undid #{e.seq} {e.op} of {e.memory_id}" for e in entries)
     return _emit(args, [e.to_dict() for e in entries], text)
+
+
+def _export(args: argparse.Namespace) -> int:
+    with _open(args) as m:
+        lines = m.export_lines(namespace=args.namespace)
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"exported {args.namespace}: {len(lines)} lines to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ValidationError(f"cannot read {args.file}: {e.strerror}") from None
+    with _open(args) as m:
+        got = m.import_lines(lines, namespace=args.into, overwrite=args.overwrite)
+    text = f"imported {got['items']} items and {got['history']} history entries into {got['namespace']}"
+    return _emit(args, got, text)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from memrl.memory.dense import vector_key
 from memrl.memory.embedders import Embedder, create_embedder
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
 from memrl.memory.store import NewItem, SQLiteStore, strip_derived
+from memrl.memory.transfer import export_namespace, import_namespace
 from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
 
 T = TypeVar("T")
@@ -329,6 +330,19 @@ class AsyncMemory:
     async def namespaces(self) -> list[dict[str, Any]]:
         return self.store.namespaces()
 
+    async def export_lines(self, *, namespace: str | None = None, user_id: str | None = None) -> list[dict]:
+        """A lossless export of a namespace (items, core memory, history) as JSONL-ready dicts."""
+        return list(export_namespace(self.store, self.ns(namespace, user_id)))
+
+    async def import_lines(
+        self, lines: Iterable[str | dict[str, Any]], *, namespace: str | None = None, overwrite: bool = False
+    ) -> dict[str, Any]:
+        """Import an export (text lines or dicts) into ``namespace`` (default: the exported one), atomically;
+        returns ``{"namespace", "items", "history", "core"}``."""
+        counts = import_namespace(self.store, lines, namespace=namespace, overwrite=overwrite)
+        self.index.forget(counts["namespace"])
+        return counts
+
     # ------------------------------------------------------------------ core memory
     async def core(self, *, namespace: str | None = None, user_id: str | None = None) -> str:
         """The core memory block (persona/user facts always shown to the model)."""
@@ -406,6 +420,6 @@ def _blocking(name: str) -> Any:
 
 for _name in (
     "add add_many update delete restore merge split get list count search history undo reset clone "
-    "namespaces core core_append core_replace core_rewrite"
+    "namespaces export_lines import_lines core core_append core_replace core_rewrite"
 ).split():
     setattr(Memory, _name, _blocking(_name))

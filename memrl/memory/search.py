@@ -312,6 +312,7 @@ class SearchIndex(DenseIndexes):
                 score=float(score),
                 dense_score=dense_score.get(rep[k]),
                 bm25_rank=bm25_c[k][0] if k in bm25_c else None,
+                bm25_score=bm25_c[k][2] if k in bm25_c else None,
                 dense_rank=dense_c[k][0] if k in dense_c else None,
             )
             for k, score in best

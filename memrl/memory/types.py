@@ -119,11 +119,13 @@ class SearchHit:
     dense_score: float | None = None
     bm25_rank: int | None = None
     dense_rank: int | None = None
+    bm25_score: float | None = None  # FTS5 bm25, negated (higher is better); None if not a BM25 hit
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "score": self.score,
             "dense_score": self.dense_score,
+            "bm25_score": self.bm25_score,
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
             **self.item.to_dict(),

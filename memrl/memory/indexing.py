@@ -1,0 +1,109 @@
+"""What search indexes read from the store: changed rows, rows for dense search, filters, the vector cache.
+
+:class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.SQLiteStore`. Dense indexes stay in step
+with the database by asking for the rows changed since the history sequence number they last saw
+(``changes_since``); vectors are cached per embedder model and content hash (``get_vectors`` /
+``put_vectors``), so nothing is embedded twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from memrl.errors import ValidationError
+
+
+class Change(NamedTuple):
+    """A row changed since some point, as dense search needs it."""
+
+    rid: int
+    type: str
+    dense: bool  # live and not lexical-only
+    vector_key: str  # embedding-cache key: metadata vector_key, else the content hash
+    seq: int
+    content: str
+
+
+class IndexSupportMixin:
+    """Search-index support for :class:`~memrl.memory.store.SQLiteStore`."""
+
+    #: The embedding-cache key of a row: its own vector's key when it was added with one, else its content.
+    _VECTOR_KEY = "COALESCE(json_extract(metadata, '$.vector_key'), content_hash)"
+    #: Whether a row belongs in dense search: live and not lexical-only (metadata {"dense": false}).
+    _DENSE = "(deleted = 0 AND COALESCE(json_extract(metadata, '$.dense'), 1) != 0)"
+
+    def changes_since(self, ns: str, seq: int) -> list[Change]:
+        """Rows of ``ns`` changed after history ``seq``, oldest change first (see :class:`Change`)."""
+        return [
+            Change(*r)
+            for r in self.read(
+                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content FROM memories "
+                "WHERE namespace = ? AND seq > ? ORDER BY seq",
+                (ns, seq),
+            )
+        ]
+
+    def dense_rows(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
+        """Rows of ``ns`` for dense search with their cached vector (or None): (rid, type, key, seq, vector)."""
+        return [
+            tuple(r)
+            for r in self.read(
+                f"SELECT m.rid, m.type, m.key, m.seq, e.vector FROM (SELECT rid, type, {self._VECTOR_KEY} AS key, "
+                f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
+                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
+                (ns, model),
+            )
+        ]
+
+    def allowed_rids(self, ns: str, filters: dict[str, Any]) -> list[int]:
+        """rids of live items whose metadata matches every ``key: value`` (a list value means any of)."""
+        where, params = self.metadata_where(filters)
+        return [
+            r[0]
+            for r in self.read(
+                f"SELECT rid FROM memories m WHERE m.namespace = ? AND m.deleted = 0{where}", [ns, *params]
+            )
+        ]
+
+    @staticmethod
+    def metadata_where(filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
+        if not filters:
+            return "", []
+        if not isinstance(filters, dict):
+            raise ValidationError("filters must be a dict of metadata key -> value (or list of values)")
+        sql, params = [], []
+        for key, value in filters.items():
+            col = f"json_extract({alias}.metadata, ?)"
+            kparams = ['$."' + str(key).replace('"', '""') + '"']
+            if isinstance(value, (list, tuple, set)):
+                vals = list(value)
+                if not vals:
+                    sql.append("0")
+                    continue
+                sql.append(f"{col} IN ({','.join('?' * len(vals))})")
+                params += kparams + vals
+            else:
+                sql.append(f"{col} = ?")
+                params += [*kparams, value]
+        return "".join(f" AND {s}" for s in sql), params
+
+    # ------------------------------------------------------------------ embedding cache
+    def get_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        hashes = list(dict.fromkeys(hashes))
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i : i + 500]
+            rows = self.read(
+                f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({','.join('?' * len(chunk))})",
+                [model, *chunk],
+            )
+            out.update({h: v for h, v in rows})
+        return out
+
+    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+        with self.transaction() as c:
+            c.executemany(
+                "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                [(model, h, v) for h, v in vectors.items()],
+            )

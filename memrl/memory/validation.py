@@ -1,0 +1,84 @@
+"""Checks on what goes into the store, and small helpers on item content.
+
+:class:`ValidationMixin` is part of :class:`~memrl.memory.store.SQLiteStore`: every write path checks its
+input here first (content, type, namespace name, metadata) and raises
+:class:`~memrl.errors.ValidationError` with a message saying what to change, before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from memrl.errors import ValidationError
+from memrl.memory.types import ITEM_TYPES, MemoryType
+
+#: Metadata a builder derives from an item's content (its plain text beside an indexed text, its own vector,
+#: being lexical-only): an edit of the content makes them wrong, so they are dropped with it.
+CONTENT_DERIVED_KEYS = ("text", "vector_key", "dense")
+
+
+def strip_derived(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in CONTENT_DERIVED_KEYS}
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def new_id() -> str:
+    """A short random id (48 bits): cheap for a model to copy, collision-checked by the UNIQUE key."""
+    return uuid.uuid4().hex[:12]
+
+
+class ValidationMixin:
+    """Input checks for :class:`~memrl.memory.store.SQLiteStore` (uses its ``max_content_chars``)."""
+
+    max_content_chars: int
+
+    def check_content(self, content: Any) -> str:
+        if not isinstance(content, str):
+            raise ValidationError(f"content must be a string, got {type(content).__name__}")
+        if not content.strip():
+            raise ValidationError("content is empty")
+        if len(content) > self.max_content_chars:
+            raise ValidationError(
+                f"content has {len(content)} characters, more than the limit of {self.max_content_chars}; "
+                "split it into smaller memories"
+            )
+        return content
+
+    @staticmethod
+    def check_type(value: MemoryType | str) -> MemoryType:
+        try:
+            t = MemoryType.parse(value)
+        except ValueError as e:
+            raise ValidationError(str(e)) from None
+        if t not in ITEM_TYPES:
+            raise ValidationError(
+                "core memory is one text block per namespace, not an item: use the core memory operations "
+                f"(append/replace/rewrite); item types are {', '.join(x.value for x in ITEM_TYPES)}"
+            )
+        return t
+
+    @staticmethod
+    def _check_namespace(ns: Any) -> str:
+        if not isinstance(ns, str) or not ns or len(ns) > 200:
+            raise ValidationError(
+                f"namespace must be a non-empty string of at most 200 characters, got {ns!r}"
+            )
+        return ns
+
+    @staticmethod
+    def _check_metadata(metadata: Any) -> dict[str, Any]:
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict):
+            raise ValidationError(f"metadata must be a JSON object (dict), got {type(metadata).__name__}")
+        try:
+            json.dumps(metadata)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(f"metadata is not JSON-serialisable: {e}") from None
+        return metadata

@@ -96,6 +96,10 @@ def test_ruler_hotpotqa_length_sweep_with_memagent(tmp_path, capsys, scripted_as
     assert "## Accuracy by context length" in report and "| 1.2k | 4 | 100.0 |" in report
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert {r["question_id"] for r in rows} >= {"hq000@600", "hq000@1.2k"}
+    # without --lengths: MemAgent's first length, 7k
+    assert {c.questions[0].category for c in load_conversations("ruler-hotpotqa", tmp_path / "data")[0]} == {
+        "7k"
+    }
     # the same build is deterministic: a second run gives the same contexts
     again = load_conversations("ruler-hotpotqa", tmp_path / "data", lengths=["600"], questions=4)[0]
     first = load_conversations("ruler-hotpotqa", tmp_path / "data", lengths=["600"], questions=4)[0]

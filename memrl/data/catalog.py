@@ -169,6 +169,11 @@ def _ruler_hotpotqa(
         return LoadResult(convs, report)
     examples, report = load_hotpotqa(file or find_dataset("hotpotqa", folder))
     convs = ruler_hotpotqa_conversations(examples, _lengths(lengths), num_questions=num_questions, seed=seed)
+    return _built(convs, report)
+
+
+def _built(convs: list[Conversation], report: Any) -> LoadResult:
+    """Built RULER conversations, with the report counting them by length."""
     report.categories.clear()
     for c in convs:
         report.categories[c.questions[0].category] += 1
@@ -183,12 +188,9 @@ def _ruler_locomo(
     from memrl.data.ruler import ruler_locomo_conversations
 
     convs, report = load_locomo(file or find_dataset("locomo", folder))
-    built = ruler_locomo_conversations(convs, _lengths(lengths), num_questions=num_questions, seed=seed)
-    report.categories.clear()
-    for c in built:
-        report.categories[c.questions[0].category] += 1
-    report.stats["ruler_questions"] = len(built)
-    return LoadResult(built, report)
+    return _built(
+        ruler_locomo_conversations(convs, _lengths(lengths), num_questions=num_questions, seed=seed), report
+    )
 
 
 def load_conversations(

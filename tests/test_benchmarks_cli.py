@@ -231,3 +231,28 @@ def test_data_path_is_a_file_or_a_folder_for_every_data_set(name, files, tmp_pat
     by_folder = load_conversations(name, tmp_path / Path(files[0]).parent, **kw)[0]
     by_file = load_conversations(name, tmp_path / files[0], **kw)[0]
     assert by_root and [c.id for c in by_root] == [c.id for c in by_folder] == [c.id for c in by_file]
+
+
+def test_ruler_hotpotqa_answered_from_a_membuilder_store(tmp_path, capsys, scripted_as):
+    """MemBuilder reads each document as a session (four agents per document), then answers from its store."""
+    from tests.test_membuilder_agent import rule
+
+    write_hotpot(tmp_path / "data", n_questions=2)
+    agents = rule()
+
+    def reply(messages, tools, schema):
+        return (
+            answerer(messages, tools, schema)
+            if messages[-1]["content"].endswith("Answer:")
+            else agents(messages, tools, schema)
+        )
+
+    scripted_as(reply)
+    s = _run([*EVAL, "--dataset", "ruler-hotpotqa", "--data-path", str(tmp_path / "data"), "--lengths", "300",
+              "--builder", "membuilder", "--questions", "1", "--output-dir", str(tmp_path / "mb")], capsys)  # fmt: skip
+    assert (
+        s["n_answered"] == 1
+        and s["build"]["sessions"] >= 2
+        and s["build"]["llm_calls"] == 4 * s["build"]["sessions"]
+    )
+    assert s["length_table"][0]["category"] == "300"

@@ -8,13 +8,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.memrl-installed
-EXTRAS := embed,local,bench,serve,mcp,dev,verl
+EXTRAS := embed,local,bench,serve,mcp,dev,verl,train
 export MEMRL_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint unit install bench clean
+.PHONY: demo test lint unit install bench clean browser
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,14 @@ test: lint unit
 
 bench: $(STAMP)
 	$(PY) bench/store.py
+
+# Debian's chromium and its driver, for the web browser tests (they are skipped, naming these packages,
+# when missing). Needs root, as on CI; elsewhere install them by hand.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "web tests will be skipped: install chromium and chromium-driver (apt-get install chromium chromium-driver)"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -116,3 +116,22 @@ def test_unknown_model_dimension_is_asked_of_the_server_once(server):
     emb = OpenAIEmbedder("some-local-model", base_url=server, api_key="t", max_retries=0)
     assert emb.dim == 32 and len(_EmbeddingServer.calls) == 1
     assert emb.dim == 32 and len(_EmbeddingServer.calls) == 1
+
+
+def test_cached_embedder_embeds_each_text_once_across_instances(tmp_path):
+    from memrl.memory.embedders import CachedEmbedder
+    from tests.conftest import CountingEmbedder
+
+    path = str(tmp_path / "cache" / "emb.db")
+    first = CountingEmbedder(64)
+    a = CachedEmbedder(first, path).embed(["camping", "pottery", "camping"])
+    assert first.seen == ["camping", "pottery"] and a.shape == (3, 64)
+    second = CountingEmbedder(64)  # a new process would see the same file
+    b = CachedEmbedder(second, path).embed(["pottery", "painting", "camping"])
+    assert second.seen == ["painting"]
+    assert np.array_equal(b[0], a[1]) and np.array_equal(b[2], a[0])
+    assert np.allclose(b[1], HashingEmbedder(64).embed(["painting"])[0])
+    assert CachedEmbedder(second, path).name == second.name
+    (tmp_path / "blocked").write_text("not a folder")
+    with pytest.raises(ConfigError, match="embedding cache"):
+        CachedEmbedder(second, str(tmp_path / "blocked" / "emb.db")).embed(["x"])

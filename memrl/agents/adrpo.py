@@ -40,6 +40,7 @@ from typing import Any
 
 from memrl.agents.base import Builder, SessionResult
 from memrl.data.types import Conversation, Question, Session
+from memrl.errors import NotFoundError
 from memrl.eval.answer import answer_from_memory
 from memrl.eval.judge import judge_answer
 from memrl.eval.qa import score as official_score
@@ -241,7 +242,8 @@ async def rollout_group(
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
 ) -> list[tuple[SessionResult, SessionScore]]:
-    """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched), scored.
+    """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched; a
+    namespace never written to is an empty memory), scored.
 
     Clones are named ``{namespace}#g{i}`` and kept (inspect them, or delete with ``memory.reset``).
     Give the builder's LLM a temperature above 0 (and distinct seeds) or the rollouts are identical.
@@ -250,7 +252,10 @@ async def rollout_group(
     out = []
     for i in range(n):
         ns = f"{namespace}#g{i}"
-        await memory.clone(namespace, ns, overwrite=True)
+        try:
+            await memory.clone(namespace, ns, overwrite=True)
+        except NotFoundError:  # nothing was ever written there: the session starts from an empty memory
+            await memory.reset(namespace=ns)
         result = await builder.build_session(memory, ns, conversation, session)
         out.append(
             (result, await score_session(memory, ns, conversation, result, qs, answer_llm=answer_llm,

@@ -59,11 +59,19 @@ class MemAgentConfig:
     max_chunks: int | None = option(None, "read at most this many chunks (None: the whole document)")
     answer_tokens: int = option(64, "token budget of the final answer")
     temperature: float = option(0.0, "sampling temperature (RL rollouts use > 0)")
+    answer_grammar: bool = option(
+        False, "constrain the final answer to \\boxed{...} by a grammar (back-ends that follow grammars)"
+    )
     initial_memory: str = option("No previous memory", "the memory before the first chunk")
 
     def __post_init__(self) -> None:
         if self.chunk_tokens < 16 or self.memory_tokens < 8:
             raise ConfigError("chunk_tokens must be >= 16 and memory_tokens >= 8")
+
+
+def boxed_grammar(max_chars: int) -> str:
+    """EBNF of a final answer that is one ``\\boxed{...}`` of 1..max_chars characters (no braces)."""
+    return 'root ::= "\\\\boxed{" [^{}\\n]{1,' + str(max(1, max_chars)) + '} "}"'
 
 
 def _tokenizer(llm: LLM) -> Any:
@@ -134,8 +142,11 @@ class MemAgent:
             prompt = template.format(question=question, memory=memory, chunk=chunk)
             messages = [{"role": "user", "content": prompt}]
             sampling = SamplingParams(temperature=cfg.temperature, max_tokens=budget)
+            extra = {}
+            if role == "answer" and cfg.answer_grammar and self.llm.supports_grammar:
+                extra["grammar"] = boxed_grammar(budget - 8)  # "\\boxed{" and "}" take <= 8 tokens
             try:
-                reply = await self.llm.chat(messages, sampling=sampling)
+                reply = await self.llm.chat(messages, sampling=sampling, **extra)
             except MemrlError as e:
                 traj.failure = f"{type(e).__name__}: {e}"
                 traj.steps.append(Step(messages, "", error=traj.failure, role=role))

@@ -19,9 +19,8 @@ identical from run to run. Core compression runs last, once the core agent's act
 
 **Context (token cost).** ``context="full"`` is the original: every agent sees the whole memory (core and
 every item), so prompts grow with the conversation. ``context="retrieved"`` (default) shows each agent core
-memory plus only the items *of its own type* that are relevant to this session: the store is searched with
-windows of ``query_turns`` turns, the hit lists are fused (reciprocal rank) and deduplicated, and the top
-``context_k`` are shown. That is all UPDATE and MERGE need, as they act on items of the agent's own type.
+memory plus only the ``context_k`` items *of its own type* most relevant to this session
+(:mod:`memrl.agents.membuilder_context`). The configuration lives in :mod:`memrl.agents.membuilder_config`.
 
 **Budget.** Each answer is constrained by the action schema narrowed to what can apply this session
 (no REPLACE on an empty core memory, no UPDATE without an item shown, old memories referred to by id) and
@@ -41,142 +40,22 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from memrl.agents.base import Builder, SessionResult
-from memrl.agents.membuilder_schema import REF_CHARS, budget_schema, compress_schema, worst_case_tokens
+from memrl.agents.membuilder_config import OPERATIONS, ORDER, Context, MemBuilderConfig
+from memrl.agents.membuilder_context import memory_views
+from memrl.agents.membuilder_schema import budget_schema, compress_schema
 from memrl.agents.prompts import membuilder as P
 from memrl.agents.trajectory import Step, Trajectory
-from memrl.config import option
 from memrl.data.types import Conversation, Session
-from memrl.errors import ConfigError, MemrlError
-from memrl.llm.base import LLM, ChatResponse, SamplingParams
+from memrl.errors import MemrlError
+from memrl.llm.base import LLM, ChatResponse
 from memrl.memory.facade import AsyncMemory
-from memrl.memory.fusion import rrf
-from memrl.memory.types import ITEM_TYPES, MemoryItem, MemoryType
-from memrl.tools.membuilder import MAX_ITEM_CHARS, ActionReport, apply_actions, parse_actions
+from memrl.memory.types import MemoryType
+from memrl.tools.membuilder import ActionReport, apply_actions, parse_actions
 
-Context = Literal["retrieved", "full"]
-ORDER: tuple[MemoryType, ...] = (MemoryType.CORE, *ITEM_TYPES)  # the fixed order answers are applied in
-OPERATIONS: dict[MemoryType, tuple[str, ...]] = {
-    MemoryType.CORE: ("APPEND", "REPLACE", "REWRITE"),
-    MemoryType.EPISODIC: ("ADD", "UPDATE", "MERGE"),
-    MemoryType.SEMANTIC: ("ADD", "UPDATE", "SKIP"),
-    MemoryType.PROCEDURAL: ("ADD", "UPDATE"),
-}
-RRF_K = 60
-
-
-@dataclass(frozen=True)
-class MemBuilderConfig:
-    """Knobs of the MemBuilder agents (``MemBuilderAgent(llm, config)``)."""
-
-    context: Context = option(
-        "retrieved",
-        "memory shown to each agent: 'full' (the original: core + every item, prompts grow with the "
-        "conversation) or 'retrieved' (core + the context_k items of the agent's own type most relevant "
-        "to the session)",
-    )
-    context_k: int = option(8, "retrieved: items of the agent's own type shown")
-    query_turns: int = option(4, "retrieved: turns per search query (the session is searched in windows)")
-    temperature: float = option(0.0, "sampling temperature of every agent (0 = greedy)")
-    top_p: float = option(1.0, "nucleus sampling mass")
-    seed: int | None = option(None, "sampling seed (repeatable sampling at temperature > 0)")
-    max_operations: int = option(3, "at most this many operations per answer (schema maxItems)")
-    max_item_chars: int = option(
-        200, f"characters per memory written or quoted (schema maxLength; at most {MAX_ITEM_CHARS})"
-    )
-    max_tokens: int | None = option(
-        None,
-        "token budget of each agent's answer, one value for all four so they batch together (default: "
-        "the longest answer the schema allows, so a constrained answer always finishes; see "
-        "worst_case_tokens)",
-    )
-    core_rewrite: bool = option(
-        False, "offer REWRITE to the per-session core agent (the original does; a REWRITE wider than "
-        "max_item_chars cannot fit the budget, and a short one wipes the block)",
-    )  # fmt: skip
-    core_limit: int | None = option(None, "core memory character limit (default: the store's, 5,000)")
-    compress_at: float = option(0.9, "compress core memory once it exceeds this share of its limit")
-    compress_to: int = option(3000, "the compression REWRITE must be under this many characters")
-    compress_max_tokens: int | None = option(
-        None, "token budget of the compression answer (default: the longest REWRITE allowed)"
-    )
-    types: tuple[str, ...] = option(
-        ("core", "episodic", "semantic", "procedural"), "which agents run (memory types)"
-    )
-
-    def __post_init__(self) -> None:
-        if self.context not in ("retrieved", "full"):
-            raise ConfigError(f"context must be 'retrieved' or 'full', got {self.context!r}")
-        if self.context_k < 1 or self.query_turns < 1:
-            raise ConfigError("context_k and query_turns must be at least 1")
-        if not 1 <= self.max_operations <= 10:
-            raise ConfigError("max_operations must be within 1..10 (the action schema allows 10)")
-        if not 20 <= self.max_item_chars <= MAX_ITEM_CHARS:
-            raise ConfigError(f"max_item_chars must be within 20..{MAX_ITEM_CHARS} (MAX_ITEM_CHARS)")
-        if not 0 < self.compress_at <= 1:
-            raise ConfigError(f"compress_at is a share of the core limit, in (0, 1]; got {self.compress_at}")
-        if not 100 <= self.compress_to <= 5000:
-            raise ConfigError(f"compress_to must be within 100..5000, got {self.compress_to}")
-        if self.core_limit is not None and self.compress_to >= self.compress_at * self.core_limit:
-            raise ConfigError(
-                "compress_to must be below compress_at * core_limit, or compression never helps"
-            )
-        bad = [t for t in self.types if t not in OPERATIONS]
-        if bad or not self.types or len(set(self.types)) != len(self.types):
-            raise ConfigError(
-                f"types must be distinct memory types among {[t.value for t in ORDER]}, got {self.types}"
-            )
-        # A cut answer is not JSON: the budgets must hold the longest answer the schemas allow.
-        for name, need in (
-            ("max_tokens", self.longest_answer()),
-            ("compress_max_tokens", self.longest_compression()),
-        ):
-            given = getattr(self, name)
-            if given is not None and given < need:
-                raise ConfigError(
-                    f"{name}={given} is less than the {need} tokens the longest allowed answer may take (one "
-                    "token per character of text): a cut answer is not JSON. Raise it, leave it unset, or "
-                    "lower "
-                    + ("max_operations / max_item_chars." if name == "max_tokens" else "compress_to.")
-                )
-
-    def longest_answer(self) -> int:
-        """Tokens of the longest answer any agent may give under this config (see worst_case_tokens)."""
-        return max(
-            worst_case_tokens(budget_schema(
-                t, operations=self.operations(t), max_operations=self.max_operations,
-                max_chars=self.max_item_chars, ref_chars=REF_CHARS,
-            ))
-            for t in ORDER if t.value in self.types
-        )  # fmt: skip
-
-    def longest_compression(self) -> int:
-        return worst_case_tokens(compress_schema(self.compress_to))
-
-    @property
-    def answer_budget(self) -> int:
-        """``max_tokens`` of each agent call: as given, else the longest answer allowed."""
-        return self.max_tokens or self.longest_answer()
-
-    @property
-    def compress_budget(self) -> int:
-        return self.compress_max_tokens or self.longest_compression()
-
-    def sampling(self, max_tokens: int | None = None) -> SamplingParams:
-        return SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=max_tokens or self.answer_budget,
-            seed=self.seed,
-        )
-
-    def operations(self, memory_type: MemoryType) -> tuple[str, ...]:
-        ops = OPERATIONS[memory_type]
-        if memory_type is MemoryType.CORE and not self.core_rewrite:
-            ops = tuple(o for o in ops if o != "REWRITE")
-        return ops
+__all__ = ["OPERATIONS", "ORDER", "Context", "MemBuilderAgent", "MemBuilderConfig"]
 
 
 @dataclass
@@ -206,51 +85,6 @@ class MemBuilderAgent(Builder):
         self.types = tuple(t for t in ORDER if t.value in cfg.types)
         self._schemas: dict[tuple[MemoryType, tuple[str, ...], int | None], dict[str, Any]] = {}
         self.compress_schema = compress_schema(cfg.compress_to)
-
-    # ------------------------------------------------------------------ context
-    async def _relevant(self, memory: AsyncMemory, ns: str, mtype: MemoryType, session: Session) -> list:
-        """The ``context_k`` items of ``mtype`` most relevant to the session (RRF over turn windows)."""
-        k = self.config.context_k
-        total = await memory.count(namespace=ns, types=[mtype])
-        if total <= k:
-            return await memory.list(namespace=ns, types=[mtype])
-        step = self.config.query_turns
-        turns = session.turns
-        queries = [" ".join(t.render() for t in turns[i : i + step]) for i in range(0, len(turns), step)]
-        vectors = await memory.embedder.aembed(queries)
-        rankings: list[list[str]] = []
-        items: dict[str, MemoryItem] = {}
-        for q, v in zip(queries, vectors, strict=True):
-            hits = await memory.search(q, namespace=ns, types=[mtype], top_k=k, query_vector=v)
-            rankings.append([h.item.id for h in hits])
-            items.update((h.item.id, h.item) for h in hits)
-        fused = rrf(rankings, k=RRF_K)
-        best = sorted(fused, key=lambda i: -fused[i])[:k]
-        return [items[i] for i in best]
-
-    async def _memory_views(
-        self, memory: AsyncMemory, ns: str, session: Session, core: str
-    ) -> dict[MemoryType, tuple[str, list[str], list[str]]]:
-        """What each agent is shown of the pre-session memory: (text, ids of every item shown, ids of the
-        items of its own type shown)."""
-        if self.config.context == "full":
-            items = {t: await memory.list(namespace=ns, types=[t]) for t in ITEM_TYPES}
-            text = P.memory_block(core, items)
-            ids = [i.id for rows in items.values() for i in rows]
-            return {t: (text, ids, [i.id for i in items.get(t, [])]) for t in self.types}
-        views = {}
-        for t in self.types:
-            if t is MemoryType.CORE:
-                views[t] = (P.memory_block(core, {}), [], [])
-                continue
-            rows = await self._relevant(memory, ns, t, session)
-            total = await memory.count(namespace=ns, types=[t])
-            note = (
-                {t: f"the {len(rows)} of {total} most related to this session"} if len(rows) < total else {}
-            )
-            ids = [i.id for i in rows]
-            views[t] = (P.memory_block(core, {t: rows}, note=note), ids, ids)
-        return views
 
     def offered(self, memory_type: MemoryType, *, core: str, own_ids: list[str]) -> tuple[str, ...]:
         """The operations the agent is offered this session: those of the config that can apply to what
@@ -293,7 +127,7 @@ class MemBuilderAgent(Builder):
             compressed = await self._compress(memory, namespace, conversation, core, limit, runs, result)
             core = await memory.core(namespace=namespace)
 
-        views = await self._memory_views(memory, namespace, session, core)
+        views = await memory_views(memory, namespace, session, core, cfg, self.types)
         transcript = P.session_block(session)
         for t, run in runs.items():
             text, run.context_ids, run.own_ids = views[t]

@@ -31,6 +31,10 @@ class Step:
     completion_tokens: int = 0
     error: str | None = None
     role: str = ""  # which sub-agent made the call (e.g. "episodic" in MemBuilder)
+    # what the reply was sampled under, so a trainer can rebuild the behaviour distribution:
+    # the constraint record (memrl.llm.grammar.constraint_of; None = unconstrained) and the temperature
+    constraint: dict[str, Any] | None = None
+    temperature: float | None = None
 
     @classmethod
     def from_response(cls, messages: list[dict[str, Any]], reply: Any, *, role: str = "") -> Step:
@@ -48,6 +52,8 @@ class Step:
             prompt_tokens=reply.usage.prompt_tokens,
             completion_tokens=reply.usage.completion_tokens,
             role=role,
+            constraint=getattr(reply, "constraint", None),
+            temperature=getattr(reply, "temperature", None),
         )
 
 

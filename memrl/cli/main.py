@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"] and len(argv) > 1 and argv[1].startswith("--") and argv[1] != "--help":
         argv.insert(1, "qa")  # `memrl eval --dataset X` is the QA evaluation
+    from memrl.cli.serve_cmd import legacy_argv
+
+    argv = legacy_argv(argv)  # `memrl serve --provider local` is `memrl serve llm --provider local`
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,26 +1,205 @@
-"""``memrl serve``: put a memrl LLM back-end behind an OpenAI-compatible HTTP endpoint.
+"""``memrl serve llm|memory|mcp|reward`` and ``memrl ui``: memrl's servers.
 
-memrl serve --provider local --port 8000      # the offline SmolLM2 at http://127.0.0.1:8000/v1
+    memrl serve llm --provider local --port 8000        # an LLM behind an OpenAI-compatible API (also: memrl serve --provider local)
+    memrl serve memory --db mem.db --port 8080 --token app=SECRET123:alice --runs runs/
+    memrl serve mcp --db mem.db --namespace alice                      # MCP over stdio
+    memrl serve mcp --db mem.db --namespace alice --transport http --port 8090
+    memrl serve reward --port 8765 --token verl=SECRET123 --judge-provider openai --judge-model gpt-4o-mini
+    memrl ui --db mem.db --runs runs/                                  # the web browser, opened in a browser
+
+Tokens: ``--token NAME=SECRET:ns1,ns2`` (repeatable; ``:*`` = every namespace) or ``--tokens-file``; also
+``$MEMRL_TOKENS`` (space-separated specs). Without any token a server listens on loopback only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+from memrl.errors import ConfigError
+
+SUBCOMMANDS = ("llm", "memory", "mcp", "reward")
+
+
+def _auth(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--token", action="append", default=[], metavar="NAME=SECRET:NS,..",
+                   help="a bearer token and the namespaces it may touch (repeatable; :* = all)")  # fmt: skip
+    p.add_argument("--tokens-file", help='JSON: {"name": {"token": "...", "namespaces": ["alice"]}}')
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="larger request bodies get 413")
+    p.add_argument(
+        "--max-concurrency", type=int, default=32, help="requests handled at once; others wait, then 503"
+    )
+
+
+def _store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=os.environ.get("MEMRL_DB", "memrl.db"), help="memory store file")
+    p.add_argument("--embedder", default=os.environ.get("MEMRL_EMBEDDER", "minilm"),
+                   help="minilm (default, offline), hashing[:DIM], openai:MODEL")  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve an LLM back-end over an OpenAI-compatible HTTP API")
+    serve = sub.add_parser("serve", help="run a server: llm (default), memory, mcp or reward")
+    group = serve.add_subparsers(dest="server", metavar="SERVER")
+    group.required = True
+
+    p = group.add_parser("llm", help="an LLM back-end behind an OpenAI-compatible HTTP API")
     p.add_argument("--provider", default="local", help="local (default), openai, ...")
     p.add_argument("--model", help="model name or path (local default: SmolLM2-135M-Instruct)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.set_defaults(func=_serve)
+    p.set_defaults(func=_serve_llm)
+
+    p = group.add_parser("memory", help="the memory REST API and web browser")
+    _store(p)
+    _auth(p)
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--runs", action="append", default=[], help="folder with memrl eval/train outputs (repeatable)"
+    )
+    p.add_argument("--no-ui", action="store_true", help="serve the API only")
+    p.set_defaults(func=_serve_memory)
+
+    p = group.add_parser("mcp", help="the memory tools over MCP (stdio or streamable HTTP)")
+    _store(p)
+    _auth(p)
+    p.add_argument("--namespace", "-n", default="default", help="the namespace the tools act on")
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--port", type=int, default=8090, help="for --transport http (path /mcp)")
+    p.set_defaults(func=_serve_mcp)
+
+    p = group.add_parser("reward", help="batch scoring with memrl's reward and metric functions")
+    _auth(p)
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--judge-provider", help="LLM back-end for the 'judge' metric (openai, local, ...)")
+    p.add_argument("--judge-model", help="model for the judge")
+    p.add_argument("--judge-base-url", help="OpenAI-compatible base URL for the judge")
+    p.add_argument("--max-batch", type=int, default=256, help="most items in one scoring request")
+    p.set_defaults(func=_serve_reward)
+
+    p = sub.add_parser("ui", help="open the web memory browser on a store file")
+    _store(p)
+    p.add_argument(
+        "--runs", action="append", default=[], help="folder with memrl eval/train outputs (repeatable)"
+    )
+    p.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
+    p.set_defaults(func=_ui)
 
 
-def _serve(args: argparse.Namespace) -> int:
+def legacy_argv(argv: list[str]) -> list[str]:
+    """``memrl serve --provider local`` (the form before the group) means ``memrl serve llm ...``."""
+    if argv[:1] == ["serve"] and (len(argv) == 1 or argv[1] not in (*SUBCOMMANDS, "-h", "--help")):
+        return ["serve", "llm", *argv[1:]]
+    return argv
+
+
+def _tokens(args: argparse.Namespace):  # -> Tokens
+    from memrl.server.http import Tokens, is_loopback
+
+    specs = list(args.token) + os.environ.get("MEMRL_TOKENS", "").split()
+    tokens = Tokens.parse(specs, args.tokens_file)
+    if not tokens.enabled and not is_loopback(args.host):
+        raise ConfigError(f"--host {args.host} is not loopback: give at least one --token (or --tokens-file)")
+    return tokens
+
+
+def _limits(args: argparse.Namespace):  # -> Limits
+    from memrl.server.http import Limits
+
+    if args.max_body_bytes < 1 or args.max_concurrency < 1:
+        raise ConfigError("--max-body-bytes and --max-concurrency must be at least 1")
+    return Limits(max_body_bytes=args.max_body_bytes, max_concurrency=args.max_concurrency)
+
+
+def _need(extra: str, module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"this server needs the '{extra}' extra: pip install 'memrl[{extra}]'")
+
+
+def _serve_llm(args: argparse.Namespace) -> int:
     from memrl.llm import create_llm, run_server
 
     llm = create_llm(args.provider, args.model)
     print(f"serving {llm.name} at http://{args.host}:{args.port}/v1 (Ctrl-C to stop)", flush=True)
     run_server(llm, args.host, args.port)
     return 0
+
+
+def _run(app, host: str, port: int, what: str, *, open_browser: bool = False) -> int:
+    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one)."""
+    import time
+
+    from memrl.server.http import ServerThread
+
+    with ServerThread(app, host, port) as server:
+        print(f"serving {what} at {server.base_url} (Ctrl-C to stop)", flush=True)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(server.base_url + "/")
+        try:
+            while server.thread.is_alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+    return 0
+
+
+def _serve_memory(args: argparse.Namespace) -> int:
+    _need("serve", "fastapi")
+    from memrl.memory.facade import AsyncMemory
+    from memrl.server.memory_api import create_app
+
+    tokens, limits = _tokens(args), _limits(args)
+    app = create_app(
+        AsyncMemory(args.db, embedder=args.embedder), tokens, limits, runs=args.runs, ui=not args.no_ui
+    )
+    return _run(app, args.host, args.port, f"the memory API for {args.db}")
+
+
+def _serve_mcp(args: argparse.Namespace) -> int:
+    _need("mcp", "mcp")
+    from memrl.memory.facade import AsyncMemory
+    from memrl.server.mcp_server import create_mcp, http_app
+
+    memory = AsyncMemory(args.db, embedder=args.embedder)
+    server = create_mcp(memory, args.namespace)
+    if args.transport == "stdio":
+        server.run("stdio")
+        return 0
+    tokens, limits = _tokens(args), _limits(args)
+    return _run(
+        http_app(server, tokens, args.namespace, limits),
+        args.host,
+        args.port,
+        f"MCP ({args.namespace}) on /mcp",
+    )
+
+
+def _serve_reward(args: argparse.Namespace) -> int:
+    _need("serve", "fastapi")
+    from memrl.server.reward_api import create_reward_app
+
+    judge = None
+    if args.judge_provider:
+        from memrl.llm import create_llm
+
+        kw = {"base_url": args.judge_base_url} if args.judge_base_url else {}
+        judge = create_llm(args.judge_provider, args.judge_model, **kw)
+    app = create_reward_app(_tokens(args), _limits(args), judge=judge, max_batch=args.max_batch)
+    return _run(app, args.host, args.port, "the reward server")
+
+
+def _ui(args: argparse.Namespace) -> int:
+    _need("serve", "fastapi")
+    from memrl.memory.facade import AsyncMemory
+    from memrl.server.memory_api import create_app
+
+    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)
+    return _run(
+        app, "127.0.0.1", args.port, f"the memory browser for {args.db}", open_browser=not args.no_open
+    )

@@ -1,7 +1,12 @@
-"""``memrl train``: the local RL loop (GRPO/DAPO) on one machine, with the local back-end.
+"""``memrl train``: the local RL loop (GRPO/DAPO/ADRPO) on one machine, with the local back-end.
 
-memrl train memagent --dataset sample --steps 20 --group-size 8 --output-dir runs/memagent
-memrl train memagent --dataset locomo --model path/to/hf-folder --lr 1e-6 --kl-coef 0.001 --resume
+memrl train grpo --task answer --dataset locomo --split train --steps 40 --lora-rank 16 --lr 2e-4
+memrl train grpo --task read|update|build --dataset sample --steps 20 --output-dir runs/x [--resume]
+memrl train memagent ...          (= grpo --task read)
+memrl train sft-membuilder --dataset locomo --conv-id conv-30 --output-dir runs/sft [--resume]
+
+Agent settings are ``--agent-option KEY=VALUE`` (fields of MemAgentConfig, MemUpdateConfig or
+MemBuilderConfig for read, update and build).
 """
 
 from __future__ import annotations
@@ -15,31 +20,51 @@ from memrl.config import add_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from memrl.agents.memagent import MemAgentConfig
     from memrl.train.loop import LoopConfig
     from memrl.train.trainer import TrainerConfig
 
     train = sub.add_parser("train", help="train an agent with RL on this machine (local model)")
-    tasks = train.add_subparsers(dest="task", metavar="AGENT")
+    tasks = train.add_subparsers(dest="task_cmd", metavar="COMMAND")
     tasks.required = True
-    p = tasks.add_parser(
-        "memagent", help="MemAgent: read a conversation chunk by chunk, answer; reward 1 if right"
-    )
-    add_conversation_args(p)
-    p.add_argument("--all-conversations", action="store_true", help="questions of every conversation")
-    p.add_argument(
-        "--reward", default="reward", choices=["reward", "f1", "sub_em", "f1_unboxed"],
-        help="the original's boxed-answer match (0/1); f1 or sub_em of the boxed answer (denser); "
-             "f1_unboxed: F1 of the whole reply when it has no box (for models that never box)",
-    )  # fmt: skip
-    p.add_argument("--model", help="HF folder or hub id (default: the offline SmolLM2-135M-Instruct)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
-    p.add_argument("--json", action="store_true")
-    add_arguments(p.add_argument_group("loop"), LoopConfig)
-    add_arguments(p.add_argument_group("update"), TrainerConfig)
-    add_arguments(p.add_argument_group("memagent"), MemAgentConfig, skip=("temperature", "initial_memory"))
-    p.set_defaults(func=_memagent)
+    for name, help_ in (
+        ("grpo", "GRPO/DAPO (ADRPO for build) on one of the agents: --task read|answer|update|build"),
+        ("memagent", "alias of grpo --task read: MemAgent reads chunk by chunk, answers in \\boxed{}"),
+    ):
+        p = tasks.add_parser(name, help=help_)
+        if name == "grpo":
+            p.add_argument("--task", required=True, choices=["read", "answer", "update", "build"],
+                           help="read: MemAgent; answer: QA from a store's top-k memories; update: MemUpdate; "
+                                "build: MemBuilder (ADRPO)")  # fmt: skip
+        else:  # the old command keeps its flags (MemAgentConfig's, defaults as before)
+            from memrl.agents.memagent import MemAgentConfig
+
+            p.set_defaults(task="read", memagent_flags=True)
+            add_arguments(
+                p.add_argument_group("memagent"), MemAgentConfig, skip=("temperature", "initial_memory")
+            )
+        add_conversation_args(p)
+        p.add_argument("--all-conversations", action="store_true", help="every conversation of the data set")
+        p.add_argument("--split", help="an original split: LoCoMo train|test (MemUpdate's 7/3)")
+        p.add_argument("--questions", type=int, help="at most this many questions per conversation")
+        p.add_argument(
+            "--reward", default="reward", choices=["reward", "f1", "sub_em", "f1_unboxed"],
+            help="read: the original's boxed-answer match (0/1); f1 or sub_em of the boxed answer (denser); "
+                 "f1_unboxed: F1 of the whole reply when it has no box. answer: always the official metric",
+        )  # fmt: skip
+        p.add_argument("--top-k", type=int, default=10, help="answer: memories retrieved per question")
+        p.add_argument("--max-answer-tokens", type=int, default=48, help="answer: token budget of an answer")
+        p.add_argument("--embedder", default="minilm", help="answer/update/build: embedder of the store")
+        p.add_argument("--db-path", default=":memory:", help="answer: store file (reused if already built)")
+        p.add_argument("--agent-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="read/update/build: a field of the agent's config (repeatable)")  # fmt: skip
+        p.add_argument("--model", help="HF folder or hub id (default: the offline SmolLM2-135M-Instruct)")
+        p.add_argument("--device", default="cpu")
+        p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+        p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+        p.add_argument("--json", action="store_true")
+        add_arguments(p.add_argument_group("loop"), LoopConfig)
+        add_arguments(p.add_argument_group("update"), TrainerConfig)
+        p.set_defaults(func=_grpo)
 
     from memrl.train.sft import SFTConfig
 
@@ -65,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", default="cpu")
     p.add_argument("--output-dir", default="runs/sft")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
     p.add_argument("--json", action="store_true")
     add_arguments(p.add_argument_group("sft"), SFTConfig)
     p.set_defaults(func=_sft_membuilder)
@@ -111,11 +137,16 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     trajs, expert_failures = asyncio.run(expert_trajectories())
     cfg = from_args(SFTConfig, args)
-    student = LocalLLM(args.model, device=args.device).load()
+    from memrl.train.trainer import checkpoint_folder
+
+    found = checkpoint_folder(Path(args.output_dir) / "checkpoint") if args.resume else None
+    if args.resume and found is None:
+        raise ConfigError(f"--resume: no checkpoint in {Path(args.output_dir) / 'checkpoint'}")
+    student = LocalLLM(str(found) if found else args.model, device=args.device).load()
     samples, skipped = sft_samples(student, trajs, cfg.max_seq_tokens)
     trainer = SFTTrainer(student, cfg)
     before, n_tokens = trainer.loss_on(samples)
-    rows = trainer.fit(samples, args.output_dir)
+    rows = trainer.fit(samples, args.output_dir, resume=args.resume)
     after, _ = trainer.loss_on(samples)
     summary = {
         "conversations": len(convs), "expert": args.expert, "expert_trajectories": len(trajs),
@@ -132,35 +163,84 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memagent(args: argparse.Namespace) -> int:
-    from memrl.agents.memagent import MemAgentConfig
-    from memrl.cli.common import load_conversation
+def _conversations(args: argparse.Namespace) -> list:
+    """The conversations to train on, selected by the same code as ``memrl eval``."""
+    from memrl.eval.qa import QAEvalConfig, load_conversations
+
+    conv_ids: tuple[str, ...] = (
+        () if args.all_conversations or args.split else (args.conv_id,) if args.conv_id else ()
+    )
+    if not conv_ids and not args.all_conversations and not args.split:
+        from memrl.cli.common import load_conversation
+
+        conv_ids = (load_conversation(args).id,)
+    cfg = QAEvalConfig(dataset=args.dataset, data_path=args.data_path, conv_id=conv_ids, split=args.split,
+                       questions=args.questions)  # fmt: skip
+    return load_conversations(cfg)
+
+
+def make_tasks(args: argparse.Namespace, convs: list) -> object:
+    """The task set of ``--task`` (see :mod:`memrl.train.tasks`)."""
+    import dataclasses
+
+    from memrl.config import parse_options
+    from memrl.errors import ConfigError
+    from memrl.train import tasks as T
+
+    opts = list(args.agent_option)
+    if args.task == "answer":
+        if opts:
+            raise ConfigError(
+                "--agent-option is for read/update/build; answer takes --top-k, --max-answer-tokens"
+            )
+        return T.AnswerTasks(convs, db_path=args.db_path, embedder=args.embedder, top_k=args.top_k,
+                             max_tokens=args.max_answer_tokens)  # fmt: skip
+    if args.task == "read":
+        from memrl.agents.memagent import MemAgentConfig
+
+        base = {"chunk_tokens": 1024, "memory_tokens": 256, "answer_tokens": 48, "answer_grammar": True}
+        if getattr(args, "memagent_flags", False):  # memrl train memagent --chunk-tokens ...
+            from memrl.config import from_args
+
+            base = dataclasses.asdict(from_args(MemAgentConfig, args))
+            base.pop("temperature")
+        return T.ReadTasks(convs, parse_options(MemAgentConfig, opts, **base), reward=args.reward)
+    if args.task == "update":
+        from memrl.agents.memupdate import MemUpdateConfig
+
+        base = {"max_tool_calls": 4, "max_turns": 4, "max_tokens": 128, "sample_size": 5, "question_hits": 3}
+        return T.UpdateTasks(convs, parse_options(MemUpdateConfig, opts, **base), embedder=args.embedder)
+    from memrl.agents.membuilder import MemBuilderConfig
+
+    base = {"max_operations": 2, "max_item_chars": 120}
+    return T.BuildTasks(convs, parse_options(MemBuilderConfig, opts, **base), embedder=args.embedder)
+
+
+def _grpo(args: argparse.Namespace) -> int:
     from memrl.config import from_args
-    from memrl.data import load_dataset
     from memrl.llm.local import LocalLLM
-    from memrl.train.loop import LoopConfig, MemAgentTasks, train
-    from memrl.train.trainer import TrainerConfig, checkpoint_folder
+    from memrl.train.loop import LoopConfig, train
+    from memrl.train.trainer import PolicyTrainer, TrainerConfig, checkpoint_folder
 
     loop = from_args(LoopConfig, args)
-    convs = (
-        load_dataset(args.dataset, args.data_path)[0] if args.all_conversations else [load_conversation(args)]
-    )
-    tasks = MemAgentTasks(convs, from_args(MemAgentConfig, args), reward=args.reward)
+    tasks = make_tasks(args, _conversations(args))
     checkpoint = Path(loop.output_dir) / "checkpoint"
     found = checkpoint_folder(checkpoint) if args.resume else None
-    model = str(found) if found is not None else args.model
-    llm = LocalLLM(model, device=args.device).load()
-    rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume)
+    model = PolicyTrainer.model_to_load(found) if found is not None else args.model
+    llm = LocalLLM(
+        model, device=args.device, threads=args.threads, max_batch_size=max(8, loop.group_size)
+    ).load()
+    rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume)  # type: ignore[arg-type]
     last = rows[-1]
     summary = {
-        "steps": int(last["step"]), "tasks": len(tasks), "output_dir": loop.output_dir,
+        "task": args.task, "steps": int(last["step"]), "tasks": len(tasks), "output_dir": loop.output_dir,  # type: ignore[arg-type]
         "checkpoint": str(checkpoint), "reward_mean_first": rows[0]["reward_mean"],
         "reward_mean_last": last["reward_mean"], "skipped_steps": sum(int(r["skipped"]) for r in rows),
     }  # fmt: skip
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"trained {summary['steps']} steps on {len(tasks)} questions; mean reward "
+        print(f"trained {args.task} for {summary['steps']} steps on {summary['tasks']} tasks; mean reward "
               f"{summary['reward_mean_first']:.3f} (step 1) -> {summary['reward_mean_last']:.3f} (step {summary['steps']}); "
               f"{summary['skipped_steps']} steps without signal; checkpoint {checkpoint}; report {loop.output_dir}/report.md")  # fmt: skip
     return 0

@@ -20,9 +20,9 @@ from typing import Any
 
 from memrl.data.types import Conversation
 from memrl.eval.metrics import LOCOMO_CATEGORIES
-from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate
+from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate, open_memory
 from memrl.eval.stats import to_markdown
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.terms import spacy_model_installed
 
 
 def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
@@ -36,7 +36,7 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     plain = {
         "candidates": 50, "rrf_k": 60, "dense_weight": 1.0, "bm25_weight": 1.0, "fusion": "rrf",
         "speaker_boost": 0.0, "strip_speaker": False, "date_boost": 0.0, "time_boost": 0.0,
-        "diversity": 0.0, "session_boost": 0.0,
+        "diversity": 0.0, "session_boost": 0.0, "question_words": False, "session_stage": 0.0, "spread": 0.0,
     }  # fmt: skip
     turn_only = rep(final.raw, context_before=0, context_after=0, views=("turn",), dense_views=("turn",))
     with_context = rep(final.raw, views=("turn", "context"), dense_views=("turn",))
@@ -53,9 +53,15 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         ("+ time prior (when-questions favour turns with a time expression)", {"time_boost": final.time_boost}),
         ("+ date prior (question names a month/year)", {"date_boost": final.date_boost}),
         ("+ dense: pooled context vector (turn + 0.3 x neighbours)", {"raw": final.raw}),
-        (f"+ convex fusion {final.dense_weight}/{final.bm25_weight}, {final.candidates} candidates = defaults",
+        (f"+ convex fusion {final.dense_weight}/{final.bm25_weight}, {final.candidates} candidates",
          {"fusion": final.fusion, "dense_weight": final.dense_weight, "bm25_weight": final.bm25_weight,
           "candidates": final.candidates, "rrf_k": final.rrf_k}),
+        ("+ question words (kind, likely, would...) dropped from the BM25 query",
+         {"question_words": final.question_words}),
+        (f"+ two-stage: session BM25 prior {final.session_stage}, best {final.session_top} sessions",
+         {"session_stage": final.session_stage, "session_top": final.session_top}),
+        (f"+ entity graph: spreading activation {final.spread} from {final.spread_seeds} hits = defaults",
+         {"spread": final.spread, "spread_seeds": final.spread_seeds}),
     ]  # fmt: skip
     cfg = steps[-1][1]
     for name, change in cumulative:
@@ -67,9 +73,19 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         ("defaults + BM25 pseudo-relevance feedback 5 docs/8 terms (not kept)", rep(final, prf_docs=5)),
         ("defaults + RRF k=10, weights 0.5/1 (not kept)",
          rep(final, fusion="rrf", rrf_k=10, dense_weight=0.5, bm25_weight=1.0)),
+        ("defaults with session prior 0.2 (not kept: multi-hop and open-domain lose)", rep(final, session_stage=0.2)),
+        ("defaults + inference questions weighted 0.6/0.4 dense/BM25 (not kept)",
+         rep(final, abstract_dense_weight=0.6)),
         ("defaults - image captions (leave one out)", rep(final, raw=rep(final.raw, include_caption=False))),
         ("defaults - session date in the text (leave one out)", rep(final, raw=rep(final.raw, date_style="none"))),
     ]  # fmt: skip
+    if spacy_model_installed():  # optional (pip install memrl[ner]): the row is left out without it
+        steps.append(
+            (
+                "defaults, entity graph with the spaCy tagger (not kept: no gain, +70 s)",
+                rep(final, tagger="spacy"),
+            )
+        )
     return steps
 
 
@@ -90,7 +106,7 @@ async def arun_ablation(
     conversations: Sequence[Conversation], config: RetrievalConfig, *, progress: bool = True
 ) -> list[dict[str, Any]]:
     """Run :func:`ablation_steps` on one store (embeddings computed once, shared by the steps)."""
-    memory = AsyncMemory(config.db_path or ":memory:", embedder=config.embedder)
+    memory = open_memory(config)
     # Held-out half: knobs were tuned on the first five LoCoMo conversations; report the rest apart too.
     heldout = {c.id for c in conversations[5:]} if len(conversations) > 5 else None
     rows_out = []

@@ -68,6 +68,11 @@ class RetrievalConfig:
     include_adversarial: bool = option(False, "also evaluate category 5 (adversarial) questions")
     embedder: str = option("minilm", "embedder: minilm (offline), hashing[:DIM], openai:MODEL, st:NAME")
     db_path: str | None = option(None, "store file (default: in memory); reusing a file reuses embeddings")
+    embed_cache: str = option(
+        "auto",
+        "file caching embeddings across runs: auto ($MEMRL_CACHE_DIR or ~/.cache/memrl/embeddings.db), "
+        "a path, or none",
+    )
     output_dir: str | None = option(None, "write questions.jsonl, summary.json, report.md, recall.png here")
     candidates: int = option(_S.candidates, "depth of each ranked list (dense, bm25) before fusion")
     rrf_k: int = option(_S.rrf_k, "k of reciprocal rank fusion: 1/(k + rank)")
@@ -99,6 +104,24 @@ class RetrievalConfig:
         _S.session_boost,
         "add this share of the best score times the turn's session's share of the candidates' score",
     )
+    question_words: bool = option(
+        _S.question_words, "drop words that shape a question (kind, likely, would, ...) from its BM25 query"
+    )
+    abstract_dense_weight: float | None = option(
+        None if _S.abstract_weights is None else _S.abstract_weights[0],
+        "dense weight (bm25: 1 minus it) for questions asking an inference (Would X likely.., Based on.. "
+        "what might..); default: the usual weights",
+    )
+    session_stage: float = option(
+        _S.session_stage, "two-stage: add this share of the best score to turns of the best sessions (BM25)"
+    )
+    session_top: int = option(_S.session_top, "two-stage: how many of the best sessions get the prior")
+    spread: float = option(_S.spread, "entity graph: weight of spreading activation from the first hits")
+    spread_seeds: int = option(_S.spread_seeds, "entity graph: how many first hits activate their entities")
+    spread_max_share: float = option(
+        _S.spread_max_share, "entity graph: entities in more than this share of the turns are not links"
+    )
+    tagger: str = option(_S.tagger, "entity tagger for the graph: rule or spacy (pip install memrl[ner])")
     prf_docs: int = option(
         _S.prf_docs, "pseudo-relevance feedback: expand the BM25 query from this many hits"
     )
@@ -151,10 +174,31 @@ class RetrievalConfig:
             "prf_docs": self.prf_docs,
             "prf_terms": self.prf_terms,
             "prf_weight": self.prf_weight,
+            "question_words": self.question_words,
+            "abstract_weights": None
+            if self.abstract_dense_weight is None
+            else (self.abstract_dense_weight, 1.0 - self.abstract_dense_weight),
+            "session_stage": self.session_stage,
+            "session_top": self.session_top,
+            "spread": self.spread,
+            "spread_seeds": self.spread_seeds,
+            "spread_max_share": self.spread_max_share,
+            "tagger": self.tagger,
         }
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def open_memory(config: RetrievalConfig) -> AsyncMemory:
+    """The store the evaluation builds into, its embedder wrapped in the cross-run cache (``embed_cache``)."""
+    from memrl.memory.embedders import CachedEmbedder, create_embedder, default_cache_path
+
+    embedder = create_embedder(config.embedder)
+    if config.embed_cache != "none" and not config.embedder.startswith("hashing"):
+        path = default_cache_path() if config.embed_cache == "auto" else config.embed_cache
+        embedder = CachedEmbedder(embedder, path)
+    return AsyncMemory(config.db_path or ":memory:", embedder=embedder)
 
 
 def load_conversations(config: RetrievalConfig) -> list[Conversation]:
@@ -327,7 +371,7 @@ async def aevaluate(
     t0 = time.perf_counter()
     own = memory is None
     if memory is None:
-        memory = AsyncMemory(config.db_path or ":memory:", embedder=config.embedder)
+        memory = open_memory(config)
     n_q = sum(1 for c in conversations for q in c.questions if config.selects(q))
     rows: list[dict[str, Any]] = []
     totals = {"embed_turns_s": 0.0, "embed_questions_s": 0.0, "build_time_s": 0.0, "search_time_s": 0.0,

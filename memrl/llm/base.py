@@ -85,8 +85,12 @@ class Usage:
 
 @dataclass
 class ChatResponse:
-    """A model reply. Token ids and per-token logprobs (of the sampled tokens, under the unmodified
-    model distribution) are filled in by back-ends that know them (local; vLLM-style servers)."""
+    """A model reply. Token ids and per-token logprobs of the sampled tokens are filled in by back-ends
+    that know them (local: under the distribution each token was drawn from, grammar mask and
+    temperature applied, see :mod:`memrl.llm.decoding`; vLLM-style servers: what the server returns).
+    ``constraint`` records what constrained the reply (:func:`memrl.llm.grammar.constraint_of`: a JSON
+    schema, tools + tool_choice, an EBNF grammar, or None) and ``temperature`` the sampling temperature,
+    so a trainer can rebuild the behaviour distribution."""
 
     text: str
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -97,6 +101,8 @@ class ChatResponse:
     logprobs: list[float] | None = None
     raw: Any = None
     cached: bool = False
+    constraint: dict[str, Any] | None = None
+    temperature: float | None = None
 
     def to_message(self) -> Message:
         """The assistant message to append to the conversation."""
@@ -194,6 +200,7 @@ class LLM(ABC):
     """Base class of every back-end: implement ``_chat`` (and optionally ``_chat_batch``)."""
 
     provider: ClassVar[str] = "base"
+    supports_grammar: ClassVar[bool] = False  # accepts chat(..., grammar=EBNF)
 
     def __init__(self, model: str, *, max_concurrency: int = 4) -> None:
         if max_concurrency < 1:
@@ -232,23 +239,40 @@ class LLM(ABC):
         json_schema: dict[str, Any] | None = None,
         sampling: SamplingParams | None = None,
         tool_choice: ToolChoice = "auto",
+        grammar: str | None = None,
     ) -> ChatResponse:
-        """One reply. ``tools``: OpenAI function schemas; ``json_schema``: constrain the reply to it."""
+        """One reply. ``tools``: OpenAI function schemas; ``json_schema``: constrain the reply to it;
+        ``grammar``: an EBNF grammar (xgrammar's dialect) the reply must follow (back-ends with
+        ``supports_grammar``: local)."""
         messages = check_messages(messages)
         sampling = sampling or SamplingParams()
         if tools and json_schema is not None:
             raise ValidationError("pass either tools or json_schema, not both")
+        extra: dict[str, Any] = {}
+        if grammar is not None:
+            if tools or json_schema is not None:
+                raise ValidationError("pass a grammar alone, without tools or json_schema")
+            if not self.supports_grammar:
+                raise ValidationError(f"the {self.provider} back-end cannot follow a grammar (use local)")
+            extra["grammar"] = grammar
         if tool_choice not in ("auto", "required", "none"):
             raise ValidationError(f"tool_choice must be 'auto', 'required' or 'none', got {tool_choice!r}")
         sem = self.per_loop("semaphore", lambda: asyncio.Semaphore(self.max_concurrency))
         async with sem:
-            return await self._chat(
+            reply = await self._chat(
                 messages,
                 tools=tools or None,
                 json_schema=json_schema,
                 sampling=sampling,
                 tool_choice=tool_choice,
+                **extra,
             )
+        if reply.temperature is None:  # back-ends that do not record it themselves
+            from memrl.llm.grammar import constraint_of
+
+            reply.constraint = constraint_of(json_schema, tools, tool_choice, grammar)
+            reply.temperature = sampling.temperature
+        return reply
 
     async def chat_batch(
         self,
@@ -259,11 +283,19 @@ class LLM(ABC):
         sampling: SamplingParams | None = None,
         tool_choice: ToolChoice = "auto",
         return_exceptions: bool = False,
+        grammar: str | None = None,
     ) -> list[Any]:
         """Replies for many conversations, in order. With ``return_exceptions`` a failed call yields its
         exception in place of a reply (a failed rollout is data, not a crash)."""
         calls = [
-            self.chat(m, tools=tools, json_schema=json_schema, sampling=sampling, tool_choice=tool_choice)
+            self.chat(
+                m,
+                tools=tools,
+                json_schema=json_schema,
+                sampling=sampling,
+                tool_choice=tool_choice,
+                grammar=grammar,
+            )  # fmt: skip
             for m in conversations
         ]
         return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))

@@ -41,6 +41,7 @@ def cache_key(
     json_schema: dict[str, Any] | None,
     sampling: SamplingParams,
     tool_choice: str,
+    grammar: str | None = None,
 ) -> str:
     """Stable across processes: canonical JSON (sorted keys) of everything that shapes the reply."""
     payload = {
@@ -58,6 +59,8 @@ def cache_key(
             "stop": list(sampling.stop or ()),
         },
     }
+    if grammar is not None:  # absent otherwise: keys of existing caches stay valid
+        payload["grammar"] = grammar
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -108,6 +111,7 @@ class CachedLLM(LLM):
         super().__init__(llm.model, max_concurrency=llm.max_concurrency)
         self.inner = llm
         self.provider = llm.provider  # type: ignore[misc]  # same identity, same keys
+        self.supports_grammar = llm.supports_grammar  # type: ignore[misc]
         self.store = ResponseStore(path)
         self.hits = 0
         self.misses = 0
@@ -120,10 +124,12 @@ class CachedLLM(LLM):
         json_schema: dict[str, Any] | None = None,
         sampling: SamplingParams | None = None,
         tool_choice: ToolChoice = "auto",
+        grammar: str | None = None,
     ) -> ChatResponse:
         out = await self.chat_batch(
-            [messages], tools=tools, json_schema=json_schema, sampling=sampling, tool_choice=tool_choice
-        )
+            [messages], tools=tools, json_schema=json_schema, sampling=sampling, tool_choice=tool_choice,
+            grammar=grammar,
+        )  # fmt: skip
         return out[0]
 
     async def _chat(self, messages: list[Message], **kw: Any) -> ChatResponse:  # pragma: no cover
@@ -138,13 +144,18 @@ class CachedLLM(LLM):
         sampling: SamplingParams | None = None,
         tool_choice: ToolChoice = "auto",
         return_exceptions: bool = False,
+        grammar: str | None = None,
     ) -> list[Any]:
         """Cached replies are read first; the misses go to the wrapped LLM as one batch."""
         sampling = sampling or SamplingParams()
-        kw = {"tools": tools, "json_schema": json_schema, "sampling": sampling, "tool_choice": tool_choice}
+        kw: dict[str, Any] = {"tools": tools, "json_schema": json_schema, "sampling": sampling,
+                              "tool_choice": tool_choice}  # fmt: skip
+        if grammar is not None:
+            kw["grammar"] = grammar
         if not sampling.deterministic:
             return await self.inner.chat_batch(conversations, **kw, return_exceptions=return_exceptions)
-        keys = [cache_key(self.inner, m, tools, json_schema, sampling, tool_choice) for m in conversations]
+        keys = [cache_key(self.inner, m, tools, json_schema, sampling, tool_choice, grammar)
+                for m in conversations]  # fmt: skip
         results: list[Any] = await asyncio.to_thread(lambda: [self.store.get(k) for k in keys])
         missing = [i for i, r in enumerate(results) if r is None]
         self.hits += len(keys) - len(missing)

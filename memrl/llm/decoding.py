@@ -2,9 +2,17 @@
 
 Why our own loop rather than ``model.generate``: we need, per sequence, (a) an xgrammar matcher that is
 advanced only while that sequence is alive (``xgrammar.contrib.hf.LogitsProcessor`` asserts on the pad
-tokens HF feeds finished rows), (b) the log-probability of every sampled token under the *unmodified*
-model distribution (temperature 1, no grammar mask: what an RL trainer recomputes, and vLLM's default
-``raw_logprobs``), and (c) finished rows dropped from the batch so the survivors run faster.
+tokens HF feeds finished rows), (b) the log-probability of every sampled token under the distribution it
+was *actually drawn from* (the behaviour policy of RL), (c) finished rows dropped from the batch so the
+survivors run faster, and (d) identical prompts (the G rollouts of a GRPO group) prefilled once.
+
+**The behaviour distribution** of a position is :func:`sampling_logprobs`: the model's logits with the
+ids beyond the tokenizer and, under a grammar, the tokens the grammar forbids set to -inf, divided by the
+temperature (1 when greedy), log-softmaxed: masked, renormalised, temperature-scaled. Top-p truncation
+(``top_p < 1``) is applied when drawing but not in the reported log-probabilities; RL rollouts keep
+``top_p = 1``. A trainer recomputes the same quantity with :func:`sampling_logprobs` and
+:func:`replay_masks` (the grammar replayed over the completion), so the PPO ratio is exactly 1 before any
+update (tested in ``tests/test_masked_sampling.py``).
 
 Rows are left-padded; position ids come from the attention mask, so a prompt gets the same positions alone
 or in a batch. A row stops at a stop token (kept as its last completion id, as vLLM does), when its grammar
@@ -27,9 +35,49 @@ from memrl.llm.base import SamplingParams
 class Generation:
     prompt_ids: list[int]
     completion_ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float]  # of each sampled token under the behaviour distribution (module docstring)
     text: str
     finish_reason: str  # "stop" | "length"
+
+
+def bitmask_to_bool(bitmask: Any, vocab_size: int) -> Any:
+    """xgrammar's packed int32 bitmask ``[N, ceil(V/32)]`` as a bool tensor ``[N, V]`` (True = allowed)."""
+    import torch
+
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+
+
+def sampling_logprobs(logits: Any, temperature: float, allowed: Any = None, n_real: int | None = None) -> Any:
+    """Log-probabilities of the behaviour distribution ``[..., V]`` (see the module docstring).
+
+    ``allowed``: bool ``[..., V]`` from a grammar (None: no grammar); ``n_real``: ids at or beyond it
+    (embedding padding) are never allowed. Differentiable in ``logits``.
+    """
+    import torch
+
+    scores = logits.float()
+    if n_real is not None and n_real < scores.shape[-1]:
+        keep = torch.arange(scores.shape[-1], device=scores.device) < n_real
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.log_softmax(scores / (temperature if temperature > 0 else 1.0), dim=-1)
+
+
+def replay_masks(matcher: Any, completion_ids: list[int], vocab_size: int) -> Any:
+    """Each completion position's allowed tokens ``[len, V]`` (bool), rebuilt by advancing a fresh
+    matcher of the recorded grammar over the completion exactly as the sampler did."""
+    import torch
+    import xgrammar as xgr
+
+    bitmask = xgr.allocate_token_bitmask(max(len(completion_ids), 1), vocab_size)
+    for k, token in enumerate(completion_ids):
+        matcher.fill_next_token_bitmask(bitmask, k)
+        if not matcher.accept_token(token):
+            raise ProviderError(f"replay: the recorded grammar rejects token {token} at position {k}")
+    return bitmask_to_bool(bitmask[: len(completion_ids)], vocab_size).to(torch.bool)
 
 
 def _choose(scores: Any, sampling: SamplingParams, generator: Any) -> Any:
@@ -66,10 +114,14 @@ def generate(
     matchers = matchers or [None] * n
     device = next(model.parameters()).device
     pad = pad_id if pad_id is not None else min(stop_ids)
-    width = max(len(p) for p in prompts)
-    ids = torch.full((n, width), pad, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
+    # identical prompts (a GRPO group) are prefilled once; their cache rows are copied afterwards
+    unique: dict[tuple[int, ...], int] = {}
+    source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+    firsts = list(unique)
+    width = max(len(p) for p in firsts)
+    ids = torch.full((len(firsts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(firsts), width), dtype=torch.long)
+    for i, p in enumerate(firsts):
         ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
         mask[i, width - len(p) :] = 1
     ids, mask = ids.to(device), mask.to(device)
@@ -88,6 +140,7 @@ def generate(
     finish: list[str | None] = [None] * n
     with torch.inference_mode():
         step_in, step_mask, step_pos = ids, mask, positions
+        expand = torch.tensor(source, device=device) if len(firsts) < n else None
         while True:
             logits = (
                 model(
@@ -101,7 +154,11 @@ def generate(
                 .logits[:, -1, :]
                 .float()
             )
-            logprobs = torch.log_softmax(logits, dim=-1)
+            if expand is not None:  # after the shared prefill: one row per sequence
+                logits = logits[expand]
+                cache.batch_select_indices(expand)
+                step_mask, step_pos = step_mask[expand], step_pos[expand]
+                expand = None
             scores = logits
             if n_real < scores.shape[-1]:
                 scores[:, n_real:] = float("-inf")
@@ -111,6 +168,7 @@ def generate(
                     matchers[rows[j]].fill_next_token_bitmask(bitmask, j)
                 xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device), indices=constrained)
             tokens = _choose(scores, sampling, generator).tolist()
+            logprobs = sampling_logprobs(scores, sampling.temperature)  # scores are masked already
             chosen = logprobs.gather(-1, torch.tensor(tokens, device=device)[:, None]).squeeze(-1).tolist()
             for j, r in enumerate(rows):
                 token = tokens[j]

@@ -4,10 +4,17 @@ The local back-end constrains generation token by token: a JSON schema (``json_s
 a JSON object ``{"name": <one of the tools>, "arguments": {...its parameters schema...}}``. With
 ``tool_choice="auto"`` the model may instead answer in plain text (anything not starting with ``{``).
 JSON is generated compactly (``", "`` and ``": "`` separators, no free whitespace), so a small model
-cannot stall in endless blank space. Grammars are compiled once per schema and kept::
+cannot stall in endless blank space. A raw EBNF grammar (xgrammar's dialect, the one vLLM accepts as a
+guided grammar) may be given instead (``grammar=``). Grammars are compiled once per schema and kept::
 
     book = GrammarBook(tokenizer, vocab_size=model.config.vocab_size, stop_token_ids=[eos_id])
     matcher = book.matcher(book.for_schema({"type": "object", ...}))     # one matcher per sequence
+
+**Constraint records.** Every reply records the constraint that produced it as a JSON-safe dict
+(:func:`constraint_of`: ``{"json_schema": ...}``, ``{"tools": [...], "tool_choice": ...}``,
+``{"grammar": "<ebnf>"}``, or ``None``); ``book.for_constraint(record)`` compiles the same grammar again,
+so a trainer can replay it over the reply's tokens and rebuild each position's mask
+(:func:`memrl.llm.decoding.replay_masks`).
 """
 
 from __future__ import annotations
@@ -89,6 +96,22 @@ def parse_tool_call(text: str, tools: list[dict[str, Any]], call_id: str | None 
     return ToolCall.from_raw(call_id, name, obj.get("arguments") if isinstance(obj, dict) else None)
 
 
+def constraint_of(
+    json_schema: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str = "auto",
+    grammar: str | None = None,
+) -> dict[str, Any] | None:
+    """The JSON-safe record of what constrains a reply (None: nothing does); see the module docstring."""
+    if grammar is not None:
+        return {"grammar": grammar}
+    if json_schema is not None:
+        return {"json_schema": json_schema}
+    if tools and tool_choice != "none":
+        return {"tools": tools, "tool_choice": tool_choice}
+    return None
+
+
 class GrammarBook:
     """Compiles and caches grammars for one tokenizer (thread-safe; LRU of ``max_entries``)."""
 
@@ -136,6 +159,20 @@ class GrammarBook:
             return self.compiler.compile_grammar(xgr.Grammar.union(call, xgr.Grammar.from_regex(TEXT_REGEX)))
 
         return self._get(key, build)
+
+    def for_grammar(self, ebnf: str) -> Any:
+        """A raw EBNF grammar (root rule ``root``), xgrammar's dialect."""
+        return self._get("ebnf:" + ebnf, lambda: self.compiler.compile_grammar(ebnf))
+
+    def for_constraint(self, constraint: dict[str, Any]) -> Any:
+        """The compiled grammar of a constraint record (:func:`constraint_of`)."""
+        if "grammar" in constraint:
+            return self.for_grammar(constraint["grammar"])
+        if "json_schema" in constraint:
+            return self.for_schema(constraint["json_schema"])
+        if "tools" in constraint:
+            return self.for_tools(constraint["tools"], constraint.get("tool_choice", "auto"))
+        raise ValidationError(f"unknown constraint record with keys {sorted(constraint)}")
 
     def matcher(self, compiled: Any) -> Any:
         return self._xgr.GrammarMatcher(compiled)

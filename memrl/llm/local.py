@@ -33,7 +33,13 @@ from typing import Any
 
 from memrl.errors import MemrlError, ValidationError
 from memrl.llm.base import LLM, ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice, Usage
-from memrl.llm.grammar import GrammarBook, parse_tool_call, render_tool_call, tool_instructions
+from memrl.llm.grammar import (
+    GrammarBook,
+    constraint_of,
+    parse_tool_call,
+    render_tool_call,
+    tool_instructions,
+)
 from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
@@ -47,6 +53,11 @@ class _Job:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tool_choice: ToolChoice = "auto"
     future: asyncio.Future[ChatResponse] | None = None
+    grammar: str | None = None
+
+    @property
+    def constraint(self) -> dict[str, Any] | None:
+        return constraint_of(self.json_schema, self.tools, self.tool_choice, self.grammar)
 
 
 def _text(content: Any) -> str:
@@ -59,6 +70,7 @@ class LocalLLM(LLM):
     """A local causal LM with batched, optionally grammar-constrained decoding."""
 
     provider = "local"
+    supports_grammar = True
 
     def __init__(
         self,
@@ -140,13 +152,16 @@ class LocalLLM(LLM):
         text = tok.apply_chat_template(msgs, tools=template_tools, add_generation_prompt=True, tokenize=False)
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    def _matcher(self, job: _Job) -> Any:
+    @property
+    def grammars(self) -> GrammarBook:
+        """The grammar compiler of this model's tokenizer (trainers replay recorded constraints with it)."""
+        self.load()
         assert self._grammars is not None
-        if job.json_schema is not None:
-            return self._grammars.matcher(self._grammars.for_schema(job.json_schema))
-        if job.tools and job.tool_choice != "none":
-            return self._grammars.matcher(self._grammars.for_tools(job.tools, job.tool_choice))
-        return None
+        return self._grammars
+
+    def _matcher(self, job: _Job) -> Any:
+        constraint = job.constraint
+        return None if constraint is None else self.grammars.matcher(self.grammars.for_constraint(constraint))
 
     # ---- generation (sync core) ------------------------------------------------------------------
     def _run(self, jobs: list[_Job], sampling: SamplingParams) -> list[ChatResponse | Exception]:
@@ -215,6 +230,8 @@ class LocalLLM(LLM):
             completion_ids=gen.completion_ids,
             logprobs=gen.logprobs,
             raw={"text": gen.text},
+            constraint=job.constraint,
+            temperature=job.sampling.temperature,
         )
 
     def generate_sync(
@@ -225,9 +242,11 @@ class LocalLLM(LLM):
         json_schema: dict[str, Any] | None = None,
         sampling: SamplingParams | None = None,
         tool_choice: ToolChoice = "auto",
+        grammar: str | None = None,
     ) -> list[ChatResponse]:
         """Batched replies without asyncio (for trainers). Raises the first failure."""
-        jobs = [_Job(m, tools, json_schema, sampling or SamplingParams(), tool_choice) for m in conversations]
+        jobs = [_Job(m, tools, json_schema, sampling or SamplingParams(), tool_choice, grammar=grammar)
+                for m in conversations]  # fmt: skip
         results = self._run(jobs, sampling or SamplingParams())
         for r in results:
             if isinstance(r, Exception):
@@ -243,11 +262,12 @@ class LocalLLM(LLM):
         json_schema: dict[str, Any] | None,
         sampling: SamplingParams,
         tool_choice: ToolChoice,
+        grammar: str | None = None,
     ) -> ChatResponse:
         loop = asyncio.get_running_loop()
         state = self._loop_state.setdefault(loop, {})
         queue: asyncio.Queue[_Job] = state.setdefault("queue", asyncio.Queue())
-        job = _Job(messages, tools, json_schema, sampling, tool_choice, loop.create_future())
+        job = _Job(messages, tools, json_schema, sampling, tool_choice, loop.create_future(), grammar)
         queue.put_nowait(job)
         # The worker lives only while there is work (no task left pending at exit). No await between
         # its last empty() check and its end, so a job put here is always seen by a live worker.

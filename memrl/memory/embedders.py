@@ -9,7 +9,11 @@ Three providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembe
   and for machines without a model. It captures lexical overlap, not meaning.
 
 ``create_embedder("minilm")`` builds one from a spec string. Vectors are cached by content hash by the
-store (see :class:`memrl.memory.search.SearchIndex`), so nothing is embedded twice.
+store (see :class:`memrl.memory.search.SearchIndex`), so nothing is embedded twice in one store;
+:class:`CachedEmbedder` adds a cache file shared across stores and runs (the retrieval evaluation keeps
+one in ``~/.cache/memrl`` so a second run embeds nothing)::
+
+    embedder = CachedEmbedder(create_embedder("minilm"), default_cache_path())
 """
 
 from __future__ import annotations
@@ -213,6 +217,78 @@ class OpenAIEmbedder(Embedder):
         except openai.OpenAIError as e:
             raise ProviderError(f"embedding request to {self.base_url or 'OpenAI'} failed: {e}") from e
         return self._collect(list(resp))
+
+
+def default_cache_path() -> str:
+    """``$MEMRL_CACHE_DIR/embeddings.db``, else ``~/.cache/memrl/embeddings.db``."""
+    root = os.environ.get("MEMRL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "memrl")
+    return os.path.join(root, "embeddings.db")
+
+
+class CachedEmbedder(Embedder):
+    """``inner`` with a persistent cache: vectors are kept in an SQLite file keyed by (embedder name,
+    sha256 of the text), so a text is embedded once per machine, whatever store or process asks.
+
+    Same ``name`` and ``dim`` as ``inner`` (the vectors are the same). Several processes may share the
+    file (WAL mode, ``INSERT OR IGNORE``); a cache that cannot be opened is a :class:`ConfigError`."""
+
+    def __init__(self, inner: Embedder, path: str) -> None:
+        self.inner = inner
+        self.path = path
+        self.name = inner.name
+        self._db: Any = None
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return self.inner.dim
+
+    def _conn(self) -> Any:
+        if self._db is None:
+            import sqlite3
+
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vector BLOB, "
+                    "PRIMARY KEY (model, hash))"
+                )
+            except (OSError, sqlite3.Error) as e:
+                raise ConfigError(f"cannot open the embedding cache {self.path}: {e}") from e
+            self._db = db
+        return self._db
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        db = self._conn()
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        have: dict[str, bytes] = {}
+        uniq = list(dict.fromkeys(keys))
+        for i in range(0, len(uniq), 500):
+            chunk = uniq[i : i + 500]
+            rows = db.execute(
+                f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(chunk))})",
+                [self.name, *chunk],
+            ).fetchall()
+            have.update({h: v for h, v in rows if len(v) == 4 * self.dim})
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in have}
+        if todo:
+            fresh = self.inner.embed(list(todo.values()))
+            new = {k: np.asarray(v, dtype=np.float32).tobytes() for k, v in zip(todo, fresh, strict=True)}
+            with db:
+                db.executemany(
+                    "INSERT OR IGNORE INTO vectors (model, hash, vector) VALUES (?, ?, ?)",
+                    [(self.name, k, v) for k, v in new.items()],
+                )
+            have.update(new)
+        return np.stack([np.frombuffer(have[k], dtype=np.float32) for k in keys])
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
 
 def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedder:

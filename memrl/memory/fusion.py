@@ -20,6 +20,19 @@ STOPWORDS = frozenset(
 )
 
 
+#: Words that shape a question but say nothing of its answer ("What kind of ...", "Would X likely ...").
+QUESTION_WORDS = frozenset(
+    "would could should might likely probably kind kinds type types sort sorts ever some any based "
+    "think thing things considered consider main particular specific".split()
+)
+
+
+def strip_question_words(text: str) -> str:
+    """``text`` without :data:`QUESTION_WORDS` (whole words, any case), unless nothing else would remain."""
+    kept = re.sub(r"\b(?:" + "|".join(sorted(QUESTION_WORDS)) + r")\b", " ", text, flags=re.IGNORECASE)
+    return kept if fts_query(kept) else text
+
+
 def fts_query(text: str) -> str:
     """An FTS5 MATCH expression: the query's distinct non-stopword tokens, quoted, OR-ed together."""
     tokens = [t for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]

@@ -52,6 +52,19 @@ _ASKS_WHEN = re.compile(
 )
 
 
+_ASKS_ABSTRACT = re.compile(
+    r"^\s*(?:would|could|might|is it likely|based on)\b|\blikely\b|\b(?:what|how) (?:might|would)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_abstract(query: str) -> bool:
+    """Whether the query asks for an inference rather than a fact ("Would Caroline likely ...?", "Based on
+    ..., what might ...?"): its answer rarely repeats its words, so meaning (dense search) matters more
+    than words (BM25)."""
+    return _ASKS_ABSTRACT.search(query) is not None
+
+
 def mentions_time(text: str) -> bool:
     """Whether ``text`` has a time expression ("yesterday", "last week", "in 2022", "on Friday", ...)."""
     return TIME_EXPRESSION.search(text) is not None

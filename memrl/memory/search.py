@@ -20,9 +20,11 @@ import numpy as np
 from memrl.errors import ValidationError
 from memrl.memory.dense import TYPE_CODE, DenseIndexes
 from memrl.memory.embedders import Embedder
-from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf
-from memrl.memory.query import Facts, apply_priors, diversify, named_in
+from memrl.memory.expand import session_prior, session_scores, spread
+from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
+from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.store import SQLiteStore
+from memrl.memory.terms import TermIndex, content_terms
 from memrl.memory.types import MemoryType, SearchHit
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
@@ -56,6 +58,11 @@ class SearchOptions:
     - ``time_boost``: when the query asks about time ("When did...", "How long..."), items whose metadata
       ``time_key`` is true (the ``raw`` builder marks turns with a time expression) get ``time_boost``
       times the best score added.
+    - ``question_words``: BM25 runs without the words that shape a question but do not occur in its
+      answer ("kind", "likely", "would", :data:`memrl.memory.fusion.QUESTION_WORDS`).
+    - ``abstract_weights``: (dense, bm25) fusion weights used instead of ``weights`` when the query asks
+      for an inference (:func:`memrl.memory.query.asks_abstract`: "Would X likely...", "Based on...,
+      what might..."), whose answers rarely share its words.
     - ``prf_docs``: pseudo-relevance feedback for BM25: the ``prf_terms`` words most frequent in the top
       ``prf_docs`` hits (in at least two of them) expand the query; the expanded list's min-max normalised
       scores, times ``prf_weight``, are added to the original's. Off by default: it bought nothing beyond
@@ -63,6 +70,15 @@ class SearchOptions:
     - ``diversity``: results are picked greedily; each already picked result from the same session
       lowers a candidate's score by ``diversity`` times the best score (questions that aggregate over
       the conversation have evidence in many sessions).
+    - ``session_stage``: two-stage retrieval: sessions are ranked first (BM25 over each session's turns as
+      one document, :func:`memrl.memory.expand.session_scores`); candidates of the ``session_top`` best
+      sessions get ``session_stage`` times the best score, times their session's score over the best
+      session's, added.
+    - ``spread``: spreading activation over the entity graph (:func:`memrl.memory.expand.spread`): the
+      ``spread_seeds`` best candidates activate the entities they name (``tagger``: ``rule`` or ``spacy``),
+      which pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
+      added (units reached that were not candidates join the ranking). With ``types`` or ``filters`` only
+      candidates are re-scored.
     - ``session_boost``: every item gets ``session_boost`` times its session's share of the candidates'
       total score (sum over the session's candidates / best session's sum) times the best score added:
       evidence clusters in sessions that match the query as a whole.
@@ -85,11 +101,19 @@ class SearchOptions:
     date_boost: float = 0.2
     time_key: str | None = "mentions_time"
     time_boost: float = 0.4
+    question_words: bool = True
+    abstract_weights: tuple[float, float] | None = None
     diversity: float = 0.0
     prf_docs: int = 0
     prf_terms: int = 8
     prf_weight: float = 0.3
     session_boost: float = 0.0
+    session_stage: float = 0.1
+    session_top: int = 3
+    spread: float = 0.2
+    spread_seeds: int = 20
+    spread_max_share: float = 0.05
+    tagger: str = "rule"
 
 
 @dataclass
@@ -116,6 +140,9 @@ PLAIN: dict[str, Any] = {
     "time_boost": 0.0,
     "diversity": 0.0,
     "session_boost": 0.0,
+    "session_stage": 0.0,
+    "spread": 0.0,
+    "question_words": False,
 }
 
 
@@ -126,10 +153,12 @@ class SearchIndex(DenseIndexes):
     def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
         super().__init__(store, embedder, backend=backend)
         self._fact_cache: dict[str, _Facts] = {}
+        self.terms = TermIndex(store)
 
     def forget(self, ns: str) -> None:
         super().forget(ns)
         self._fact_cache.pop(ns, None)
+        self.terms.forget(ns)
 
     # ------------------------------------------------------------------ retrievers
     def bm25(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
@@ -230,17 +259,19 @@ class SearchIndex(DenseIndexes):
 
         dense_list: list[tuple[int, float]] = []
         bm25_list: list[tuple[int, float]] = []
+        bm25_query = query
         if opts.mode in ("dense", "hybrid"):
             rids, scores = idx.top(qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend)
             dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
         if opts.mode in ("bm25", "hybrid"):
-            bm25_query = query
+            if opts.question_words:
+                bm25_query = strip_question_words(query)
             if opts.strip_speaker:  # every item of theirs carries the name: the speaker prior does its job
                 named = named_in(query, self._facts(ns, opts).speakers)
                 if len(named) == 1:
                     who = re.escape(next(iter(named)))
-                    stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", query, flags=re.IGNORECASE)
-                    bm25_query = stripped if fts_query(stripped) else query
+                    stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", bm25_query, flags=re.IGNORECASE)
+                    bm25_query = stripped if fts_query(stripped) else bm25_query
             bm25_list = self.bm25(ns, bm25_query, fetch, opts)
             if opts.prf_docs > 0 and bm25_list:
                 bm25_list = self._feedback(ns, bm25_query, bm25_list, fetch, opts)
@@ -275,18 +306,38 @@ class SearchIndex(DenseIndexes):
             fused = {k: v[2] for k, v in dense_c.items()}
         elif opts.mode == "bm25":
             fused = {k: v[2] for k, v in bm25_c.items()}
-        elif opts.fusion == "rrf":
-            fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=opts.weights)
         else:
-            fused = convex(
-                [{k: v[2] for k, v in dense_c.items()}, {k: v[2] for k, v in bm25_c.items()}], opts.weights
-            )
+            weights = opts.weights
+            if opts.abstract_weights is not None and asks_abstract(query):
+                weights = opts.abstract_weights
+            if opts.fusion == "rrf":
+                fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=weights)
+            else:
+                fused = convex(
+                    [{k: v[2] for k, v in dense_c.items()}, {k: v[2] for k, v in bm25_c.items()}], weights
+                )
         if boosted and fused:
             facts = {k: Facts(*info.get(rid, ())) for k, rid in rep.items()}
             fused = apply_priors(
                 query, fused, facts, speaker=opts.speaker_boost, date=opts.date_boost,
                 time=opts.time_boost, session=opts.session_boost,
             )  # fmt: skip
+        if (opts.session_stage > 0 or opts.spread > 0) and fused and opts.mode != "dense":
+            nt = self.terms.get(ns, collapse=opts.collapse, speaker_key=opts.speaker_key, tagger=opts.tagger)
+            if opts.session_stage > 0:
+                sessions = session_scores(nt, content_terms(bm25_query))
+                session_of = {k: nt.units[k].session for k in fused if k in nt.units}
+                fused = session_prior(fused, session_of, sessions, opts.session_stage, opts.session_top)
+            if opts.spread > 0:
+                spread_out = spread(
+                    nt, fused, weight=opts.spread, seeds=opts.spread_seeds, max_share=opts.spread_max_share
+                )
+                if opts.types or opts.filters:  # a reached unit may not pass them: re-score candidates only
+                    spread_out = {k: v for k, v in spread_out.items() if k in fused}
+                for k in spread_out:
+                    if k not in rep:
+                        rep[k] = min(nt.units[k].rids)
+                fused = spread_out
 
         if (
             qv is not None

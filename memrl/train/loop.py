@@ -9,8 +9,9 @@ policy from the groups. Every ``save_every`` steps the policy, optimizer and ste
 appended to ``OUTPUT_DIR/metrics.jsonl`` and every rollout's final reply and reward to ``rollouts.jsonl``; ``--resume`` continues from the checkpoint, so an interrupted
 run loses at most the steps since it. At the end, ``report.md`` and ``reward.png`` summarise the run.
 
-Tasks: :class:`MemAgentTasks` (MemAgent reading a conversation to answer one of its questions, reward 1
-when the boxed answer matches, as in the original; a failed rollout has no reward and is left out).
+Tasks: :mod:`memrl.train.tasks` (``read``, ``answer``, ``update``, ``build``; a failed rollout has no
+reward and is left out). Metrics also go to TensorBoard (``OUTPUT_DIR/tensorboard``; ``tensorboard --logdir
+OUTPUT_DIR``) unless ``--no-tensorboard``.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
-from memrl.data.types import Conversation
 from memrl.errors import ConfigError
+from memrl.train.tasks import MemAgentTasks
 
 __all__ = ["LoopConfig", "MemAgentTasks", "RolloutTasks", "train"]
 
@@ -41,6 +41,7 @@ class LoopConfig:
     save_every: int = option(1, "checkpoint every N steps (and at the end)")
     seed: int = option(0, "task order and sampling")
     output_dir: str = option("runs/train", "metrics.jsonl, checkpoint/, report.md, reward.png")
+    tensorboard: bool = option(True, "also write metrics to OUTPUT_DIR/tensorboard")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.group_size < 2 or self.tasks_per_step < 1 or self.save_every < 1:
@@ -52,62 +53,14 @@ class LoopConfig:
 
 
 class RolloutTasks(Protocol):
-    """A set of tasks and how to roll one out; the trajectory's ``reward`` is None when it failed."""
+    """A set of tasks and how to roll one out; the trajectory's ``reward`` is None when it failed.
+
+    Task sets may also define ``setup()``/``close()`` (async, run once) and ``group(llm, index, n,
+    temperature)`` returning several GRPO groups per task (:mod:`memrl.train.tasks`)."""
 
     def __len__(self) -> int: ...
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory: ...
-
-
-#: MemAgent rewards: ``reward`` is the original's (boxed answer matches a gold, 0/1); ``f1`` and ``sub_em``
-#: score the same boxed answer more densely (no box: 0), which gives a small model some signal.
-#: ``f1_unboxed`` scores the whole final reply when it has no box: a format-free reward for models that
-#: never box (the 135M offline model boxed none of 32 answers at temperature 1).
-REWARDS = ("reward", "f1", "sub_em", "f1_unboxed")
-
-
-class MemAgentTasks:
-    """MemAgent reading a conversation (rendered as one document) to answer one of its questions."""
-
-    def __init__(
-        self, conversations: Sequence[Conversation], agent_config: Any = None, *, reward: str = "reward"
-    ) -> None:
-        from memrl.agents.memagent import MemAgentConfig, render_conversation
-
-        if reward not in REWARDS:
-            raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
-        self.reward = reward
-        self.config = agent_config or MemAgentConfig(chunk_tokens=1024, memory_tokens=256, answer_tokens=48)
-        self.items = [
-            (render_conversation(c), q)
-            for c in conversations
-            for q in c.questions
-            if q.answers and q.category != "adversarial"
-        ]
-        if not self.items:
-            raise ConfigError("no question with an answer to train on")
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
-        import dataclasses
-
-        from memrl.agents.memagent import MemAgent
-
-        document, q = self.items[index]
-        cfg = dataclasses.replace(self.config, temperature=temperature)
-        result = await MemAgent(llm, cfg).run(q.question, document, golds=list(q.answers), task_id=q.id)
-        traj = result.trajectory
-        if traj.failure is None and self.reward == "f1_unboxed":
-            from memrl.eval.metrics import best_over_golds, boxed_answer, token_f1
-
-            final = result.final_text
-            answer = boxed_answer(final)
-            traj.reward = best_over_golds(token_f1, final if answer is None else answer, list(q.answers))
-        elif traj.failure is None and self.reward != "reward":
-            traj.reward = float(traj.metrics[self.reward])  # a denser score of the same boxed answer
-        return traj
 
 
 def _plot(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -149,13 +102,44 @@ def _report(out: Path, rows: list[dict[str, Any]]) -> None:
 async def _rollouts(
     llm: Any, tasks: RolloutTasks, picks: list[int], cfg: LoopConfig
 ) -> list[list[Trajectory]]:
-    groups = await asyncio.gather(
-        *(
-            asyncio.gather(*(tasks.rollout(llm, i, cfg.temperature) for _ in range(cfg.group_size)))
-            for i in picks
-        )
-    )
-    return [list(g) for g in groups]
+    async def one(i: int) -> list[list[Trajectory]]:
+        if hasattr(tasks, "group"):
+            return await tasks.group(llm, i, cfg.group_size, cfg.temperature)
+        return [
+            list(
+                await asyncio.gather(*(tasks.rollout(llm, i, cfg.temperature) for _ in range(cfg.group_size)))
+            )
+        ]
+
+    per_task = await asyncio.gather(*(one(i) for i in picks))
+    return [g for groups in per_task for g in groups]
+
+
+class _Board:
+    """TensorBoard scalars beside metrics.jsonl (torch's SummaryWriter; the ``train`` extra)."""
+
+    def __init__(self, folder: Path, enabled: bool) -> None:
+        self.writer = None
+        if enabled:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as e:
+                raise ConfigError(
+                    "TensorBoard logging needs tensorboard: pip install 'memrl[train]', or pass --no-tensorboard"
+                ) from e
+            self.writer = SummaryWriter(str(folder))
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.writer is None:
+            return
+        for k, v in row.items():
+            if isinstance(v, (int, float)) and k != "step" and v == v:  # skip NaN (no scored rollout)
+                self.writer.add_scalar(f"train/{k}", v, int(row["step"]))
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def train(
@@ -166,14 +150,15 @@ def train(
     *,
     resume: bool = False,
     progress: bool = True,
+    time_limit_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run the loop (see the module docstring); returns every step's metrics, those of earlier runs included.
 
     With ``resume``, ``llm`` must have been loaded from the checkpoint
     (:func:`~memrl.train.trainer.checkpoint_folder` of ``OUTPUT_DIR/checkpoint``; ``memrl train`` does
-    this); the optimizer state, step count and KL reference are read from there.
+    this); the optimizer state, step count and KL reference are read from there. ``time_limit_s``: stop
+    (with a checkpoint) after the first step that ends past this many seconds (a fixed time budget).
     """
-    import torch
     from tqdm.auto import tqdm
 
     from memrl.train.trainer import PolicyTrainer, checkpoint_folder
@@ -205,15 +190,54 @@ def train(
         trainer = PolicyTrainer(llm, trainer_config)
 
     bar = tqdm(total=loop.steps, initial=trainer.steps_done, desc="train", unit="step", disable=not progress)
+    board = _Board(out / "tensorboard", loop.tensorboard)
+    events = asyncio.new_event_loop()  # one loop for the run: stores and the back-end's batching live on it
+    try:
+        if hasattr(tasks, "setup"):
+            events.run_until_complete(tasks.setup())
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        _steps(
+            llm,
+            tasks,
+            loop,
+            trainer,
+            events,
+            board,
+            bar,
+            rows,
+            metrics_path,
+            rollouts_path,
+            checkpoint,
+            deadline,
+        )
+    finally:
+        if hasattr(tasks, "close"):
+            events.run_until_complete(tasks.close())
+        events.run_until_complete(llm.aclose())
+        events.close()
+        board.close()
+        bar.close()
+    _report(out, rows)
+    return rows
+
+
+def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, board: _Board, bar: Any,
+           rows: list[dict[str, Any]], metrics_path: Path, rollouts_path: Path, checkpoint: Path,
+           deadline: float | None = None) -> None:  # fmt: skip
+    import torch
+
     while trainer.steps_done < loop.steps:
         step = trainer.steps_done + 1
         t0 = time.perf_counter()
         rng = random.Random(f"{loop.seed}:{step}")
         picks = rng.sample(range(len(tasks)), min(loop.tasks_per_step, len(tasks)))
         torch.manual_seed(loop.seed * 1_000_003 + step)
-        groups = asyncio.run(_rollouts(llm, tasks, picks, loop))
+        groups = events.run_until_complete(_rollouts(llm, tasks, picks, loop))
+        t_roll = time.perf_counter() - t0
         metrics = trainer.step(groups)
-        metrics.update(tasks=picks, seconds=round(time.perf_counter() - t0, 2))
+        metrics.update(
+            tasks=picks, seconds=round(time.perf_counter() - t0, 2), rollout_seconds=round(t_roll, 2)
+        )
         rows.append(metrics)
         with rollouts_path.open("a") as f:  # what the policy wrote, for reading, not resuming
             for t in (t for g in groups for t in g):
@@ -222,10 +246,11 @@ def train(
                                     "final": last, "metrics": t.metrics}) + "\n")  # fmt: skip
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
-        if step % loop.save_every == 0 or step == loop.steps:
+        board.write(metrics)
+        late = deadline is not None and time.perf_counter() > deadline
+        if step % loop.save_every == 0 or step == loop.steps or late:
             trainer.save(checkpoint)
+        if late:
+            break
         bar.update(1)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}")
-    bar.close()
-    _report(out, rows)
-    return rows

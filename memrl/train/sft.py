@@ -9,7 +9,10 @@ the student learns to stop. The loss is the mean negative log-likelihood over th
     memrl train sft-membuilder --dataset locomo --conv-id conv-30 --output-dir runs/sft
     memrl build --dataset locomo --conv-id conv-26 --provider local --model runs/sft/checkpoint
 
-Writes ``OUTPUT_DIR/sft_metrics.jsonl`` (one row per optimizer step) and the checkpoint (a model folder).
+Writes ``OUTPUT_DIR/sft_metrics.jsonl`` (one row per optimizer step) and the checkpoint (a model folder,
+with the optimizer state and step count), every ``save_every`` steps and at the end. ``--resume`` loads the
+checkpoint and continues at the next step (the example order is fixed by the seed), so an interrupted run
+ends with the weights an uninterrupted one would have (tested).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.train.trainer import LocalModelTrainer, Sample
+from memrl.train.logprobs import Sample
+from memrl.train.trainer import LocalModelTrainer
 
 __all__ = ["SFTConfig", "SFTTrainer", "sft_samples"]
 
@@ -41,10 +45,17 @@ class SFTConfig:
     max_grad_norm: float = option(1.0, "gradient clipping")
     max_seq_tokens: int = option(4096, "skip (and count) longer examples")
     seed: int = option(0, "example order")
+    save_every: int = option(10, "checkpoint every N optimizer steps (and at the end)")
 
     def __post_init__(self) -> None:
-        if self.lr <= 0 or self.epochs < 1 or self.batch_size < 1 or self.micro_batch < 1:
-            raise ConfigError("need lr > 0, epochs >= 1, batch_size >= 1, micro_batch >= 1")
+        if (
+            self.lr <= 0
+            or self.epochs < 1
+            or self.batch_size < 1
+            or self.micro_batch < 1
+            or self.save_every < 1
+        ):
+            raise ConfigError("need lr > 0, epochs >= 1, batch_size >= 1, micro_batch >= 1, save_every >= 1")
 
 
 def sft_samples(
@@ -94,44 +105,85 @@ class SFTTrainer(LocalModelTrainer):
         return total / max(n, 1), n
 
     def fit(
-        self, samples: Sequence[Sample], output_dir: str | Path, *, progress: bool = True
+        self,
+        samples: Sequence[Sample],
+        output_dir: str | Path,
+        *,
+        progress: bool = True,
+        resume: bool = False,
     ) -> list[dict[str, Any]]:
-        """Train for ``epochs``; returns one metrics row per optimizer step; saves ``OUTPUT_DIR/checkpoint``."""
+        """Train for ``epochs``; returns one metrics row per optimizer step (those of an earlier run included
+        when resuming); saves ``OUTPUT_DIR/checkpoint`` every ``save_every`` steps and at the end.
+
+        With ``resume`` the model must have been loaded from that checkpoint (``memrl train sft-membuilder
+        --resume`` does it): the optimizer state and step count are read from it, and the steps it holds
+        are skipped."""
         from tqdm.auto import tqdm
+
+        from memrl.train.trainer import checkpoint_folder
 
         cfg = self.config
         if not samples:
             raise ConfigError("no SFT examples (every expert call failed, was empty or too long)")
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
+        log_path, ckpt = out / "sft_metrics.jsonl", out / "checkpoint"
+        done = 0
         rows: list[dict[str, Any]] = []
+        if resume:
+            found = checkpoint_folder(ckpt)
+            if found is None:
+                raise ConfigError(f"--resume: no checkpoint in {ckpt}")
+            state = torch.load(found / "trainer_state.pt", weights_only=False)
+            self.optimizer.load_state_dict(state["optimizer"])
+            done = int(state["steps_done"])
+            old = log_path.read_text().splitlines() if log_path.exists() else []
+            rows = [r for r in (json.loads(x) for x in old if x.strip()) if r["step"] <= done]
+        elif checkpoint_folder(ckpt) is not None:
+            raise ConfigError(
+                f"{out} holds an earlier SFT run: pass --resume to continue it, or another --output-dir"
+            )
+        log_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         per_epoch = -(-len(samples) // cfg.batch_size)
-        bar = tqdm(total=cfg.epochs * per_epoch, desc="sft", unit="step", disable=not progress)
-        with (out / "sft_metrics.jsonl").open("w") as log:
+        total = cfg.epochs * per_epoch
+        bar = tqdm(total=total, initial=done, desc="sft", unit="step", disable=not progress)
+        step = 0
+        with log_path.open("a") as log:
             for epoch in range(cfg.epochs):
                 order = list(samples)
                 random.Random(cfg.seed + epoch).shuffle(order)
                 for b in range(0, len(order), cfg.batch_size):
-                    t0 = time.perf_counter()
-                    batch = order[b : b + cfg.batch_size]
-                    n_tok = sum(len(s.completion_ids) for s in batch)
-                    self.optimizer.zero_grad(set_to_none=True)
-                    nll = 0.0
-                    for i in range(0, len(batch), cfg.micro_batch):
-                        lp, comp = self.token_logprobs(self.model, batch[i : i + cfg.micro_batch])
-                        loss = -(lp * comp).sum() / n_tok  # the batch's token mean, summed over micro-batches
-                        loss.backward()
-                        nll += float(loss.detach())
-                    grad = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
-                    self.optimizer.step()
-                    row = {"epoch": epoch + 1, "step": len(rows) + 1, "loss": nll, "tokens": n_tok,
-                           "grad_norm": grad, "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
+                    step += 1
+                    if step <= done:
+                        continue
+                    row = self._step(order[b : b + cfg.batch_size], epoch + 1, step)
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
+                    if step % cfg.save_every == 0 or step == total:
+                        self._save(ckpt, step)
                     bar.update(1)
-                    bar.set_postfix(loss=f"{nll:.3f}")
+                    bar.set_postfix(loss=f"{row['loss']:.3f}")
         bar.close()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.save_checkpoint(out / "checkpoint", {"sft": asdict(cfg), "steps_done": len(rows)})
         return rows
+
+    def _step(self, batch: list[Sample], epoch: int, step: int) -> dict[str, Any]:
+        cfg = self.config
+        t0 = time.perf_counter()
+        n_tok = sum(len(s.completion_ids) for s in batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        nll = 0.0
+        for i in range(0, len(batch), cfg.micro_batch):
+            lp, comp = self.token_logprobs(self.model, batch[i : i + cfg.micro_batch])
+            loss = -(lp * comp).sum() / n_tok  # the batch's token mean, summed over micro-batches
+            loss.backward()
+            nll += float(loss.detach())
+        grad = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"epoch": epoch, "step": step, "loss": nll, "tokens": n_tok, "grad_norm": grad,
+                "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
+
+    def _save(self, folder: Path, step: int) -> None:
+        state = {"sft": asdict(self.config), "steps_done": step, "optimizer": self.optimizer.state_dict()}
+        self.save_checkpoint(folder, state)

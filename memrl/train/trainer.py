@@ -12,13 +12,24 @@ are on-policy. One update:
 2. **samples**: every LLM call of a kept trajectory that has token ids is one sequence (prompt + completion)
    carrying its trajectory's advantage: MemAgent's final reward is given to every reading step, as in the
    original; tool-loop trajectories contribute each model turn.
-3. **loss**: old log-probabilities are those of the current weights before the first optimizer step
-   (with one optimizer step, taken from the same forward pass; the rollout back-end's own are only
-   compared, ``rollout_logprob_diff``: a grammar or a sampling temperature changes them); PPO-clip with DAPO's decoupled range (:func:`~memrl.train.losses.policy_loss`),
-   plus ``kl_coef`` x KL to a frozen copy of the initial policy when ``kl_coef > 0``; aggregated over the
-   whole batch exactly as ``loss_agg`` says, however it is split into micro-batches.
+3. **loss**: every log-probability is that of the *behaviour distribution* the rollout was drawn from:
+   the logits under the step's recorded grammar (replayed over the completion with xgrammar) and
+   temperature (:mod:`memrl.train.logprobs`). Old log-probabilities are those of the current weights
+   before the first optimizer step (with one optimizer step, taken from the same forward pass); the
+   back-end's own are only compared (``rollout_logprob_diff``, ~1e-6: the same function computed them).
+   PPO-clip with DAPO's decoupled range (:func:`~memrl.train.losses.policy_loss`), plus ``kl_coef`` x
+   KL(pi || pi_ref) when ``kl_coef > 0``. **The reference** pi_ref is the run's initial policy *under the
+   same constraint and temperature* as the sample (a frozen copy; with LoRA, the base model with the
+   adapter switched off): both distributions live on the tokens the grammar allows, so the KL measures
+   how far training moved the policy the agent acts with, not the mass outside the grammar that neither
+   can sample. Aggregated over the whole batch exactly as ``loss_agg`` says, however it is split into
+   micro-batches.
 4. **step**: ``mini_batches`` optimizer steps (AdamW, gradient clipping) over the batch; with more than one,
    the later ones are off-policy and the clip range matters.
+
+**LoRA** (``lora_rank > 0``, peft): only low-rank adapters train; checkpoints hold the merged model
+(a folder ``LocalLLM`` and ``memrl eval --model`` load) plus the adapter and optimizer state, and a resumed
+run reloads the base model and the adapter (:meth:`PolicyTrainer.model_to_load`).
 
 This is the single-machine path (CPU or one GPU); :mod:`memrl.train.loop` drives it (rollouts, steps,
 checkpoints, resume). The advantage and loss functions are plain torch, written to be reused by a verl
@@ -41,6 +52,7 @@ from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
+from memrl.train.logprobs import PolicyLogProbs, Sample
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
 
 __all__ = ["LocalModelTrainer", "PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
@@ -61,7 +73,13 @@ class TrainerConfig:
     kl_coef: float = option(0.0, "KL-to-reference coefficient (MemAgent: 0.001); 0 keeps no reference model")
     kl_kind: KLKind = option("low_var_kl", "KL estimator")
     mini_batches: int = option(1, "optimizer steps per batch of rollouts")
-    micro_batch: int = option(2, "sequences per forward/backward pass (memory)")
+    micro_batch: int = option(8, "at most this many sequences per forward/backward pass (memory)")
+    micro_tokens: int = option(
+        4096, "at most this many tokens per forward/backward pass (a shared prompt counts once)"
+    )
+    lora_rank: int = option(0, "LoRA rank (peft); 0 = full fine-tuning")
+    lora_alpha: float = option(32.0, "LoRA scaling numerator (scale = alpha / rank)")
+    lora_targets: str = option("all-linear", "modules LoRA adapts: all-linear, or comma-separated names")
     max_grad_norm: float = option(1.0, "gradient clipping")
     shuffle_seed: int = option(0, "shuffling of samples into mini-batches")
 
@@ -74,17 +92,8 @@ class TrainerConfig:
             )
         if self.kl_coef < 0:
             raise ConfigError("kl_coef must be >= 0")
-
-
-@dataclass
-class Sample:
-    """One sequence to train on: the prompt, what the policy generated, and the advantage it earned."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    advantage: float
-    rollout_logprobs: list[float] | None = None
-    group: int = 0
+        if self.lora_rank < 0 or self.micro_tokens < 1:
+            raise ConfigError("lora_rank must be >= 0 (0 = full fine-tuning) and micro_tokens >= 1")
 
 
 class LocalModelTrainer:
@@ -93,31 +102,16 @@ class LocalModelTrainer:
     def __init__(self, llm: Any) -> None:
         self.llm = llm
         self.model = llm.hf_model
-        self.pad_id = self.llm.tokenizer.pad_token_id
-        if self.pad_id is None:
-            self.pad_id = min(self.llm.stop_ids) if self.llm.stop_ids else 0
+        self.scorer = PolicyLogProbs(llm)
 
     # ---- log-probabilities --------------------------------------------------------------------------
-    def _batch(self, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """Right-padded input ids, attention mask, and the completion mask aligned with the targets."""
-        width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
-        ids = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((len(samples), width), dtype=torch.long)
-        comp = torch.zeros((len(samples), width - 1))
-        for i, s in enumerate(samples):
-            seq = s.prompt_ids + s.completion_ids
-            ids[i, : len(seq)] = torch.tensor(seq)
-            attn[i, : len(seq)] = 1
-            comp[i, len(s.prompt_ids) - 1 : len(seq) - 1] = 1  # target t+1 is a completion token
-        device = next(self.model.parameters()).device
-        return ids.to(device), attn.to(device), comp.to(device), width
-
     def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities ``[B, T-1]`` of each next token under ``model``, and the completion mask."""
-        ids, attn, comp, _ = self._batch(samples)
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
-        lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        return lp, comp
+        """Completion log-probabilities ``[B, L]`` under ``model``'s behaviour distribution, and their mask
+        (:class:`~memrl.train.logprobs.PolicyLogProbs`)."""
+        return self.scorer(model, samples)
+
+    def _save_model(self, folder: Path) -> None:
+        self.model.save_pretrained(folder)
 
     def save_checkpoint(self, folder: str | Path, state: dict[str, Any]) -> Path:
         """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus ``state`` (trainer_state.pt).
@@ -132,7 +126,7 @@ class LocalModelTrainer:
         tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
         shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
         tmp.mkdir(parents=True)
-        self.model.save_pretrained(tmp)
+        self._save_model(tmp)
         self.llm.tokenizer.save_pretrained(tmp)
         torch.save(state, tmp / "trainer_state.pt")
         if folder.exists():
@@ -149,17 +143,22 @@ class PolicyTrainer(LocalModelTrainer):
     def __init__(
         self, llm: Any, config: TrainerConfig | None = None, *, reference: str | None = None
     ) -> None:
-        """``reference``: the folder of the initial policy, for the KL term of a resumed run (a run that
-        starts from scratch uses a frozen copy of ``llm``'s model and records its folder in checkpoints)."""
+        """``reference``: the folder of the initial policy, for the KL term of a resumed full fine-tuning
+        run (a run that starts from scratch uses a frozen copy of ``llm``'s model and records its folder in
+        checkpoints; with LoRA the reference is the base model, adapters off)."""
         super().__init__(llm)
         self.config = config or TrainerConfig()
         cfg = self.config
+        if cfg.lora_rank:
+            from memrl.train.lora import add_lora
+
+            add_lora(self.model, rank=cfg.lora_rank, alpha=cfg.lora_alpha, targets=cfg.lora_targets)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.SGD
         self.optimizer = opt(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.reference = None
         self.reference_path = reference or getattr(llm, "path", None)
-        if cfg.kl_coef > 0:
+        if cfg.kl_coef > 0 and not cfg.lora_rank:
             if reference is not None and reference != getattr(llm, "path", None):
                 from memrl.llm.hf_models import load_model
 
@@ -169,6 +168,16 @@ class PolicyTrainer(LocalModelTrainer):
             for p in self.reference.parameters():
                 p.requires_grad_(False)
         self.steps_done = 0
+
+    def reference_logprobs(self, samples: Sequence[Sample]) -> torch.Tensor:
+        """Log-probabilities under the KL reference (see the module docstring), no gradient."""
+        with torch.no_grad():
+            if self.config.lora_rank:
+                from memrl.train.lora import adapters_disabled
+
+                with adapters_disabled(self.model):
+                    return self.token_logprobs(self.model, samples)[0]
+            return self.token_logprobs(self.reference, samples)[0]
 
     # ---- samples ------------------------------------------------------------------------------------
     def samples(self, groups: Sequence[Sequence[Trajectory]]) -> tuple[list[Sample], dict[str, float]]:
@@ -189,9 +198,9 @@ class PolicyTrainer(LocalModelTrainer):
                 continue
             for s in t.steps:
                 if s.error is None and s.prompt_ids and s.completion_ids:
-                    out.append(
-                        Sample(list(s.prompt_ids), list(s.completion_ids), float(adv[i]), s.logprobs, ids[i])
-                    )
+                    temp = s.temperature if s.temperature is not None else 1.0
+                    out.append(Sample(list(s.prompt_ids), list(s.completion_ids), float(adv[i]), s.logprobs,
+                                      ids[i], s.constraint, temp))  # fmt: skip
         scored = rewards[~torch.isnan(rewards)]
         stats = {
             "trajectories": float(len(trajs)),
@@ -211,12 +220,32 @@ class PolicyTrainer(LocalModelTrainer):
         if not samples:
             return {**stats, "skipped": 1.0, "step": float(self.steps_done)}
         with self.llm._lock:  # no generation while the weights change
-            return {**stats, **self._update(samples), "skipped": 0.0, "step": float(self.steps_done)}
+            try:
+                return {**stats, **self._update(samples), "skipped": 0.0, "step": float(self.steps_done)}
+            finally:
+                self.scorer.clear()
+
+    def micro_batches(self, samples: list[Sample]) -> list[list[Sample]]:
+        """Consecutive samples packed up to ``micro_batch`` sequences and ``micro_tokens`` tokens, a prompt
+        shared by neighbours counted once (samples of a group are neighbours: their prompt runs once)."""
+        cfg = self.config
+        out: list[list[Sample]] = []
+        cost = 0
+        for s in samples:
+            prompts = {tuple(x.prompt_ids) for x in out[-1]} if out else set()
+            add = len(s.completion_ids) + (0 if tuple(s.prompt_ids) in prompts else len(s.prompt_ids))
+            if not out or len(out[-1]) >= cfg.micro_batch or cost + add > cfg.micro_tokens:
+                out.append([])
+                cost = len(s.prompt_ids) + len(s.completion_ids)
+            else:
+                cost += add
+            out[-1].append(s)
+        return out
 
     def _update(self, samples: list[Sample]) -> dict[str, float]:
         cfg = self.config
         model = self.model
-        micro = [samples[i : i + cfg.micro_batch] for i in range(0, len(samples), cfg.micro_batch)]
+        micro = self.micro_batches(samples)
         # With one optimizer step the weights cannot change before a micro-batch's forward pass, so its
         # old log-probabilities are its own, detached: no separate pass (a third of the update's cost).
         on_policy = cfg.mini_batches == 1
@@ -235,8 +264,8 @@ class PolicyTrainer(LocalModelTrainer):
                 if not on_policy:
                     old[j], comp = self.token_logprobs(model, mb)
                     compare(mb, old[j], comp)
-                if self.reference is not None:
-                    ref[j] = self.token_logprobs(self.reference, mb)[0]
+                if cfg.kl_coef > 0:
+                    ref[j] = self.reference_logprobs(mb)
         order = list(range(len(micro)))
         random.Random(cfg.shuffle_seed + self.steps_done).shuffle(order)
         chunks = [order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)]
@@ -278,9 +307,8 @@ class PolicyTrainer(LocalModelTrainer):
                             totals[k] = max(totals.get(k, v), v)
                         else:
                             totals[k] = totals.get(k, 0.0) + v * share / len(chunks)
-                grad_norms.append(
-                    float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-                )
+                trainable = [p for p in model.parameters() if p.requires_grad]
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)))
                 self.optimizer.step()
         finally:
             self.optimizer.zero_grad(set_to_none=True)
@@ -292,23 +320,45 @@ class PolicyTrainer(LocalModelTrainer):
 
     # ---- checkpoints -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        """Model, tokenizer, optimizer state, step count, config and KL reference folder (see
-        :meth:`save_checkpoint`)."""
+        """Model (merged, with LoRA), tokenizer, optimizer state, step count, config, KL reference folder,
+        and with LoRA the adapter and the base model's folder (see :meth:`save_checkpoint`)."""
         state = {"optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done,
                  "config": asdict(self.config), "reference": self.reference_path}  # fmt: skip
+        if self.config.lora_rank:
+            state["base_model"] = self.reference_path
         return self.save_checkpoint(folder, state)
+
+    def _save_model(self, folder: Path) -> None:
+        if not self.config.lora_rank:
+            return super()._save_model(folder)
+        from memrl.train.lora import save_adapter, save_merged
+
+        save_merged(self.model, folder)
+        save_adapter(self.model, folder)
 
     @staticmethod
     def read_state(folder: str | Path) -> dict[str, Any]:
         """The trainer state saved in a checkpoint (step count, optimizer, config, reference folder)."""
         return torch.load(Path(folder) / "trainer_state.pt", weights_only=False)
 
+    @staticmethod
+    def model_to_load(folder: str | Path) -> str:
+        """The model folder a resumed run loads into its LocalLLM: the checkpoint itself, or, for a LoRA
+        run, the base model (the trainer then restores the adapter from the checkpoint)."""
+        state = PolicyTrainer.read_state(folder)
+        return str(state["base_model"]) if state.get("base_model") else str(folder)
+
     def load_state(self, folder: str | Path) -> None:
-        """Optimizer state and step count from a checkpoint (the model is loaded by LocalLLM(folder)).
+        """Optimizer state and step count (and with LoRA the adapter) from a checkpoint; the model itself
+        is loaded by ``LocalLLM(PolicyTrainer.model_to_load(folder))``.
 
         The learning rate and weight decay are this trainer's config, not the saved ones.
         """
         state = self.read_state(folder)
+        if self.config.lora_rank:
+            from memrl.train.lora import load_adapter
+
+            load_adapter(self.model, Path(folder))
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = self.config.lr, self.config.weight_decay

@@ -1,0 +1,74 @@
+"""What each MemBuilder agent is shown of the memory before a session.
+
+``context="full"`` (the original) shows every agent core memory and every item; ``context="retrieved"``
+shows core memory plus the ``context_k`` items *of the agent's own type* most relevant to the session:
+the store is searched with windows of ``query_turns`` turns, the hit lists are fused by reciprocal rank
+and deduplicated (UPDATE and MERGE only act on items of the agent's own type, so that is all they need).
+
+    views = await memory_views(memory, ns, session, core, config, types)
+    text, ids_shown, own_ids = views[MemoryType.EPISODIC]
+"""
+
+from __future__ import annotations
+
+from memrl.agents.membuilder_config import MemBuilderConfig
+from memrl.agents.prompts import membuilder as P
+from memrl.data.types import Session
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.fusion import rrf
+from memrl.memory.types import ITEM_TYPES, MemoryItem, MemoryType
+
+__all__ = ["RRF_K", "memory_views", "relevant_items"]
+
+RRF_K = 60
+
+
+async def relevant_items(
+    memory: AsyncMemory, ns: str, mtype: MemoryType, session: Session, config: MemBuilderConfig
+) -> list:
+    """The ``context_k`` items of ``mtype`` most relevant to the session (RRF over turn windows)."""
+    k = config.context_k
+    total = await memory.count(namespace=ns, types=[mtype])
+    if total <= k:
+        return await memory.list(namespace=ns, types=[mtype])
+    step = config.query_turns
+    turns = session.turns
+    queries = [" ".join(t.render() for t in turns[i : i + step]) for i in range(0, len(turns), step)]
+    vectors = await memory.embedder.aembed(queries)
+    rankings: list[list[str]] = []
+    items: dict[str, MemoryItem] = {}
+    for q, v in zip(queries, vectors, strict=True):
+        hits = await memory.search(q, namespace=ns, types=[mtype], top_k=k, query_vector=v)
+        rankings.append([h.item.id for h in hits])
+        items.update((h.item.id, h.item) for h in hits)
+    fused = rrf(rankings, k=RRF_K)
+    best = sorted(fused, key=lambda i: -fused[i])[:k]
+    return [items[i] for i in best]
+
+
+async def memory_views(
+    memory: AsyncMemory,
+    ns: str,
+    session: Session,
+    core: str,
+    config: MemBuilderConfig,
+    types: tuple[MemoryType, ...],
+) -> dict[MemoryType, tuple[str, list[str], list[str]]]:
+    """What each agent is shown of the pre-session memory: (text, ids of every item shown, ids of the
+    items of its own type shown)."""
+    if config.context == "full":
+        items = {t: await memory.list(namespace=ns, types=[t]) for t in ITEM_TYPES}
+        text = P.memory_block(core, items)
+        ids = [i.id for rows in items.values() for i in rows]
+        return {t: (text, ids, [i.id for i in items.get(t, [])]) for t in types}
+    views = {}
+    for t in types:
+        if t is MemoryType.CORE:
+            views[t] = (P.memory_block(core, {}), [], [])
+            continue
+        rows = await relevant_items(memory, ns, t, session, config)
+        total = await memory.count(namespace=ns, types=[t])
+        note = {t: f"the {len(rows)} of {total} most related to this session"} if len(rows) < total else {}
+        ids = [i.id for i in rows]
+        views[t] = (P.memory_block(core, {t: rows}, note=note), ids, ids)
+    return views

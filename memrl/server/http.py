@@ -1,0 +1,326 @@
+"""HTTP plumbing shared by memrl's servers (memory API, web browser, MCP over HTTP, reward server).
+
+- **Bearer tokens** (:class:`Tokens`): each token has a name and the namespaces it may touch (``*`` =
+  all). ``--token NAME=SECRET:ns1,ns2`` on the command line, or a JSON file
+  ``{"alice-app": {"token": "...", "namespaces": ["alice"]}}``. No token configured = open server (only
+  sensible on loopback; the CLI refuses a non-loopback host without tokens).
+- **Limits** (:class:`Limits`): request bodies above ``max_body_bytes`` get 413 before they are read
+  whole; at most ``max_concurrency`` requests run at once, the rest wait up to ``queue_timeout`` seconds,
+  then get 503 with ``Retry-After``.
+- **Errors**: every error is ``{"error": {"type": ..., "message": ...}}`` with a 4xx/5xx status: malformed
+  JSON 400, bad or missing token 401, a namespace outside the token's scope 403, unknown id 404, a
+  conflict (already exists, cannot undo) 409, too large 413, wrong types or values 422, overloaded 503.
+- :class:`ServerThread` runs an ASGI app under uvicorn in a background thread (port 0 = any free port),
+  for tests and for ``memrl ui``.
+
+Starlette/FastAPI are imported lazily by the modules that build apps; this one needs only uvicorn for
+:class:`ServerThread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memrl.errors import ConfigError, MemrlError, NotFoundError, StoreError, ValidationError
+
+#: Status and error type per memrl error class, most specific first.
+ERROR_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (NotFoundError, 404, "not_found"),
+    (ValidationError, 422, "invalid_request"),
+    (ConfigError, 400, "invalid_request"),
+    (StoreError, 409, "conflict"),
+    (MemrlError, 400, "invalid_request"),
+)
+
+
+class HTTPError(Exception):
+    """An error with an HTTP status, rendered as the JSON error body."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request", headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
+
+
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message}}
+
+
+def status_of(exc: BaseException) -> tuple[int, str]:
+    for cls, status, kind in ERROR_STATUS:
+        if isinstance(exc, cls):
+            return status, kind
+    return 500, "server_error"
+
+
+# ---------------------------------------------------------------------------------------------- tokens
+@dataclass(frozen=True)
+class Principal:
+    """Who made a request: the token's name and the namespaces it may touch (``None`` = all)."""
+
+    name: str
+    namespaces: frozenset[str] | None
+
+    def allows(self, ns: str) -> bool:
+        return self.namespaces is None or ns in self.namespaces
+
+    def check(self, ns: str) -> None:
+        if not self.allows(ns):
+            raise HTTPError(403, f"this token ({self.name}) may not access namespace {ns!r}", "forbidden")
+
+    @property
+    def admin(self) -> bool:
+        return self.namespaces is None
+
+
+OPEN = Principal("anonymous", None)
+
+
+@dataclass
+class Tokens:
+    """Bearer tokens and their namespace scopes. Empty = no authentication."""
+
+    by_secret: dict[str, Principal] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.by_secret)
+
+    def add(self, name: str, secret: str, namespaces: Iterable[str] | None) -> None:
+        if len(secret) < 8:
+            raise ConfigError(f"token {name!r} is too short: use at least 8 characters")
+        scope = None if namespaces is None or "*" in namespaces else frozenset(namespaces)
+        self.by_secret[secret] = Principal(name, scope)
+
+    @classmethod
+    def parse(cls, specs: Iterable[str] = (), file: str | Path | None = None) -> Tokens:
+        """From ``NAME=SECRET:ns1,ns2`` strings (``:*`` or nothing = every namespace) and/or a JSON file."""
+        out = cls()
+        for spec in specs:
+            name, sep, rest = spec.partition("=")
+            if not sep or not name or not rest:
+                raise ConfigError(f"--token {spec!r}: write NAME=SECRET:ns1,ns2 (or NAME=SECRET:* for all)")
+            secret, _, scope = rest.partition(":")
+            out.add(name, secret, None if scope in ("", "*") else [s for s in scope.split(",") if s])
+        if file is not None:
+            try:
+                data = json.loads(Path(file).read_text())
+            except (OSError, json.JSONDecodeError) as e:
+                raise ConfigError(f"--tokens-file {file}: cannot read it as JSON ({e})") from None
+            if not isinstance(data, dict):
+                raise ConfigError(
+                    f"--tokens-file {file}: expected an object of name -> {{token, namespaces}}"
+                )
+            for name, entry in data.items():
+                if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
+                    raise ConfigError(f"--tokens-file {file}: entry {name!r} needs a string 'token'")
+                out.add(name, entry["token"], entry.get("namespaces"))
+        return out
+
+    def principal(self, authorization: str | None) -> Principal:
+        """The caller of a request with this ``Authorization`` header; raises 401 when it is not valid."""
+        if not self.enabled:
+            return OPEN
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise HTTPError(401, "missing bearer token: send 'Authorization: Bearer <token>'", "unauthorized",
+                            {"WWW-Authenticate": "Bearer"})  # fmt: skip
+        given = authorization[7:].strip().encode()
+        for secret, who in self.by_secret.items():
+            if hmac.compare_digest(secret.encode(), given):
+                return who
+        raise HTTPError(401, "invalid bearer token", "unauthorized", {"WWW-Authenticate": "Bearer"})
+
+
+# ---------------------------------------------------------------------------------------------- limits
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 1_000_000
+    max_concurrency: int = 32
+    queue_timeout: float = 10.0
+
+
+async def _send_json(send: Any, status: int, payload: dict, headers: dict | None = None) -> None:
+    body = json.dumps(payload).encode()
+    hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    hdrs += [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": body})
+
+
+class LimitsMiddleware:
+    """ASGI middleware: body size limit (413) and a bound on requests in flight (503 when saturated)."""
+
+    def __init__(self, app: Any, limits: Limits) -> None:
+        self.app, self.limits = app, limits
+        self._sem: asyncio.Semaphore | None = None
+        self.active = 0
+        self.max_active = 0
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.limits.max_body_bytes
+        too_big = f"request body is larger than the limit of {limit} bytes"
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await _send_json(send, 413, error_body("too_large", too_big))
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.limits.max_concurrency)
+        try:
+            await asyncio.wait_for(self._sem.acquire(), self.limits.queue_timeout)
+        except asyncio.TimeoutError:
+            msg = f"server busy: {self.limits.max_concurrency} requests in flight; retry shortly"
+            return await _send_json(send, 503, error_body("overloaded", msg), {"Retry-After": "1"})
+        seen, started, refused = 0, False, False
+
+        async def counted_receive() -> dict:
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if (
+                    seen > limit
+                ):  # a streamed body without Content-Length: refuse it, the app sees a disconnect
+                    if not started and not refused:
+                        refused = True
+                        await _send_json(send, 413, error_body("too_large", too_big))
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracked_send(message: dict) -> None:
+            nonlocal started
+            if refused:
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except Exception:
+            if not refused:
+                raise
+        finally:
+            self.active -= 1
+            self._sem.release()
+
+
+# ---------------------------------------------------------------------------------------------- running
+class ServerThread:
+    """Run an ASGI app with uvicorn on a background thread; ``base_url`` once started (port 0 = free port).
+
+    with ServerThread(app) as server:
+        httpx.get(server.base_url + "/health")
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        import uvicorn
+
+        self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="auto")
+        self.server = uvicorn.Server(self.config)
+        self.thread = threading.Thread(target=self.server.run, name="memrl-http", daemon=True)
+        self.base_url = ""
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not start (see the log above)")
+            time.sleep(0.01)
+        sock = self.server.servers[0].sockets[0]
+        host, port = sock.getsockname()[:2]
+        self.base_url = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+# ---------------------------------------------------------------------------------------------- FastAPI glue
+def _where(loc: Iterable[Any]) -> str:
+    parts = [str(x) for x in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        kind, rest = parts[0], parts[1:]
+        return f"{kind} field '{'.'.join(rest)}'" if rest else f"the {kind}"
+    return "'" + ".".join(parts) + "'"
+
+
+def validation_message(errors: Iterable[dict[str, Any]]) -> tuple[int, str]:
+    """A one-line message (and the status: 400 for unparsable JSON, else 422) for pydantic/FastAPI errors."""
+    problems, status = [], 422
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            status = 400
+            ctx = err.get("ctx", {}).get("error", "")
+            problems.append(f"malformed JSON body ({ctx})" if ctx else "malformed JSON body")
+            continue
+        if err.get("type") == "model_attributes_type" and tuple(err.get("loc", ())) == ("body",):
+            status = 400
+            problems.append("the body must be a JSON object (sent with Content-Type: application/json)")
+            continue
+        msg = "unknown field" if err.get("type") == "extra_forbidden" else err.get("msg", "invalid")
+        problems.append(f"{_where(err.get('loc', ()))}: {msg}")
+    return status, "; ".join(problems) or "invalid request"
+
+
+def install_error_handlers(app: Any) -> None:
+    """Every error of a FastAPI app as ``{"error": {"type", "message"}}`` with the right status."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    def reply(status: int, kind: str, message: str, headers: dict | None = None) -> Any:
+        return JSONResponse(error_body(kind, message), status_code=status, headers=headers)
+
+    @app.exception_handler(HTTPError)
+    async def _http_error(request: Any, exc: HTTPError) -> Any:
+        return reply(exc.status, exc.kind, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Any, exc: RequestValidationError) -> Any:
+        status, message = validation_message(exc.errors())
+        return reply(status, "invalid_json" if status == 400 else "invalid_request", message)
+
+    @app.exception_handler(MemrlError)
+    async def _memrl(request: Any, exc: MemrlError) -> Any:
+        status, kind = status_of(exc)
+        return reply(status, kind, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _starlette(request: Any, exc: StarletteHTTPException) -> Any:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no such route: {request.method} {request.url.path}"
+        return reply(exc.status_code, kind, detail, getattr(exc, "headers", None))
+
+
+def bearer_dependency(tokens: Tokens) -> Any:
+    """A FastAPI dependency giving the request's :class:`Principal` (401 on a missing or wrong token)."""
+    from fastapi import Request
+
+    async def principal(request: Request) -> Principal:
+        return tokens.principal(request.headers.get("authorization"))
+
+    principal.__annotations__ = {"request": Request, "return": Principal}  # real types, not strings
+    return principal

@@ -1,0 +1,92 @@
+"""The MCP server (``memrl serve mcp``): memrl's memory tools for any MCP client, on the official SDK.
+
+    memrl serve mcp --db mem.db --namespace alice                               # stdio
+    memrl serve mcp --db mem.db --namespace alice --transport http --port 8090 --token app=SECRET123:alice
+
+Tools: MemUpdate's six (``search_memory``, ``manage_memory`` (create/update), ``delete_memory``,
+``sample_memory``, ``merge_memory``, ``split_memory``) plus ``memory_history`` and ``undo_change``, all
+acting on one namespace. Each is registered from the same typed function memrl's agents call
+(:mod:`memrl.tools.memupdate`, :mod:`memrl.tools.service`): the SDK derives the input schema from that
+function's signature (``Annotated`` bounds, ``Literal`` choices, docstring descriptions), and the call goes
+through memrl's own :meth:`~memrl.tools.base.Tool.call`, so a bad call comes back as an error result the
+model can act on and changes nothing. Results carry the tool's text and its structured ``data``.
+
+Over HTTP (streamable HTTP at ``/mcp``) the shared plumbing of :mod:`memrl.server.http` applies: a bearer
+token whose scope includes the namespace, request size and concurrency limits.
+"""
+
+import inspect
+from typing import Annotated, Any, get_type_hints
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from memrl.memory.facade import AsyncMemory
+from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
+from memrl.tools.base import Tool
+from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
+from memrl.tools.service import memory_history, undo_change
+
+MCP_TOOLS: tuple[Tool, ...] = (*MEMUPDATE_TOOLS.tools, memory_history, undo_change)
+
+
+def _adapter(t: Tool, ctx: MemoryContext) -> Any:
+    """An async function with ``t``'s own signature (minus the context) that runs ``t`` on ``ctx``."""
+
+    async def call(**kwargs: Any) -> CallToolResult:
+        result = await t.call(ctx, kwargs)
+        structured = None if result.data is None else {"data": result.data}
+        return CallToolResult(
+            content=[TextContent(type="text", text=result.content)], structured_content=structured,
+            is_error=not result.ok,
+        )  # fmt: skip
+
+    hints = get_type_hints(t.fn, include_extras=True)
+    described = {n: f.description for n, f in t.model.model_fields.items()}
+    params = [
+        p.replace(
+            annotation=Annotated[hints[p.name], Field(description=described[p.name])],
+            kind=inspect.Parameter.KEYWORD_ONLY,
+        )
+        for p in list(inspect.signature(t.fn).parameters.values())[1:]
+    ]
+    call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    call.__name__ = t.name
+    call.__doc__ = t.fn.__doc__
+    return call
+
+
+def create_mcp(memory: AsyncMemory, namespace: str, *, actor: str = "mcp") -> MCPServer:
+    """An MCP server whose tools act on ``namespace`` of ``memory``."""
+    server = MCPServer(
+        "memrl",
+        instructions=f"Long-term memory of namespace {namespace!r}: search it, add and update memories, delete, "
+        "merge or split them, look at a sample, read a memory's history and undo a change.",
+    )
+    ctx = MemoryContext(memory, namespace, actor=actor)
+    for t in MCP_TOOLS:
+        server.add_tool(_adapter(t, ctx), name=t.name, description=t.description, structured_output=False)
+    return server
+
+
+class _BearerScope:
+    """ASGI middleware: every HTTP request needs a token whose scope includes the served namespace."""
+
+    def __init__(self, app: Any, tokens: Tokens, namespace: str) -> None:
+        self.app, self.tokens, self.namespace = app, tokens, namespace
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            auth = dict(scope.get("headers") or []).get(b"authorization")
+            try:
+                self.tokens.principal(auth.decode("latin-1") if auth else None).check(self.namespace)
+            except HTTPError as e:
+                return await _send_json(send, e.status, error_body(e.kind, e.message), e.headers)
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, tokens: Tokens, namespace: str, limits: Limits | None = None) -> Any:
+    """The streamable-HTTP ASGI app (``/mcp``) behind bearer tokens and limits."""
+    app = server.streamable_http_app(streamable_http_path="/mcp")
+    return LimitsMiddleware(_BearerScope(app, tokens, namespace), limits or Limits())

@@ -1,0 +1,261 @@
+"""The memory REST API (``memrl serve memory``): a FastAPI app over one store file.
+
+    memrl serve memory --db mem.db --port 8080 --token app=SECRET123:alice
+    curl -H 'Authorization: Bearer SECRET123' -d '{"content": "Alice lives in Lisbon"}' \\
+         http://127.0.0.1:8080/v1/namespaces/alice/memories
+
+Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``):
+
+| route | operation |
+|---|---|
+| ``GET /namespaces`` | namespaces the token may see, with item counts |
+| ``POST /namespaces/{ns}/memories`` | add (201) |
+| ``GET /namespaces/{ns}/memories`` | list (``?types=&include_deleted=&limit=&offset=``) |
+| ``POST /namespaces/{ns}/search`` | search; hits with fused, dense and BM25 scores and ranks |
+| ``GET/PATCH/DELETE /namespaces/{ns}/memories/{id}`` | get, update, delete (soft, ``?reason=``) |
+| ``POST /namespaces/{ns}/memories/{id}/restore`` | restore a deleted memory |
+| ``GET /namespaces/{ns}/memories/{id}/history``, ``GET /namespaces/{ns}/history`` | history |
+| ``POST /namespaces/{ns}/memories/{id}/undo``, ``POST /namespaces/{ns}/undo`` | undo |
+| ``POST /namespaces/{ns}/clone`` | copy to ``{"target": ...}`` (the token needs both) |
+| ``GET /namespaces/{ns}/export``, ``POST /namespaces/{ns}/import`` | JSONL with history, lossless |
+| ``GET /namespaces/{ns}/core`` | the core memory block |
+
+The request model of each memory operation is derived from the typed tool that implements it
+(:mod:`memrl.tools.service`, and MemUpdate's ``delete_memory``): the tool's own pydantic model minus the
+fields the path carries. So the OpenAPI schemas, the validation, the MCP tool schemas and the schemas
+models see all come from one signature per operation.
+"""
+
+import inspect
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import pydantic
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from memrl.memory.facade import AsyncMemory
+from memrl.server.http import (
+    HTTPError,
+    Limits,
+    LimitsMiddleware,
+    Principal,
+    Tokens,
+    bearer_dependency,
+    install_error_handlers,
+)
+from memrl.tools.base import Tool, ToolResult
+from memrl.tools.memupdate import MemoryContext, delete_memory
+from memrl.tools.service import (
+    add_memory,
+    get_memory,
+    list_memories,
+    memory_history,
+    restore_memory,
+    search_memories,
+    undo_change,
+    update_memory,
+)  # fmt: skip
+
+NamespacePath = Annotated[
+    str, Path(min_length=1, max_length=200, description="the namespace (user or episode)")
+]
+MemoryIdPath = Annotated[str, Path(min_length=1, max_length=64, description="the memory's id")]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One REST route backed by a typed tool: which fields come from the path, and which are fixed."""
+
+    method: str
+    path: str
+    tool: Tool
+    status: int = 200
+    fixed: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    @property
+    def path_fields(self) -> list[str]:
+        return [p for p in ("memory_id",) if "{" + p + "}" in self.path]
+
+
+ROUTES = (
+    Route("POST", "/namespaces/{namespace}/memories", add_memory, 201, summary="Add a memory"),
+    Route("GET", "/namespaces/{namespace}/memories", list_memories, summary="List memories"),
+    Route("POST", "/namespaces/{namespace}/search", search_memories, summary="Search memories"),
+    Route("GET", "/namespaces/{namespace}/memories/{memory_id}", get_memory, summary="Get a memory"),
+    Route("PATCH", "/namespaces/{namespace}/memories/{memory_id}", update_memory, summary="Update a memory"),
+    Route("DELETE", "/namespaces/{namespace}/memories/{memory_id}", delete_memory, summary="Delete a memory"),
+    Route("POST", "/namespaces/{namespace}/memories/{memory_id}/restore", restore_memory, summary="Restore"),
+    Route("GET", "/namespaces/{namespace}/memories/{memory_id}/history", memory_history, summary="History"),
+    Route(
+        "GET",
+        "/namespaces/{namespace}/history",
+        memory_history,
+        fixed={"memory_id": None},
+        summary="Namespace history",
+    ),  # fmt: skip
+    Route("POST", "/namespaces/{namespace}/memories/{memory_id}/undo", undo_change, summary="Undo a change"),
+    Route(
+        "POST",
+        "/namespaces/{namespace}/undo",
+        undo_change,
+        fixed={"memory_id": None},
+        summary="Undo the namespace's latest change",
+    ),  # fmt: skip
+)
+
+
+def request_model(route: Route) -> type[pydantic.BaseModel] | None:
+    """The tool's argument model without the fields the path or the route fixes (None if nothing is left)."""
+    drop = {*route.path_fields, *route.fixed}
+    fields = {n: (f.annotation, f) for n, f in route.tool.model.model_fields.items() if n not in drop}
+    if not fields:
+        return None
+    name = "".join(w.title() for w in route.tool.name.split("_")) + (
+        "Query" if route.method in ("GET", "DELETE") else "Request"
+    )
+    return pydantic.create_model(name, __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+
+
+class CloneRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    target: Annotated[str, pydantic.Field(min_length=1, max_length=200, description="the new namespace")]
+    overwrite: bool = pydantic.Field(False, description="replace the target if it exists")
+
+
+async def run_tool(
+    memory: AsyncMemory, tool: Tool, ns: str, who: Principal, values: dict[str, Any]
+) -> ToolResult:
+    """Validate ``values`` with the tool's own model and run it; memrl errors propagate (mapped to 4xx)."""
+    kwargs = tool.validate(values)
+    if isinstance(kwargs, ToolResult):
+        raise HTTPError(422, kwargs.error or kwargs.content)
+    return await tool.fn(MemoryContext(memory, ns, actor=f"api:{who.name}"), **kwargs)
+
+
+def _endpoint(route: Route, memory: AsyncMemory, auth: Any) -> Any:
+    model = request_model(route)
+    body = route.method in ("POST", "PATCH")
+
+    async def endpoint(**kw: Any) -> JSONResponse:
+        who: Principal = kw.pop("who")
+        ns = kw.pop("namespace")
+        who.check(ns)
+        args = kw.pop("args", None)
+        values = {} if args is None else args.model_dump(exclude_unset=True)
+        values.update(kw, **route.fixed)
+        result = await run_tool(memory, route.tool, ns, who, values)
+        data = result.data
+        if route.tool is delete_memory:
+            data = (await memory.get(values["memory_id"], namespace=ns, include_deleted=True)).to_dict()
+        return JSONResponse(data, status_code=route.status)
+
+    params = [inspect.Parameter("namespace", inspect.Parameter.KEYWORD_ONLY, annotation=NamespacePath)]
+    if "memory_id" in route.path_fields:
+        params.append(inspect.Parameter("memory_id", inspect.Parameter.KEYWORD_ONLY, annotation=MemoryIdPath))
+    if model is not None:
+        where = Body() if body else Query()
+        params.append(
+            inspect.Parameter("args", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[model, where])
+        )
+    params.append(
+        inspect.Parameter("who", inspect.Parameter.KEYWORD_ONLY, annotation=Principal, default=Depends(auth))
+    )
+    endpoint.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    endpoint.__name__ = route.tool.name + ("_ns" if route.fixed else "")
+    return endpoint
+
+
+def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
+    """Every ``/v1`` route of the memory API."""
+    auth = bearer_dependency(tokens)
+    router = APIRouter(prefix="/v1")
+    for r in ROUTES:
+        router.add_api_route(
+            r.path, _endpoint(r, memory, auth), methods=[r.method], status_code=r.status, summary=r.summary,
+            description=r.tool.description, tags=["memories"],
+        )  # fmt: skip
+
+    @router.get("/namespaces", tags=["namespaces"], summary="List namespaces")
+    async def namespaces(who: Principal = Depends(auth)) -> list[dict[str, Any]]:
+        """Namespaces holding anything, with live item counts: only those the token may access."""
+        return [n for n in await memory.namespaces() if who.allows(n["name"])]
+
+    @router.post("/namespaces/{namespace}/clone", tags=["namespaces"], status_code=201, summary="Clone")
+    async def clone(
+        namespace: NamespacePath, req: CloneRequest, who: Principal = Depends(auth)
+    ) -> dict[str, Any]:
+        """Copy a namespace's live items and core memory to ``target`` (ids kept, history starts empty)."""
+        who.check(namespace)
+        who.check(req.target)
+        n = await memory.clone(namespace, req.target, overwrite=req.overwrite)
+        return {"source": namespace, "target": req.target, "items": n}
+
+    @router.get("/namespaces/{namespace}/core", tags=["namespaces"], summary="Core memory")
+    async def core(namespace: NamespacePath, who: Principal = Depends(auth)) -> dict[str, Any]:
+        who.check(namespace)
+        return {"namespace": namespace, "content": await memory.core(namespace=namespace)}
+
+    @router.get("/namespaces/{namespace}/export", tags=["namespaces"], summary="Export (JSONL)")
+    async def export(namespace: NamespacePath, who: Principal = Depends(auth)) -> StreamingResponse:
+        """The namespace as JSON lines: items (deleted ones too), core memory and the whole history."""
+        who.check(namespace)
+        lines = await memory.export_lines(namespace=namespace)
+
+        async def stream() -> AsyncIterator[bytes]:
+            for line in lines:
+                yield (json.dumps(line, ensure_ascii=False) + "\n").encode()
+
+        headers = {"Content-Disposition": f'attachment; filename="{namespace}.jsonl"'}
+        return StreamingResponse(stream(), media_type="application/x-ndjson", headers=headers)
+
+    @router.post(
+        "/namespaces/{namespace}/import", tags=["namespaces"], status_code=201, summary="Import (JSONL)"
+    )
+    async def import_(
+        namespace: NamespacePath, request: Request, overwrite: bool = False, who: Principal = Depends(auth)
+    ) -> dict[str, Any]:
+        """Import a JSONL export (the request body) into this namespace, atomically."""
+        who.check(namespace)
+        raw = await request.body()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise HTTPError(400, "the import body is not UTF-8 text") from None
+        return await memory.import_lines(text.splitlines(), namespace=namespace, overwrite=overwrite)
+
+    return router
+
+
+def create_app(
+    memory: AsyncMemory,
+    tokens: Tokens | None = None,
+    limits: Limits | None = None,
+    *,
+    runs: list[str] | None = None,
+    ui: bool = True,
+) -> Any:
+    """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``."""
+    from memrl import __version__
+
+    tokens = tokens or Tokens()
+    app = FastAPI(
+        title="memrl memory API", version=__version__, docs_url=None, redoc_url=None,
+        description="Long-term memory with hybrid search, history and undo. Bearer tokens are scoped to namespaces.",
+    )  # fmt: skip
+    install_error_handlers(app)
+    app.include_router(memory_router(memory, tokens))
+
+    @app.get("/health", tags=["service"])
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "auth": tokens.enabled}
+
+    if ui:
+        from memrl.server.ui import ui_router
+
+        app.include_router(ui_router(memory, tokens, runs or []))
+    app.state.memory = memory
+    return LimitsMiddleware(app, limits or Limits())

@@ -1,0 +1,196 @@
+"""The reward server (``memrl serve reward``): memrl's own reward and metric functions over HTTP, in batches.
+
+MemBuilder's design: rewards that need an LLM judge are computed by a separate server that RL workers
+call, so the trainer's GPUs never wait on a judge model. Here it scores with the same functions memrl's
+trainers and evaluations use (:mod:`memrl.eval.metrics`, :mod:`memrl.rewards`, :mod:`memrl.eval.judge`).
+
+    memrl serve reward --port 8765 --token verl=SECRET123 --judge-provider openai --judge-model gpt-4o-mini
+
+    POST /v1/score   Authorization: Bearer SECRET123
+    {"items": [
+      {"metric": "locomo_f1", "prediction": "in May 2023", "answer": "May 2023", "category": 2},
+      {"metric": "memagent", "response": "... \\\\boxed{Paris}", "answers": ["Paris"]},
+      {"metric": "token_f1", "prediction": "a red car", "answers": ["red car"]},
+      {"metric": "memupdate", "answer": "Lisbon", "retrieved_old": ["..."], "retrieved_new": ["..."],
+       "old_texts": ["..."], "new_texts": ["..."]},
+      {"metric": "judge", "question": "Where does Alice live?", "answer": "Lisbon", "prediction": "Lisbon"}
+    ]}
+    -> {"results": [{"score": 1.0, "metrics": {...}, "error": null}, ...], "n": 5, "failed": 0}
+
+Results come back in request order. An item whose score cannot be computed (a judge that failed or
+answered something unparsable) has ``"score": null`` and an ``error``: a failure is never a reward.
+A malformed request (unknown metric, missing or mistyped field, too many items, a ``judge`` item when no
+judge is configured) is refused whole with a 4xx JSON error and nothing is scored. ``GET /health`` says
+which metrics and judge are available.
+"""
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from memrl.eval import metrics as M
+from memrl.eval.judge import judge_answer
+from memrl.rewards.memagent import memagent_eval
+from memrl.rewards.memupdate import score_memupdate
+from memrl.server.http import (
+    HTTPError,
+    Limits,
+    LimitsMiddleware,
+    Principal,
+    Tokens,
+    bearer_dependency,
+    install_error_handlers,
+)
+
+Text = Annotated[str, Field(max_length=20_000)]
+Texts = Annotated[list[Text], Field(max_length=1000)]
+Golds = Annotated[list[Text], Field(min_length=1, max_length=100)]
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LocomoF1(_Item):
+    """LoCoMo's official F1 with its category rules (multi-hop split on commas, adversarial = refusal)."""
+
+    metric: Literal["locomo_f1"]
+    prediction: Text
+    answer: Text
+    category: Annotated[int, Field(ge=1, le=5)] | str
+
+
+class SquadMetric(_Item):
+    """SQuAD-normalised token F1, exact match, sub-EM or BLEU-1, best over the gold answers."""
+
+    metric: Literal["token_f1", "exact_match", "sub_em", "bleu1"]
+    prediction: Text
+    answers: Golds
+
+
+class MemAgent(_Item):
+    """MemAgent's reward: 1 if the last \\boxed{} in the final 300 characters matches a gold answer."""
+
+    metric: Literal["memagent"]
+    response: Text
+    answers: Golds
+
+
+class MemUpdate(_Item):
+    """MemUpdate's reward (P_new - P_old) * E from the top-5 memories before/after and all memory texts."""
+
+    metric: Literal["memupdate"]
+    answer: Text
+    retrieved_old: Texts
+    retrieved_new: Texts
+    old_texts: Texts
+    new_texts: Texts
+
+
+class Judge(_Item):
+    """An LLM judge's verdict (1 = CORRECT, 0 = WRONG) through the server's configured back-end."""
+
+    metric: Literal["judge"]
+    question: Text
+    answer: Text
+    prediction: Text
+    category: Annotated[str, Field(max_length=100)] | None = None
+
+
+ScoreItem = Annotated[LocomoF1 | SquadMetric | MemAgent | MemUpdate | Judge, Field(discriminator="metric")]
+METRICS = ("locomo_f1", "token_f1", "exact_match", "sub_em", "bleu1", "memagent", "memupdate", "judge")
+_SQUAD = {"token_f1": M.token_f1, "exact_match": M.exact_match, "sub_em": M.sub_em, "bleu1": M.bleu1}
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: Annotated[list[ScoreItem], Field(min_length=1)]
+
+
+class ScoreResult(BaseModel):
+    score: float | None = Field(description="the reward; null when it could not be computed (see error)")
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class ScoreResponse(BaseModel):
+    results: list[ScoreResult]
+    n: int
+    failed: int
+
+
+def score_pure(item: Any) -> ScoreResult:
+    """Score one item that needs no LLM."""
+    if isinstance(item, LocomoF1):
+        return ScoreResult(score=M.locomo_f1(item.prediction, item.answer, item.category))
+    if isinstance(item, SquadMetric):
+        return ScoreResult(score=M.best_over_golds(_SQUAD[item.metric], item.prediction, item.answers))
+    if isinstance(item, MemAgent):
+        ev = memagent_eval(item.response, item.answers)
+        return ScoreResult(score=ev["reward"], metrics=ev)
+    if isinstance(item, MemUpdate):
+        out = score_memupdate(
+            item.answer, item.retrieved_old, item.retrieved_new, item.old_texts, item.new_texts
+        )
+        if out.value is None:
+            return ScoreResult(score=None, error=out.failure)
+        return ScoreResult(score=out.value, metrics=dict(out.metrics))
+    raise TypeError(type(item).__name__)
+
+
+def create_reward_app(
+    tokens: Tokens | None = None,
+    limits: Limits | None = None,
+    *,
+    judge: Any = None,
+    max_batch: int = 256,
+    judge_concurrency: int = 8,
+) -> Any:
+    """The reward server as an ASGI app (``judge``: a memrl LLM for the ``judge`` metric, or None)."""
+    from memrl import __version__
+
+    tokens = tokens or Tokens()
+    auth = bearer_dependency(tokens)
+    app = FastAPI(title="memrl reward server", version=__version__, docs_url=None, redoc_url=None)
+    install_error_handlers(app)
+    judge_slots = asyncio.Semaphore(judge_concurrency)
+
+    @app.get("/health", tags=["service"])
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "metrics": list(METRICS), "judge": getattr(judge, "name", None),
+                "max_batch": max_batch, "auth": tokens.enabled}  # fmt: skip
+
+    async def judged(item: Judge) -> ScoreResult:
+        async with judge_slots:
+            j = await judge_answer(
+                judge, item.question, item.answer, item.prediction, question_type=item.category
+            )
+        if j.label is None:
+            return ScoreResult(score=None, error=j.error or "the judge gave no verdict")
+        return ScoreResult(
+            score=1.0 if j.label else 0.0, metrics={"reasoning": j.reasoning, "cached": j.cached}
+        )
+
+    @app.post("/v1/score", response_model=ScoreResponse, tags=["rewards"])
+    async def score(req: ScoreRequest, who: Principal = Depends(auth)) -> ScoreResponse:
+        """Score a batch of items with memrl's reward and metric functions; results in request order."""
+        if len(req.items) > max_batch:
+            raise HTTPError(413, f"{len(req.items)} items in one request; the limit is {max_batch}: split the batch",
+                            "too_large")  # fmt: skip
+        judged_items = [i for i, it in enumerate(req.items) if isinstance(it, Judge)]
+        if judged_items and judge is None:
+            raise HTTPError(422, f"items[{judged_items[0]}] asks for metric 'judge' but this server has no judge: "
+                            "start it with --judge-provider (and --judge-model)")  # fmt: skip
+        results: list[ScoreResult | None] = [None] * len(req.items)
+        for i, it in enumerate(req.items):
+            if not isinstance(it, Judge):
+                results[i] = score_pure(it)
+        verdicts = await asyncio.gather(*(judged(req.items[i]) for i in judged_items))
+        for i, v in zip(judged_items, verdicts, strict=True):
+            results[i] = v
+        done = [r for r in results if r is not None]
+        return ScoreResponse(results=done, n=len(done), failed=sum(r.score is None for r in done))
+
+    return LimitsMiddleware(app, limits or Limits())

@@ -1,0 +1,50 @@
+"""Helpers for the server tests: a memory API on a real SQLite file behind uvicorn on 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: pip install 'memrl[serve]'")
+
+import httpx  # noqa: E402
+
+from memrl.memory.embedders import HashingEmbedder  # noqa: E402
+from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.server.http import Limits, ServerThread, Tokens  # noqa: E402
+from memrl.server.memory_api import create_app  # noqa: E402
+
+ALICE, BOB, ROOT = "alice-secret-1", "bob-secret-22", "root-secret-333"
+TOKENS = [f"alice={ALICE}:alice,alice-copy", f"bob={BOB}:bob", f"root={ROOT}:*"]
+
+
+@contextlib.contextmanager
+def memory_server(db: Path, *, tokens: list[str] | None = None, limits: Limits | None = None,
+                  runs: list[str] | None = None) -> Iterator[tuple[str, AsyncMemory]]:  # fmt: skip
+    memory = AsyncMemory(db, embedder=HashingEmbedder(128))
+    app = create_app(memory, Tokens.parse(TOKENS if tokens is None else tokens), limits, runs=runs)
+    with ServerThread(app) as server:
+        yield server.base_url, memory
+
+
+def client(base_url: str, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30)
+
+
+def snapshot(db: Path) -> list[tuple]:
+    """Every row of the store's tables: to prove a refused request changed nothing."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        return [
+            (t, *row)
+            for t in ("namespaces", "memories", "history", "core")
+            for row in con.execute(f"SELECT * FROM {t} ORDER BY 1, 2")
+        ]
+    finally:
+        con.close()

@@ -1,0 +1,218 @@
+"""The web memory browser driven as a person would, in Debian's headless Chromium (Selenium + chromedriver)
+on loopback: open a store, search, open an item's history, undo an edit and see it reverted in the
+database, open an evaluation run and filter wrong answers, open a training run, log in with a token.
+
+Needs the packages ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them). With
+``MEMRL_SCREENSHOTS=DIR`` the main pages are saved as PNGs there (the README's screenshots).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the browser tests need the 'serve' extra: pip install 'memrl[serve]'")
+pytest.importorskip("selenium", reason="the browser tests need selenium: pip install 'memrl[dev]'")
+if not (shutil.which("chromium") and shutil.which("chromedriver")):
+    pytest.skip("no browser: install Debian's packages chromium and chromium-driver "
+                "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from memrl.eval.qa import QAEvaluation  # noqa: E402
+from memrl.llm import ScriptedLLM  # noqa: E402
+from memrl.memory.embedders import HashingEmbedder  # noqa: E402
+from memrl.memory.facade import Memory  # noqa: E402
+from memrl.server.runs import is_wrong  # noqa: E402
+from memrl.train.loop import _report  # noqa: E402
+from tests.server_helpers import ROOT, memory_server  # noqa: E402
+from tests.test_qa_eval import config, oracle, question_of  # noqa: E402
+
+SHOTS = os.environ.get("MEMRL_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,900",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):  # fmt: skip
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(SHOTS) / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """A real evaluation run (memrl's QA evaluation, a scripted model that gets every other question wrong)
+    and a training run folder in the loop's format, with its own report and plot."""
+    import asyncio
+
+    root = tmp_path_factory.mktemp("runs")
+
+    def half_right(messages, tools, schema):
+        return oracle(messages, tools, schema) if len(question_of(messages)) % 2 else "purple elephants"
+
+    asyncio.run(QAEvaluation(config(root), llm=ScriptedLLM(half_right), progress=False).run())
+    train = root / "train-memagent"
+    train.mkdir()
+    metrics = [{"step": s, "reward_mean": r, "groups_kept": 1, "samples": 4, "pg_loss": 0.1 / s, "approx_kl": 0.0,
+                "grad_norm": 1.0, "seconds": 2.0} for s, r in ((1, 0.25), (2, 0.5), (3, 0.75))]  # fmt: skip
+    (train / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    step = {"messages": [{"role": "user", "content": "Read this chunk and update your memory."}],
+            "response": "", "tool_calls": [{"name": "search_memory", "arguments": {"query": "dog"}}],
+            "tool_results": [{"content": "[D1:3] (episodic) Lena has a dog named Bruno"}], "role": "reader"}  # fmt: skip
+    rollouts = [{"step": 3, "task": "sample/q1", "reward": 1.0, "failure": None, "final": "\\boxed{Bruno}",
+                 "metrics": {"reward": 1.0}, "steps": [step]},
+                {"step": 3, "task": "sample/q1", "reward": None, "failure": "provider: timeout", "final": ""}]  # fmt: skip
+    (train / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    _report(train, metrics)
+    return root
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, runs):
+    db = tmp_path_factory.mktemp("store") / "memory.db"
+    with Memory(db, embedder=HashingEmbedder(128), namespace="alice") as m:
+        turn = m.add("Alice: I moved to Lisbon last May!", type="episodic", id="D1:3")
+        fact = m.add("Alice moved to Lisbon in May 2023", type="episodic", evidence=[turn.id], session="1")
+        m.add("Alice is a nurse", type="semantic", evidence=["D1:5"])
+        m.add("To reach Alice, call after 6 pm", type="procedural")
+        m.update(fact.id, "Alice moved to Porto in June 2023")
+        m.core_append("Name: Alice. Lives in Portugal.")
+        m.add("Bob plays chess", namespace="bob")
+    with memory_server(db, tokens=[], runs=[str(runs)]) as (url, memory):
+        yield url, db, fact.id
+
+
+def wait_text(driver, text: str) -> None:
+    WebDriverWait(driver, 10).until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), text))
+
+
+def test_browse_search_history_and_undo(browser, site) -> None:
+    url, db, fact_id = site
+    browser.get(url + "/")
+    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
+    shot(browser, "namespaces")
+    browser.find_element(By.LINK_TEXT, "alice").click()
+    wait_text(browser, "Core memory")
+    assert "Lives in Portugal" in browser.find_element(By.TAG_NAME, "pre").text
+    browser.find_element(By.PARTIAL_LINK_TEXT, "semantic (1)").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "main tbody tr")
+    assert len(rows) == 1 and "nurse" in rows[0].text
+    browser.find_element(By.PARTIAL_LINK_TEXT, "all (4)").click()
+    shot(browser, "namespace")
+
+    browser.find_element(By.LINK_TEXT, "Search this namespace").click()
+    box = browser.find_element(By.CSS_SELECTOR, "input[type=search]")
+    box.send_keys("Alice moved Porto", Keys.ENTER)  # the keyboard alone
+    WebDriverWait(browser, 10).until(EC.presence_of_element_located((By.CSS_SELECTOR, "table.hits tbody tr")))
+    first = browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")[0].find_elements(By.TAG_NAME, "td")
+    assert first[7].text.startswith(fact_id) and "Porto" in first[7].text
+    assert (
+        float(first[1].text) > 0 and float(first[2].text) > 0 and first[5].text == "1"
+    )  # fused, dense, bm25 rank
+    shot(browser, "search")
+
+    first[7].find_element(By.TAG_NAME, "a").click()
+    wait_text(browser, "History")
+    timeline = browser.find_elements(By.CSS_SELECTOR, ".timeline li")
+    assert [li.text.split()[0] for li in timeline] == ["UPDATE", "ADD"]
+    assert "D1:3: Alice: I moved to Lisbon last May!" in browser.find_element(By.TAG_NAME, "main").text
+    shot(browser, "item")
+    undo = browser.find_element(By.XPATH, "//button[text()='Undo latest change']")
+    undo.send_keys(Keys.ENTER)  # a focused button, pressed from the keyboard
+    wait_text(browser, "Undid")
+    assert browser.find_element(By.ID, "content").text == "Alice moved to Lisbon in May 2023"
+    assert browser.find_elements(By.CSS_SELECTOR, ".timeline li")[0].text.startswith("UNDO")
+    with Memory(db, embedder=HashingEmbedder(128)) as m:  # reverted in the database itself
+        assert m.get(fact_id, namespace="alice").content == "Alice moved to Lisbon in May 2023"
+
+    browser.find_element(By.XPATH, "//button[text()='Delete']").click()
+    wait_text(browser, "search never returns it")
+    browser.find_element(By.XPATH, "//button[text()='Restore']").click()
+    wait_text(browser, "Restored")
+
+
+def test_evaluation_run_filter_wrong_answers(browser, site, runs) -> None:
+    url, _, _ = site
+    rows = [json.loads(x) for x in (runs / "run" / "predictions.jsonl").read_text().splitlines()]
+    wrong = [r for r in rows if is_wrong(r)]
+    assert 0 < len(wrong) < len(rows)
+    browser.get(url + "/runs")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "/run").click()
+    wait_text(browser, f"Questions ({len(rows)} of {len(rows)})")
+    assert browser.find_element(By.CSS_SELECTOR, "img.plot").get_attribute("naturalWidth") != "0"
+    assert browser.find_elements(By.CSS_SELECTOR, "main table")[0].text  # the report's tables
+    shot(browser, "eval-run")
+    browser.find_element(By.NAME, "wrong").click()
+    browser.find_element(By.XPATH, "//button[text()='Filter']").click()
+    wait_text(browser, f"Questions ({len(wrong)} of {len(rows)})")
+    shown = browser.find_elements(By.CSS_SELECTOR, "table.questions tbody tr")
+    assert len(shown) == len(wrong) and all("wrong" in tr.text for tr in shown)
+    browser.execute_script(
+        "document.querySelector('details').open = false; [...document.querySelectorAll('main > h2')].pop().scrollIntoView()"
+    )
+    shot(browser, "eval-wrong")
+    assert all("purple elephants" in tr.text for tr in shown)
+    details = shown[0].find_element(By.TAG_NAME, "summary")
+    details.click()  # the retrieved memories, from the run's own store
+    assert shown[0].find_elements(By.CSS_SELECTOR, "details li")
+    category = wrong[0]["category"]
+    browser.get(url + f"/runs/eval/{runs.name}/run?category={category}&wrong=true")
+    n = sum(1 for r in wrong if r["category"] == category)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.questions tbody tr")) == n
+
+
+def test_training_run(browser, site, runs) -> None:
+    url, _, _ = site
+    browser.get(url + "/runs")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "train-memagent").click()
+    wait_text(browser, "Rollouts of step 3")
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert "failed: provider: timeout" in text and "reward 1.000" in text
+    browser.find_element(By.CSS_SELECTOR, ".rollout summary").click()
+    assert "search_memory" in browser.find_element(By.CSS_SELECTOR, ".rollout details").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "main table tbody tr")) == 3
+    shot(browser, "train-run")
+
+
+def test_tokens_in_the_browser(browser, tmp_path) -> None:
+    db = tmp_path / "m.db"
+    with Memory(db, embedder=HashingEmbedder(128)) as m:
+        m.add("Alice fact", namespace="alice")
+        m.add("Bob fact", namespace="bob")
+    with memory_server(db) as (url, _):
+        browser.delete_all_cookies()
+        browser.get(url + "/ns/bob")
+        assert "/login" in browser.current_url
+        browser.find_element(By.NAME, "token").send_keys("wrong-token", Keys.ENTER)
+        wait_text(browser, "invalid bearer token")
+        browser.find_element(By.NAME, "token").send_keys("alice-secret-1", Keys.ENTER)
+        wait_text(browser, "may not access namespace 'bob'")
+        browser.get(url + "/")
+        assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice"]
+        browser.get(url + "/runs")
+        wait_text(browser, "only to a token for every namespace")
+        browser.get(url + "/logout")
+        browser.find_element(By.NAME, "token").send_keys(ROOT, Keys.ENTER)
+        wait_text(browser, "Namespaces")
+        assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]

@@ -125,7 +125,7 @@ def test_concurrent_conversions_leave_one_complete_folder(tmp_path, monkeypatch)
 
     import transformers
 
-    from memrl.llm.hf_models import convert_gguf
+    from memrl.llm.hf_models import _convert_gguf, convert_gguf
 
     loads = []
 
@@ -155,7 +155,9 @@ def test_concurrent_conversions_leave_one_complete_folder(tmp_path, monkeypatch)
     gguf.write_bytes(b"GGUF")
     out = tmp_path / "models" / "tiny"
     results = []
-    threads = [threading.Thread(target=lambda: results.append(convert_gguf(gguf, out))) for _ in range(2)]
+    # Threads of one process are serialised by the load lock (memrl.loading); two processes are not, so
+    # the threads call the unlocked body, as two processes would.
+    threads = [threading.Thread(target=lambda: results.append(_convert_gguf(gguf, out))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:

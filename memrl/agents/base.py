@@ -45,6 +45,14 @@ class Builder(ABC):
 
     name: str = "builder"
 
+    async def build_memories(
+        self, memory: AsyncMemory, namespace: str, conversation: Conversation
+    ) -> SessionResult | None:
+        """Store the memories a data set gives besides the sessions (``conversation.memories``, e.g.
+        PerLTQA's profile and events), before the first session; ``None`` when the builder keeps none
+        (the default: a builder that reads dialogues, like MemBuilder, reads only the sessions)."""
+        return None
+
     @abstractmethod
     async def build_session(
         self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session

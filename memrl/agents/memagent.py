@@ -173,7 +173,13 @@ class MemAgent:
 
 
 def render_conversation(conv: Conversation) -> str:
-    """The conversation as one document: sessions in order, each headed by its date."""
+    """The conversation as one document: sessions in order, each headed by its date. A documents
+    conversation (HotpotQA, RULER-HotpotQA) is read as its context, exactly as MemAgent reads it."""
+    from memrl.data.documents import context_of
+
+    context = context_of(conv)
+    if context is not None:
+        return context
     parts = []
     for s in conv.sessions:
         head = f"Session {s.index}" + (f" ({s.date_text})" if s.date_text else "")

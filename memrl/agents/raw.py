@@ -193,6 +193,42 @@ def session_items(session: Session, config: RawConfig) -> list[NewItem]:
     return items
 
 
+def memory_items(conversation: Conversation, config: RawConfig) -> list[NewItem]:
+    """The conversation's own memories (PerLTQA's profile, relationships, events), one item each.
+
+    An item's id and evidence are the memory id questions cite; events are episodic and dated, profile
+    fields and relationships semantic. Every view indexes the memory alone (it has no neighbours)."""
+    items = []
+    for m in conversation.memories:
+        date = None
+        if m.date is not None and config.date_style != "none":
+            date = m.date_text if config.date_style == "text" else (
+                m.date.date().isoformat() if config.date_style == "iso" else f"{m.date.day} {m.date:%B %Y}"
+            )  # fmt: skip
+        content = (f"[{date}] " if date else "") + m.text
+        items.append(
+            NewItem(
+                content=content[: config.max_chars],
+                type=MemoryType.parse(m.type),
+                metadata={"unit": m.id, "memory_id": m.id, "kind": m.kind, "text": m.text,
+                          "date": m.date.isoformat() if m.date else None, "date_text": m.date_text},
+                evidence=(m.id,),
+                id=m.id,
+            )
+        )  # fmt: skip
+    return items
+
+
+async def store_memories(
+    memory: AsyncMemory, namespace: str, conversation: Conversation, config: RawConfig
+) -> int:
+    """Store :func:`memory_items` atomically; returns how many."""
+    items = memory_items(conversation, config)
+    if items:
+        await memory.add_many(items, namespace=namespace, actor="raw")
+    return len(items)
+
+
 def texts_to_embed(sessions: Sequence[Session], items: Sequence[NewItem], config: RawConfig) -> list[str]:
     """Texts whose embeddings the items need: items embedded as they are, and the turns pools are made of."""
     own = [it.content for it in items if it.metadata.get("dense") is not False and "pool" not in it.metadata]
@@ -271,8 +307,10 @@ async def build(
     await memory.reset(namespace=namespace)
     t_embed = time.perf_counter()
     # Embed everything up front (one big batch is faster, and it times embedding apart from storing).
-    await memory.index.vectors(texts_to_embed(chosen, items, config))
+    own = memory_items(conversation, config)
+    await memory.index.vectors(texts_to_embed(chosen, items, config) + [it.content for it in own])
     stats = BuildStats(namespace, embed_time_s=time.perf_counter() - t_embed)
+    stats.items += await store_memories(memory, namespace, conversation, config)
     total = sum(len(s.turns) for s in chosen)
     for s in chosen:
         stats.items += await store_session(memory, namespace, s, config)
@@ -291,6 +329,15 @@ class RawBuilder(Builder):
 
     def __init__(self, config: RawConfig | None = None) -> None:
         self.config = config or RawConfig()
+
+    async def build_memories(
+        self, memory: AsyncMemory, namespace: str, conversation: Conversation
+    ) -> SessionResult | None:
+        if not conversation.memories:
+            return None
+        t0 = time.perf_counter()
+        n = await store_memories(memory, namespace, conversation, self.config)
+        return SessionResult(session=0, stats={"memories": n, "items": n}, seconds=time.perf_counter() - t0)
 
     async def build_session(
         self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session

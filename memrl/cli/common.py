@@ -58,16 +58,19 @@ def add_store_args(p: argparse.ArgumentParser, *, namespace_default: str | None 
 
 def add_conversation_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     g = p.add_argument_group("conversation")
-    g.add_argument("--dataset", default="sample", help="locomo, longmemeval, perltqa or sample (default)")
+    g.add_argument(
+        "--dataset", default="sample",
+        help="locomo, longmemeval, perltqa, hotpotqa, ruler-hotpotqa, ruler-locomo or sample (default)",
+    )  # fmt: skip
     g.add_argument("--data-path", help="data file or folder")
     g.add_argument("--conv-id", help="conversation id (default: the first one)")
 
 
 def load_conversation(args: argparse.Namespace) -> Any:
-    from memrl.data import load_dataset
+    from memrl.data import load_conversations
     from memrl.errors import ValidationError
 
-    convs, _ = load_dataset(args.dataset, args.data_path)
+    convs, _ = load_conversations(args.dataset, args.data_path)
     if args.conv_id is None:
         return convs[0]
     for c in convs:

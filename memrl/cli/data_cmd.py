@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="download again even if the file is there")
     p.set_defaults(func=_download)
     p = data.add_parser("info", help="load a data set and print its size and the problems found")
-    p.add_argument("name", help="locomo, longmemeval, perltqa, hotpotqa, sample")
+    p.add_argument(
+        "name", help="locomo, longmemeval, perltqa, hotpotqa, ruler-hotpotqa, ruler-locomo, sample"
+    )
     p.add_argument("--data-path", help="data file or folder")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_info)

@@ -80,11 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_retrieval)
 
 
-def _split(values: Any, cast: type) -> tuple[Any, ...]:
+def _split(values: Any, cast: type, flag: str = "") -> tuple[Any, ...]:
     """``["1,5", "10"]`` -> ``(1, 5, 10)``: list flags accept commas and spaces."""
+    from memrl.errors import ConfigError
+
     if values is None or isinstance(values, (str, int, float)):
         values = [] if values is None else [values]
-    return tuple(cast(v) for item in values for v in str(item).split(",") if v.strip())
+    out = []
+    for v in (v.strip() for item in values for v in str(item).split(",") if v.strip()):
+        try:
+            out.append(cast(v))
+        except ValueError:
+            raise ConfigError(
+                f"--{flag.replace('_', '-')}: {v!r} is not {'a whole number' if cast is int else 'valid'}"
+            ) from None
+    return tuple(out)
 
 
 def config_from_args(args: argparse.Namespace) -> RetrievalConfig:
@@ -97,7 +107,7 @@ def config_from_args(args: argparse.Namespace) -> RetrievalConfig:
                 continue
             v = getattr(args, f.name)
             if isinstance(f.default, tuple):
-                v = _split(v, int if f.name == "k" else str)
+                v = _split(v, int if f.name == "k" else str, f.name)
             values[f.name] = v
         return values
 

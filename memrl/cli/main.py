@@ -53,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemrlError as e:
         print(f"memrl: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a path the user gave cannot be read or written (permissions, full disk, ...)
+        where = f": {e.filename}" if e.filename else ""
+        print(f"memrl: error: {e.strerror or e}{where} (check the paths given)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("memrl: interrupted", file=sys.stderr)
         return 130

@@ -18,37 +18,35 @@ deterministic given ``seed``: each question draws its distractors from ``Random(
 
 from __future__ import annotations
 
-import math
-import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memrl.data._parse import Where, as_text, read_json, read_json_records, write_json_records
-from memrl.data.types import LoadReport, LoadResult, LongDocQuestion
+from memrl.data.documents import (
+    Document,
+    DocumentPadder,
+    TokenCounter,
+    approx_tokens,
+    document_conversation,
+    format_document,
+    parse_context,
+    render_context,
+)
+from memrl.data.types import Conversation, LoadReport, LoadResult, LongDocQuestion
 
 __all__ = [
     "HotpotQAExample",
     "approx_tokens",
     "build_ruler_hotpotqa",
     "format_document",
+    "hotpotqa_conversations",
     "load_hotpotqa",
     "load_ruler_hotpotqa",
     "save_ruler_hotpotqa",
 ]
-
-TokenCounter = Callable[[str], int]
-
-
-def approx_tokens(text: str) -> int:
-    """A tokenizer-free length estimate: whitespace-separated words x 1.3, rounded up."""
-    return math.ceil(len(text.split()) * 1.3)
-
-
-def format_document(number: int, title: str, text: str) -> str:
-    """One document of a RULER-HotpotQA context, numbered from 1."""
-    return f"Document {number}:\n{title}\n{text}"
 
 
 @dataclass(frozen=True)
@@ -132,19 +130,6 @@ def _example(raw: Any, top: Where, n: int, report: LoadReport) -> HotpotQAExampl
     )
 
 
-def _draw(rng: random.Random, size: int) -> Iterator[int]:
-    """Distinct random indices in ``range(size)``: rejection sampling, then a shuffle of the rest."""
-    seen: set[int] = set()
-    while len(seen) < size // 2:
-        i = rng.randrange(size)
-        if i not in seen:
-            seen.add(i)
-            yield i
-    rest = [i for i in range(size) if i not in seen]
-    rng.shuffle(rest)
-    yield from rest
-
-
 def build_ruler_hotpotqa(
     examples: Sequence[HotpotQAExample],
     *,
@@ -160,66 +145,47 @@ def build_ruler_hotpotqa(
     add distinct paragraphs drawn at random from every paragraph of ``examples`` (by title, gold titles
     excluded) until the next one would push the context past ``target_tokens``, or until the context
     holds ``num_docs`` documents (at least one of the two limits is required). The documents are
-    shuffled, numbered from 1 and joined by blank lines; the result is re-measured with
-    ``count_tokens`` and trimmed if it still exceeds the target. Gold paragraphs are always kept, so a
-    target smaller than they are gives a context of just the gold documents.
+    shuffled, numbered from 1 and joined by blank lines (see :func:`memrl.data.documents.pad_documents`).
+    Gold paragraphs are always kept, so a target smaller than they are gives just the gold documents.
     """
-    if target_tokens is None and num_docs is None:
-        raise ValueError("give target_tokens, num_docs or both to say how long each context should be")
-    if target_tokens is not None and target_tokens <= 0:
-        raise ValueError(f"target_tokens must be positive, got {target_tokens}")
-    if num_docs is not None and num_docs <= 0:
-        raise ValueError(f"num_docs must be positive, got {num_docs}")
     pool: dict[str, str] = {}
     for ex in examples:
         for title, text in ex.paragraphs():
             pool.setdefault(title, text)
-    titles = list(pool)
-    costs: dict[str, int] = {}
-
-    def cost(title: str) -> int:
-        if title not in costs:
-            costs[title] = count_tokens(format_document(len(titles), title, pool[title]))
-        return costs[title]
-
+    padder = DocumentPadder(pool, count_tokens=count_tokens)
     out = []
     for ex in examples[:num_questions] if num_questions is not None else examples:
         own = dict(ex.paragraphs())
-        gold = [(t, own[t]) for t in ex.gold_titles if t in own]
-        gold_set = {t for t, _ in gold}
-        rng = random.Random(f"{seed}:{ex.id}")
-        chosen: list[tuple[str, str]] = []
-        used = sum(count_tokens(format_document(len(titles), t, x)) for t, x in gold)
-        for i in _draw(rng, len(titles)):
-            if num_docs is not None and len(gold) + len(chosen) >= num_docs:
-                break
-            title = titles[i]
-            if title in gold_set:
-                continue
-            if target_tokens is not None and used + cost(title) > target_tokens:
-                break
-            used += cost(title)
-            chosen.append((title, pool[title]))
-        while True:
-            docs = gold + chosen
-            random.Random(f"{seed}:{ex.id}:order").shuffle(docs)
-            context = "\n\n".join(format_document(k, t, x) for k, (t, x) in enumerate(docs, 1))
-            excess = 0 if target_tokens is None else count_tokens(context) - target_tokens
-            if excess <= 0 or not chosen:
-                break
-            while excess > 0 and chosen:  # per-document counts underestimated the whole: drop the last few
-                excess -= cost(chosen.pop()[0])
+        gold = [Document(t, own[t]) for t in ex.gold_titles if t in own]
+        docs = padder.pad(gold, target_tokens=target_tokens, num_docs=num_docs, seed=f"{seed}:{ex.id}")
         out.append(
             LongDocQuestion(
                 id=ex.id,
                 question=ex.question,
                 answers=(ex.answer,),
-                context=context,
+                context=render_context(docs),
                 num_docs=len(docs),
-                gold_titles=tuple(t for t, _ in gold),
+                gold_titles=tuple(d.title for d in gold),
             )
         )
     return out
+
+
+def hotpotqa_conversations(examples: Sequence[HotpotQAExample]) -> list[Conversation]:
+    """Each question over its own ten paragraphs, as a documents conversation (category: its type)."""
+    return [
+        document_conversation(
+            ex.id,
+            ex.question,
+            (ex.answer,),
+            [Document(t, x) for t, x in ex.paragraphs()],
+            gold_titles=ex.gold_titles,
+            source="hotpotqa",
+            category=ex.type or "unknown",
+            metadata={"level": ex.level},
+        )
+        for ex in examples
+    ]
 
 
 def to_ruler_record(question: LongDocQuestion, index: int) -> dict[str, Any]:
@@ -240,12 +206,14 @@ def from_ruler_record(record: Mapping[str, Any], where: Where) -> LongDocQuestio
     answers = where.require(record, "answers")
     answers = answers if isinstance(answers, list) else [answers]
     index = record.get("index")
+    context = where.require(record, "context", str)
+    num_docs = record.get("num_docs")
     return LongDocQuestion(
         id=str(record.get("id", record.get("_id", index))),
         question=where.require(record, "input", str),
         answers=tuple(as_text(a) for a in answers),
-        context=where.require(record, "context", str),
-        num_docs=int(where.require(record, "num_docs", (int, float))),
+        context=context,
+        num_docs=int(num_docs) if isinstance(num_docs, (int, float)) else len(parse_context(context)),
         gold_titles=tuple(record.get("gold_titles") or ()),
     )
 
@@ -263,7 +231,8 @@ def load_ruler_hotpotqa(path: str | Path) -> LoadResult:
     questions = []
     for i, record in enumerate(records):
         w = where / f"[{i}]"
-        questions.append(from_ruler_record(w.expect(record, dict, "record"), w))
+        q = from_ruler_record(w.expect(record, dict, "record"), w)
+        questions.append(dataclasses.replace(q, id=str(i)) if q.id == "None" else q)
     report = LoadReport(source=str(path))
     report.stats.update(questions=len(questions), documents=sum(q.num_docs for q in questions))
     return LoadResult(questions, report)

@@ -17,6 +17,11 @@ How it maps:
   ``ast.literal_eval``), or ``"profile:<field>"`` for profile questions; ``evidence_sessions`` are the
   sessions of the named dialogues, and of the dialogues about a named event;
 - category = the QA section (``profile``, ``social_relationship``, ``events``, ``dialogues``);
+- ``memories`` (:class:`~memrl.data.types.MemoryRecord`) hold the character's memory besides the
+  dialogues, each under the id questions cite: one semantic record per profile field
+  (``"profile:Gender"``) and for the profile description (``"profile:description"``), one semantic
+  record per social relationship (``"1_2"``), one episodic record per event (``"1_0_0"``, dated by its
+  creation time). The ``raw`` builder stores them next to the dialogue turns;
 - ``metadata`` keeps the profile, description, relationships and events of the memory file, and the
   anchor phrases per question id (HTML entities unescaped; the offsets are not kept: in English they
   point into the Chinese original).
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.data._parse import Where, as_text, parse_date, read_json
-from memrl.data.types import Conversation, LoadReport, LoadResult, Question, Session, Turn
+from memrl.data.types import Conversation, LoadReport, LoadResult, MemoryRecord, Question, Session, Turn
 
 __all__ = ["PERLTQA_CATEGORIES", "load_perltqa"]
 
@@ -104,6 +109,7 @@ def load_perltqa(qa_path: str | Path, memory_path: str | Path) -> LoadResult:
         sessions=sum(len(c.sessions) for c in conversations),
         turns=sum(len(s.turns) for c in conversations for s in c.sessions),
         questions=sum(len(c.questions) for c in conversations),
+        memories=sum(len(c.memories) for c in conversations),
     )
     return LoadResult(conversations, report)
 
@@ -177,7 +183,58 @@ def _character(
         "dialogue_events": dialogue_event,
         "anchors": anchors,
     }
-    return Conversation(name, tuple(speakers), tuple(sessions), tuple(questions), "perltqa", metadata)
+    memories = _memories(name, profile, bank.get("profile_description"), relations, events, mw, report)
+    return Conversation(
+        name, tuple(speakers), tuple(sessions), tuple(questions), "perltqa", metadata, memories=memories
+    )
+
+
+def _memories(
+    name: str,
+    profile: dict,
+    description: Any,
+    relations: dict,
+    events: dict,
+    where: Where,
+    report: LoadReport,
+) -> tuple[MemoryRecord, ...]:
+    """The character's profile, relationships and events as memory records, under their evidence ids."""
+    out = [
+        MemoryRecord(f"profile:{field}", "semantic", "profile", f"{name}'s {field}: {as_text(value)}")
+        for field, value in profile.items()
+        if value not in (None, "")
+    ]
+    if isinstance(description, str) and description.strip():
+        out.append(
+            MemoryRecord("profile:description", "semantic", "profile", f"{name}: {description.strip()}")
+        )
+    for rid, rel in sorted(relations.items(), key=lambda kv: _natural(kv[0])):
+        rel = (where / "social_relationship" / f"{rid!r}").expect(rel, dict, "relationship")
+        who = as_text(rel.get("Supporting Characters") or "").strip()
+        kind = as_text(rel.get("Relationship") or "").strip()
+        head = f"{name} and {who}" + (f" ({kind})" if kind else "")
+        text = " ".join(as_text(rel.get("Description") or "").split())
+        out.append(
+            MemoryRecord(str(rid), "semantic", "social_relationship", f"{head}: {text}" if text else head)
+        )
+    for eid, event in sorted(events.items(), key=lambda kv: _natural(kv[0])):
+        event = (where / "events" / f"{eid!r}").expect(event, dict, "event")
+        created = event.get("Creation Time")
+        date = parse_date(created) if isinstance(created, str) else None
+        if created is not None and date is None:
+            report.problem("event_dates_unparsed", f"{name} {eid}: {created!r}")
+        summary = " ".join(as_text(event.get("summary") or "").split())
+        content = " ".join(as_text(event.get("content") or "").split())
+        if not (summary or content):
+            report.problem("events_empty", f"{name} {eid}")
+            continue
+        text = f"{summary}: {content}" if summary and content else summary or content
+        out.append(
+            MemoryRecord(
+                str(eid), "episodic", "event", text, date, created if isinstance(created, str) else None
+            )
+        )
+    return tuple(out)
 
 
 def _items(block: Any, where: Where, *, flat: bool):

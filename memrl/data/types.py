@@ -13,7 +13,7 @@ loaded data set can be cached as JSON and read back unchanged.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -159,13 +159,53 @@ class Question:
 
 
 @dataclass(frozen=True)
+class MemoryRecord:
+    """A memory a data set gives besides the dialogues (PerLTQA's profile, relationships and events).
+
+    ``id`` is the data set's memory id, which questions cite as evidence (``"1_0_0"``, ``"1_2"``,
+    ``"profile:Gender"``); ``type`` is the memory type a store keeps it as (``"semantic"`` for profile
+    fields and relationships, ``"episodic"`` for events); ``kind`` says where it came from.
+    """
+
+    id: str
+    type: str
+    kind: str
+    text: str
+    date: datetime | None = None
+    date_text: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "kind": self.kind,
+            "text": self.text,
+            "date": _dt_to_str(self.date),
+            "date_text": self.date_text,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemoryRecord:
+        return cls(
+            id=str(d["id"]),
+            type=str(d["type"]),
+            kind=str(d.get("kind", "")),
+            text=str(d["text"]),
+            date=_dt_from_str(d.get("date")),
+            date_text=d.get("date_text"),
+        )
+
+
+@dataclass(frozen=True)
 class Conversation:
     """A multi-session conversation and the questions asked about it.
 
     ``source`` names the data set (``"locomo"``, ``"longmemeval"``, ``"perltqa"``, ``"sample"``);
     ``metadata`` carries data-set specific extras as plain JSON (LoCoMo's ``observation``,
     ``session_summary`` and ``event_summary``; PerLTQA's profile and events; ...). It is excluded from
-    hashing, so a conversation can still be used as a dict key.
+    hashing, so a conversation can still be used as a dict key. ``memories`` are what a data set gives
+    besides the sessions (PerLTQA's profile, relationships and events as :class:`MemoryRecord`); the
+    ``raw`` builder stores them next to the turns, and questions may cite their ids as evidence.
     """
 
     id: str
@@ -174,6 +214,7 @@ class Conversation:
     questions: tuple[Question, ...]
     source: str
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+    memories: tuple[MemoryRecord, ...] = ()
 
     def turns(self) -> list[Turn]:
         """All turns, session by session, in order."""
@@ -194,6 +235,39 @@ class Conversation:
                 return s
         raise KeyError(f"conversation {self.id!r} has no session {index}")
 
+    def unit_of(self, evidence_id: str) -> str | None:
+        """The id of the session (``Session.id``) a turn id belongs to, if the session has one.
+
+        Evidence may cite a whole session by its id (a PerLTQA dialogue, a HotpotQA document): a
+        retrieved turn then also counts for its session (see :meth:`covered`)."""
+        turn = self.turn_by_id().get(evidence_id)
+        return None if turn is None else self._session_ids.get(turn.session)
+
+    @cached_property
+    def _session_ids(self) -> dict[int, str]:
+        return {s.index: s.id for s in self.sessions if s.id}
+
+    def covered(self, retrieved_ids: Sequence[str]) -> list[str]:
+        """The evidence ids that ``retrieved_ids`` account for, in order: each id, then its session's id."""
+        out: dict[str, None] = {}
+        for r in retrieved_ids:
+            out[r] = None
+            unit = self.unit_of(r)
+            if unit is not None:
+                out[unit] = None
+        return list(out)
+
+    def session_of(self, evidence_id: str) -> int | None:
+        """The 1-based session a turn id, or a session id, lies in (``None`` for other memory ids)."""
+        turn = self.turn_by_id().get(evidence_id)
+        if turn is not None:
+            return turn.session
+        return self._session_index.get(evidence_id)
+
+    @cached_property
+    def _session_index(self) -> dict[str, int]:
+        return {s.id: s.index for s in self.sessions if s.id}
+
     def evidence_turns(self, question: Question) -> list[Turn]:
         """The turns a question's evidence names (ids that are not turns, e.g. PerLTQA's, are skipped)."""
         index = self.turn_by_id()
@@ -207,6 +281,7 @@ class Conversation:
             "questions": [q.to_dict() for q in self.questions],
             "source": self.source,
             "metadata": self.metadata,
+            "memories": [m.to_dict() for m in self.memories],
         }
 
     @classmethod
@@ -218,6 +293,7 @@ class Conversation:
             questions=tuple(Question.from_dict(q) for q in d.get("questions") or ()),
             source=str(d.get("source", "")),
             metadata=dict(d.get("metadata") or {}),
+            memories=tuple(MemoryRecord.from_dict(m) for m in d.get("memories") or ()),
         )
 
 

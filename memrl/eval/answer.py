@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from memrl.data.documents import is_documents
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.data.types import Conversation, Question
 from memrl.errors import MemrlError
@@ -26,6 +27,13 @@ ANSWER_SYSTEM = (
     "list), no explanation. Dates: resolve relative expressions (yesterday, last week) against the date of "
     "the memory they come from, and give absolute dates like '7 May 2023'. If the memories do not contain "
     f"the answer, reply exactly: {NOT_ANSWERABLE}"
+)
+
+
+DOCUMENTS_SYSTEM = (
+    "You answer questions using only the passages given (each starts with the title of its document). "
+    "Reply with the answer alone: a short phrase of a few words (a name, a place, a date, a number, yes or "
+    f"no), no explanation. If the passages do not contain the answer, reply exactly: {NOT_ANSWERABLE}"
 )
 
 
@@ -56,11 +64,15 @@ def answer_messages(
     parts = []
     if core.strip():
         parts.append(f"Core memory:\n{core.strip()}")
-    parts.append(f"Memories (most relevant first):\n{format_memories(hits)}")
+    documents = is_documents(conversation)
+    parts.append(f"{'Passages' if documents else 'Memories'} (most relevant first):\n{format_memories(hits)}")
     asked = f" (asked on {question.question_date:%d %B %Y})" if question.question_date else ""
     parts.append(f"Question{asked}: {question.question}\nAnswer:")
     return [
-        {"role": "system", "content": ANSWER_SYSTEM.format(speakers=speakers)},
+        {
+            "role": "system",
+            "content": DOCUMENTS_SYSTEM if documents else ANSWER_SYSTEM.format(speakers=speakers),
+        },
         {"role": "user", "content": "\n\n".join(parts)},
     ]
 

@@ -42,6 +42,7 @@ from memrl.data.locomo import LOCOMO_CATEGORIES  # the one definition of the off
 
 __all__ = [
     "LOCOMO_CATEGORIES",
+    "answer_match",
     "best_over_golds",
     "bleu1",
     "boxed_answer",
@@ -272,18 +273,23 @@ def _squash(s: Any) -> str:
     return "".join(_text(s).lower().split())
 
 
+def answer_match(answer: str | None, golds: Any) -> bool:
+    """MemAgent's match on an extracted answer: lower-cased with all whitespace removed, it equals a gold
+    answer so treated. ``None`` (no answer) never matches, an empty answer only an empty gold."""
+    if answer is None:
+        return False
+    if golds is None or isinstance(golds, (str, int, float)):
+        golds = [golds] if golds is not None else []
+    squashed = _squash(answer)
+    return any(squashed == _squash(g) for g in golds)
+
+
 def boxed_match(text: str | None, golds: Any) -> bool:
     """True if the last boxed answer, lower-cased with all whitespace removed, equals any gold so treated.
 
     A missing boxed answer never matches (even an empty gold).
     """
-    pred = boxed_answer(text)
-    if pred is None:
-        return False
-    if golds is None or isinstance(golds, (str, int, float)):
-        golds = [golds] if golds is not None else []
-    squashed = _squash(pred)
-    return any(squashed == _squash(g) for g in golds)
+    return answer_match(boxed_answer(text), golds)
 
 
 # ----------------------------------------------------------------------------------------------------

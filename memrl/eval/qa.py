@@ -1,6 +1,15 @@
 """QA evaluation: build memory for each conversation, answer its questions from memory, score, report.
 
     memrl eval --dataset locomo --conv-id conv-26 --builder raw --provider local --questions 20
+    memrl eval --dataset ruler-hotpotqa --lengths 7k,14k,28k --builder memagent --questions 128
+    memrl eval --dataset hotpotqa --builder raw --questions 100     # each question over its ten paragraphs
+
+Documents data sets (``hotpotqa``, ``ruler-hotpotqa``, ``ruler-locomo``: :mod:`memrl.data.documents`) are
+scored with MemAgent's metric (accuracy: the answer, the ``\\boxed{}`` one for ``memagent``, equals a
+gold answer once lower-cased and stripped of whitespace) plus sub-EM, EM and F1; a RULER set's report is
+MemAgent's table: accuracy by context length with 95% intervals, seconds and tokens per question.
+With ``--builder raw``/``membuilder`` each question's documents are stored in its own namespace (one
+session per document, one item per sentence) and the answer comes from the top-k retrieved sentences.
 
 Phases (``--mode``): ``build`` (memory only), ``answer`` (questions against an existing store), ``full``.
 Everything lands in ``--output-dir``:
@@ -27,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memrl.config import option
+from memrl.data.documents import is_documents
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
 
@@ -37,10 +47,17 @@ Mode = Literal["full", "build", "answer"]
 class QAEvalConfig:
     """Everything a QA evaluation run depends on; ``memrl eval`` flags map 1:1 onto these fields."""
 
-    dataset: str = option("locomo", "benchmark: locomo, longmemeval, perltqa or sample (the bundled one)")
+    dataset: str = option(
+        "locomo",
+        "benchmark: locomo, longmemeval, perltqa, hotpotqa, ruler-hotpotqa, ruler-locomo or sample (bundled)",
+    )
     data_path: str | None = option(
         None, "data file or folder (default: $MEMRL_DATA_DIR, then ~/.cache/memrl/data)"
     )
+    lengths: tuple[str, ...] = option(
+        (), "ruler-hotpotqa / ruler-locomo: context lengths to build, e.g. 7k,14k,28k or 50docs (default 7k)"
+    )
+    seed: int = option(0, "seed of the RULER contexts (which distractors, in which order)")
     conv_id: tuple[str, ...] = option(
         (), "only these conversations (LoCoMo sample ids, LongMemEval question ids, PerLTQA names)",
         aliases=("--sample-id", "--character-id"),
@@ -70,7 +87,9 @@ class QAEvalConfig:
         "{conv}@{builder}",
         "namespace of a conversation's memory; '{conv}' answers from a `memrl build` store",
     )
-    questions: int | None = option(None, "at most this many questions per conversation")
+    questions: int | None = option(
+        None, "at most this many questions per conversation (documents data sets: in all, per length)"
+    )
     sessions: int | None = option(None, "build only the first N sessions (and ask only about them)")
     concurrency: int = option(4, "questions answered at once")
     output_dir: str | None = option(None, "where results go (default: runs/DATASET-BUILDER)")
@@ -97,6 +116,25 @@ class QAEvalConfig:
             raise ConfigError("--updater edits a memory store; memagent keeps none")
         if "{conv}" not in self.namespace_format:
             raise ConfigError("--namespace-format must contain {conv} (one namespace per conversation)")
+        try:
+            self.namespace_format.format(conv="c", builder="b")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ConfigError(
+                f"--namespace-format {self.namespace_format!r}: unknown field {e}; use {{conv}} and {{builder}}"
+            ) from None
+        from memrl.data.catalog import LENGTH_DATASETS, canonical
+
+        object.__setattr__(self, "dataset", canonical(self.dataset))
+        if self.lengths:
+            from memrl.data.ruler import parse_lengths
+
+            if self.dataset not in LENGTH_DATASETS:
+                raise ConfigError(
+                    f"--lengths is for {' and '.join(LENGTH_DATASETS)}, not --dataset {self.dataset}"
+                )
+            parse_lengths(self.lengths)  # a bad length fails here, before anything runs
+        if self.builder == "memagent" and self.builder_option:
+            self.memagent_config()  # a bad option fails here
 
     @property
     def out(self) -> Path:
@@ -105,17 +143,26 @@ class QAEvalConfig:
     def namespace(self, conv: Conversation) -> str:
         return self.namespace_format.format(conv=conv.id, builder=self.builder)
 
+    def memagent_config(self) -> Any:
+        """MemAgent's reading settings: ``--builder-option chunk_tokens=5000 memory_tokens=1024 ...``."""
+        from memrl.agents.memagent import MemAgentConfig
+        from memrl.config import parse_options
+
+        return parse_options(MemAgentConfig, self.builder_option, chunk_tokens=1500, memory_tokens=256)
+
 
 # ---------------------------------------------------------------------------------------------- data
 def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
     """The conversations of the run, with their questions selected (split, ids, sessions, count)."""
-    from memrl.data import load_dataset
+    from memrl.data import DOCUMENT_DATASETS
+    from memrl.data import load_conversations as load
     from memrl.data.splits import LOCOMO_UPDATE_SPLIT, MEMBUILDER_LONGMEMEVAL_SPLIT
 
-    kwargs: dict[str, Any] = {}
-    if cfg.dataset in ("locomo", "sample"):
-        kwargs["include_adversarial"] = cfg.include_adversarial
-    convs, _report = load_dataset(cfg.dataset, cfg.data_path, **kwargs)
+    documents = cfg.dataset in DOCUMENT_DATASETS
+    convs, _report = load(
+        cfg.dataset, cfg.data_path, lengths=cfg.lengths, seed=cfg.seed, include_adversarial=cfg.include_adversarial,
+        questions=cfg.questions if documents and not cfg.conv_id else None,
+    )  # fmt: skip
     wanted: set[str] | None = set(cfg.conv_id) if cfg.conv_id else None
     if cfg.split:
         table = {"locomo": LOCOMO_UPDATE_SPLIT, "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT}.get(cfg.dataset)
@@ -138,6 +185,8 @@ def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
         out.append(dataclasses.replace(c, sessions=tuple(sessions), questions=tuple(qs)))
     if not out:
         raise ConfigError("no conversation selected: check --conv-id / --split")
+    if not any(c.questions for c in out):
+        raise ConfigError("no question selected: check --questions / --sessions / --conv-id")
     return out
 
 
@@ -146,6 +195,11 @@ def score(conv: Conversation, q: Question, prediction: str) -> dict[str, float]:
     """The data set's official metric (LoCoMo F1 with its category rules) plus EM and BLEU-1."""
     from memrl.eval import metrics as M
 
+    if is_documents(conv):  # MemAgent's evaluation: its match (accuracy), sub-EM, EM, F1
+        return {
+            "accuracy": float(M.answer_match(prediction, q.answers)),
+            **M.squad_scores(prediction, q.answers),
+        }
     if conv.source in ("locomo", "sample") and q.category_id is not None:
         f1 = M.locomo_f1(prediction, q.answer, q.category_id)
     else:
@@ -213,6 +267,8 @@ class QAEvaluation:
             if self.cfg.db_path is None and self.cfg.mode != "answer":  # answer-only runs reuse the store
                 for suffix in ("", "-wal", "-shm"):
                     (out / f"memory.db{suffix}").unlink(missing_ok=True)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--output-dir {out} is a file; give a folder")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(dataclasses.asdict(self.cfg), indent=2))
 
@@ -250,6 +306,11 @@ class QAEvaluation:
             mark = max(done.values(), default=0)
             if self.memory.store.last_seq(ns) > mark:
                 self.memory.store.rollback(ns, mark, actor="resume")
+            if conv.memories and 0 not in done:  # the data set's own memories (PerLTQA), before session 1
+                result = await builder.build_memories(self.memory, ns, conv)
+                if result is not None:
+                    self.builds.append({"namespace": ns, "conversation": conv.id,
+                                        "seq_after": self.memory.store.last_seq(ns), **result.to_dict()})  # fmt: skip
             for session in conv.sessions:
                 if session.index in done:
                     bar.update(1)
@@ -300,7 +361,7 @@ class QAEvaluation:
                 if self.cfg.builder == "memagent":
                     from memrl.agents.memagent import answer_by_reading
 
-                    res = await answer_by_reading(self.llm, conv, q)
+                    res = await answer_by_reading(self.llm, conv, q, config=self.cfg.memagent_config())
                 else:
                     res = await answer_from_memory(
                         self.llm, self.memory, self.cfg.namespace(conv) + suffix, conv, q,
@@ -313,8 +374,10 @@ class QAEvaluation:
                 }  # fmt: skip
                 if res.prediction is not None:
                     row.update(score(conv, q, res.prediction))
-                    if q.evidence:
-                        hit = set(res.retrieved_evidence) & set(q.evidence)
+                    if (
+                        q.evidence and self.cfg.builder != "memagent"
+                    ):  # a retrieved turn also covers its session
+                        hit = set(conv.covered(res.retrieved_evidence)) & set(q.evidence)
                         row["evidence_recall"] = len(hit) / len(set(q.evidence))
                     if self.judge is not None:
                         await judge(row)
@@ -352,6 +415,11 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
+            if self.cfg.mode != "build" or self.cfg.builder != "raw" or self.cfg.updater != "none":
+                # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
+                load = getattr(getattr(self.llm, "inner", self.llm), "load", None)
+                if callable(load):
+                    await asyncio.to_thread(load)
             if self.cfg.mode in ("build", "full") and self.memory is not None:
                 await self.build(convs)
                 if self.cfg.updater == "memupdate":

@@ -33,6 +33,40 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def _order(category: str, category_id: int | None) -> tuple[int, float, str]:
+    """Sort key of a category: LoCoMo's number, then context lengths by size ("7k" < "14k"), then name."""
+    from memrl.data.ruler import Length, parse_lengths
+
+    try:
+        (length,) = parse_lengths(category)
+    except (ValueError, TypeError):
+        length = Length(category)
+    size = length.tokens or length.docs or 0
+    return (category_id or 99, size, category)
+
+
+def length_table(rows: list[dict[str, Any]], labels: dict[Any, str]) -> list[dict[str, Any]]:
+    """MemAgent's table: per length (category) accuracy with its 95% interval, sub-EM, F1, and the mean
+    seconds and tokens (prompt + completion) per answered question; then the overall row."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["_cat"], []).append(r)
+    out = []
+    for key, group in [*sorted(groups.items()), ("overall", rows)]:
+        if not group:
+            continue
+        acc, lo, hi = bootstrap_ci([r["accuracy"] for r in group])
+        out.append({
+            "category": labels.get(key, key), "n": len(group), "accuracy": acc, "ci_low": lo, "ci_high": hi,
+            "sub_em": bootstrap_ci([r["sub_em"] for r in group])[0],
+            "f1": bootstrap_ci([r["f1"] for r in group])[0],
+            "seconds_per_question": sum(r.get("latency_s", 0.0) for r in group) / len(group),
+            "tokens_per_question": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in group)
+            / len(group),
+        })  # fmt: skip
+    return out
+
+
 def summarize(
     cfg: Any, builds: list[dict[str, Any]], predictions: list[dict[str, Any]], convs: list[Any]
 ) -> dict:
@@ -41,10 +75,10 @@ def summarize(
     failed = [r for r in rows if r.get("error")]
     judged = [r for r in answered if r.get("judge") is not None]
     judge_failed = [r for r in answered if r.get("judge_error")]
-    order = {r["category"]: (r.get("category_id") or 99, r["category"]) for r in rows}
+    order = {r["category"]: _order(r["category"], r.get("category_id")) for r in rows}
     for r in rows:
         r["_cat"] = order[r["category"]]
-    labels = {v: v[1] for v in order.values()}
+    labels = {v: v[-1] for v in order.values()}
     # LoCoMo convention: the headline pools categories 1-4; adversarial questions are reported apart.
     headline = [r for r in answered if r.get("category") != "adversarial"]
     f1_mean, f1_lo, f1_hi = bootstrap_ci([r["f1"] for r in headline])
@@ -71,6 +105,12 @@ def summarize(
         "n_judged": len(judged),
         "n_judge_failures": len(judge_failed),
     }
+    if any("accuracy" in r for r in answered):  # documents data sets: MemAgent's evaluation
+        scored = [r for r in answered if "accuracy" in r]
+        summary["accuracy"], lo, hi = bootstrap_ci([r["accuracy"] for r in scored])
+        summary["accuracy_ci"] = [lo, hi]
+        summary["sub_em"] = bootstrap_ci([r["sub_em"] for r in scored])[0]
+        summary["length_table"] = length_table(scored, labels)
     if judged:
         acc = [1.0 if r["judge"] else 0.0 for r in judged if r.get("category") != "adversarial"]
         summary["judge_accuracy"], lo, hi = bootstrap_ci(acc)
@@ -80,7 +120,8 @@ def summarize(
         summary["judge_by_category"] = category_table(judged, "_judge", "_cat", labels=labels)
     tokens = [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in answered]
     summary["answer_tokens_per_question"] = sum(tokens) / len(tokens) if tokens else None
-    sessions = [b for b in builds if isinstance(b.get("session"), int)]
+    sessions = [b for b in builds if isinstance(b.get("session"), int) and b["session"] > 0]
+    memories = [b for b in builds if b.get("session") == 0]  # a data set's own memories (PerLTQA)
     summary["build"] = {
         "sessions": len(sessions),
         "llm_calls": sum(b.get("llm_calls", 0) for b in sessions),
@@ -88,6 +129,7 @@ def summarize(
         "completion_tokens": sum(b.get("completion_tokens", 0) for b in sessions),
         "seconds": round(sum(b.get("seconds", 0.0) for b in sessions), 2),
         "failures": sum(len(b.get("failures", [])) for b in sessions),
+        "memories": sum(b.get("stats", {}).get("memories", 0) for b in memories),
     }
     updates = [b for b in builds if b.get("session") == "update"]
     if updates:
@@ -134,6 +176,15 @@ def markdown(s: dict[str, Any]) -> str:
         f"**failed {s['n_answer_failures']}**"
         + (f" ({dict(s['answer_failures'])})" if s["answer_failures"] else "")
         + (f"; malformed answers (scored as given) {s['n_format_errors']}" if s["n_format_errors"] else ""),
+        *(
+            [
+                f"- Accuracy (MemAgent's match: the answer equals a gold answer, case and spaces ignored): "
+                f"**{pct(s['accuracy'])}** (95% CI {pct(s['accuracy_ci'][0])}-{pct(s['accuracy_ci'][1])}); "
+                f"sub-EM {pct(s['sub_em'])}"
+            ]
+            if s.get("accuracy") is not None
+            else []
+        ),
         f"- F1 (official metric; adversarial excluded): **{pct(s['f1'])}** "
         f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
         f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])} (share of the evidence turns "
@@ -145,6 +196,10 @@ def markdown(s: dict[str, Any]) -> str:
             f"**judge failures {s['n_judge_failures']}**)"
         )
     b = s["build"]
+    if b.get("memories"):
+        lines.append(
+            f"- The data set's own memories stored: {b['memories']} (profile, relationships, events)"
+        )
     if b["sessions"]:
         lines.append(
             f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
@@ -156,6 +211,10 @@ def markdown(s: dict[str, Any]) -> str:
             f"- Update (memupdate): {u['episodes']} episodes, {u['llm_calls']} LLM calls, "
             f"{u['prompt_tokens'] + u['completion_tokens']} tokens, {u['failures']} failures"
         )
+    if s.get("length_table"):
+        by_length = s["dataset"].startswith("ruler")
+        lines += ["", "## Accuracy by context length" if by_length else "## Accuracy by question type", "",
+                  length_markdown(s["length_table"], "length" if by_length else "type")]  # fmt: skip
     lines += [
         "",
         "## F1 by category",
@@ -167,6 +226,23 @@ def markdown(s: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def length_markdown(table: list[dict[str, Any]], first: str = "length") -> str:
+    """MemAgent's table: accuracy (95% CI), sub-EM, F1 (percent), seconds and tokens per question."""
+
+    def pct(x: Any) -> str:
+        return "-" if x is None or x != x else f"{100 * x:.1f}"
+
+    rows = [
+        {
+            first: r["category"], "n": r["n"], "accuracy": pct(r["accuracy"]),
+            "95% CI": f"{pct(r['ci_low'])}-{pct(r['ci_high'])}", "sub-EM": pct(r["sub_em"]), "F1": pct(r["f1"]),
+            "s/question": f"{r['seconds_per_question']:.1f}", "tokens/question": f"{r['tokens_per_question']:,.0f}",
+        }
+        for r in table
+    ]  # fmt: skip
+    return to_markdown(rows)
+
+
 def plot(path: Path, s: dict[str, Any]) -> None:
     import matplotlib
 
@@ -174,6 +250,10 @@ def plot(path: Path, s: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     series = [("F1", s["f1_by_category"])]
+    if s.get("length_table"):
+        acc = [{"category": r["category"], "mean": r["accuracy"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}
+               for r in s["length_table"]]  # fmt: skip
+        series.insert(0, ("accuracy", acc))
     if s.get("judge_by_category"):
         series.append(("judge accuracy", s["judge_by_category"]))
     cats = [r["category"] for r in s["f1_by_category"]]

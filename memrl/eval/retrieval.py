@@ -1,11 +1,17 @@
 """Retrieval evaluation, no LLM: does search over the ``raw`` memory find the turns a question rests on?
 
-For each LoCoMo conversation the ``raw`` builder stores every turn into its own namespace of one store,
-then every question (categories 1-4; ``include_adversarial`` adds 5) is searched in each mode (dense,
-bm25, hybrid) and scored against its gold evidence turns: recall@k at turn level (share of evidence turns
-in the top k) and at session level (share of evidence turns whose session appears in the top k), per
-category and pooled over categories 1-4, with bootstrap 95% intervals. One retrieved id is one turn, so
-recall@10 means ten turns. Run it with::
+For each conversation the ``raw`` builder stores every turn (and the data set's own memories, PerLTQA's)
+into its own namespace of one store, then every question is searched in each mode (dense, bm25, hybrid)
+and scored against its gold evidence: recall@k at evidence level (share of evidence ids in the top k) and
+at session level (share of evidence ids whose session appears in the top k), per category and pooled,
+with bootstrap 95% intervals. One retrieved id is one turn (or one memory), so recall@10 means ten.
+
+Evidence per data set: LoCoMo's turns (categories 1-4 pooled; ``include_adversarial`` adds 5);
+LongMemEval's ``has_answer`` turns (session level: its evidence sessions); PerLTQA's memory ids (a
+dialogue id is found by any of its turns, an event / relationship / profile id by its memory item);
+HotpotQA's gold documents (found by any of their sentences). A data set without evidence (MemAgent's
+published eval files) is refused with a :class:`ConfigError`. Every figure carries the number of
+questions behind it (``n``); a figure with no question behind it is ``None`` (``null`` in JSON). Run::
 
     memrl eval retrieval --dataset locomo --output-dir runs/retrieval      # time: bench/retrieval.py
     memrl eval retrieval --ablation                                         # what each idea bought
@@ -51,9 +57,12 @@ class RetrievalConfig:
     """Every knob of a retrieval evaluation; ``memrl eval retrieval`` flags map 1:1 onto the fields
     (``raw`` is the builder's own config, whose fields are flags too). Defaults: the best measured settings."""
 
-    dataset: str = option("locomo", "benchmark (LoCoMo format): locomo or sample (the bundled one)")
-    data_path: str | None = option(None, "data file (default: found in $MEMRL_DATA_DIR)")
-    conv_id: tuple[str, ...] = option((), "only these conversations (LoCoMo sample ids)")
+    dataset: str = option(
+        "locomo", "benchmark: locomo, longmemeval, perltqa, hotpotqa, ruler-hotpotqa, ruler-locomo or sample"
+    )
+    data_path: str | None = option(None, "data file or folder (default: found in $MEMRL_DATA_DIR)")
+    conv_id: tuple[str, ...] = option((), "only these conversations (LoCoMo sample ids, question ids, names)")
+    lengths: tuple[str, ...] = option((), "ruler-hotpotqa / ruler-locomo: context lengths, e.g. 7k,14k")
     modes: tuple[Mode, ...] = option(("dense", "bm25", "hybrid"), "search modes to evaluate")
     k: tuple[int, ...] = option((1, 5, 10, 20), "cut-offs of recall@k")
     include_adversarial: bool = option(False, "also evaluate category 5 (adversarial) questions")
@@ -129,6 +138,9 @@ class RetrievalConfig:
             raise ConfigError(f"k must be positive cut-offs, e.g. 1 5 10 20; got {self.k!r}")
         if self.candidates < 1 or self.rrf_k < 0 or self.bootstrap < 1:
             raise ConfigError("candidates and bootstrap must be >= 1 and rrf_k >= 0")
+        from memrl.data.catalog import canonical
+
+        object.__setattr__(self, "dataset", canonical(self.dataset))
 
     @property
     def max_k(self) -> int:
@@ -137,6 +149,13 @@ class RetrievalConfig:
     @property
     def categories(self) -> tuple[int, ...]:
         return (*CORE_CATEGORIES, 5) if self.include_adversarial else CORE_CATEGORIES
+
+    def selects(self, q: Question) -> bool:
+        """Whether question ``q`` is evaluated: LoCoMo's categories 1-4 (and 5 if asked), otherwise every
+        answerable question (abstention questions too with ``include_adversarial``)."""
+        if q.category_id is not None:
+            return q.category_id in self.categories
+        return q.answerable or self.include_adversarial
 
     def search_options(self) -> dict[str, Any]:
         """Keyword arguments of :meth:`AsyncMemory.search` (besides query, namespace, mode, top_k)."""
@@ -183,15 +202,25 @@ def open_memory(config: RetrievalConfig) -> AsyncMemory:
 
 
 def load_conversations(config: RetrievalConfig) -> list[Conversation]:
-    """The conversations of ``config`` (adversarial questions loaded only when asked for)."""
-    from memrl.data import load_dataset
+    """The conversations of ``config`` (adversarial questions loaded only when asked for).
 
-    convs, _ = load_dataset(config.dataset, config.data_path, include_adversarial=config.include_adversarial)
+    A :class:`ConfigError` says so when no selected question has evidence: recall cannot be measured."""
+    from memrl.data import load_conversations as load
+
+    convs, _ = load(config.dataset, config.data_path, lengths=config.lengths,
+                    include_adversarial=config.include_adversarial)  # fmt: skip
     if config.conv_id:
         missing = set(config.conv_id) - {c.id for c in convs}
         if missing:
             raise ConfigError(f"unknown conversation ids: {', '.join(sorted(missing))}")
         convs = [c for c in convs if c.id in set(config.conv_id)]
+    selected = [q for c in convs for q in c.questions if config.selects(q)]
+    if not any(q.evidence or q.evidence_sessions for q in selected):
+        raise ConfigError(
+            f"{config.dataset}: none of its {len(selected)} selected questions has evidence (gold turns, memory "
+            "ids or documents), so retrieval recall cannot be measured; `memrl eval --dataset "
+            f"{config.dataset}` scores the answers instead"
+        )
     return convs
 
 
@@ -224,7 +253,8 @@ async def evaluate_conversation(
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Search every question of an already built ``conv`` in every mode: (per-question rows, timings)."""
     ns = namespace_of(conv)
-    questions: list[Question] = [q for q in conv.questions if q.category_id in config.categories]
+    questions: list[Question] = [q for q in conv.questions if config.selects(q)]
+    session_of = _session_lookup(conv)
     t0 = time.perf_counter()
     dense = any(m != "bm25" for m in config.modes)
     qvecs = await memory.index.vectors([q.question for q in questions]) if dense and questions else None
@@ -251,28 +281,52 @@ async def evaluate_conversation(
             )
             ids = _turn_ids(hits, config.max_k)
             row["retrieved"][mode] = ids
-            row["recall"][mode] = {str(k): recall_at_k(ids, q.evidence, k) for k in config.k}
-            row["session_recall"][mode] = {
-                str(k): session_recall_at_k(ids, q.evidence, locomo_session_of, k) for k in config.k
-            }
+            # a retrieved turn also accounts for its session's id (a PerLTQA dialogue, a document)
+            row["recall"][mode] = {str(k): recall_at_k(conv.covered(ids[:k]), q.evidence) for k in config.k}
+            row["session_recall"][mode] = {str(k): _session_recall(ids[:k], q, session_of) for k in config.k}
         rows.append(row)
         if bar is not None:
             bar.update(1)
     return rows, {"embed_questions_s": embed_q, "search_time_s": time.perf_counter() - t_search}
 
 
+def _session_lookup(conv: Conversation) -> Any:
+    """Evidence or retrieved id -> session number. LoCoMo ids carry their session ("D3:12" -> 3), so a
+    LoCoMo evidence id that names no turn still has one (as in the official script)."""
+    if conv.source in ("locomo", "sample"):
+        return lambda e: conv.session_of(e) or locomo_session_of(e)
+    return conv.session_of
+
+
+def _session_recall(ids: Sequence[str], q: Question, session_of: Any) -> float | None:
+    """Per evidence id, whether its session is among the retrieved ids' sessions; a question whose
+    evidence names no session (LongMemEval without ``has_answer`` turns) uses its evidence sessions."""
+    if any(session_of(e) is not None for e in q.evidence):
+        return session_recall_at_k(ids, q.evidence, session_of)
+    if not q.evidence_sessions:
+        return None
+    found = {session_of(i) for i in ids}
+    return sum(s in found for s in q.evidence_sessions) / len(q.evidence_sessions)
+
+
 def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]:
+    """Mean and 95% interval over the values that exist, and how many there are; ``None`` when none."""
     vals = [v for v in values if v is not None]
+    if not vals:
+        return {"n": 0, "mean": None, "ci_low": None, "ci_high": None}
     mean, lo, hi = bootstrap_ci(vals, n_resamples=config.bootstrap, seed=config.seed)
     return {"n": len(vals), "mean": mean, "ci_low": lo, "ci_high": hi}
 
 
 def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
-    """Per mode: recall@k (turn and session level) per category and pooled over categories 1-4."""
-    groups: dict[str, list[dict[str, Any]]] = {LOCOMO_CATEGORIES[c]: [] for c in config.categories}
+    """Per mode: recall@k (turn and session level) per category and pooled (LoCoMo: categories 1-4)."""
+    locomo = any(r["category_id"] is not None for r in rows)
+    groups: dict[str, list[dict[str, Any]]] = (
+        {LOCOMO_CATEGORIES[c]: [] for c in config.categories} if locomo else {}
+    )
     for r in rows:
         groups.setdefault(r["category"], []).append(r)
-    core = [r for r in rows if r["category_id"] in CORE_CATEGORIES]
+    core = [r for r in rows if r["category_id"] is None or r["category_id"] in CORE_CATEGORIES]
     pools = {**groups, "overall": core}
     if config.include_adversarial:
         pools["all"] = rows
@@ -294,6 +348,12 @@ def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, 
         "headline_mode": headline_mode,
         "n_questions": len(core),
         "n_questions_all": len(rows),
+        # how many questions the headline rests on (the others have no evidence to find)
+        "n_with_evidence": modes[headline_mode]["by_category"]["overall"]["recall_at_k"][str(max(config.k))][
+            "n"
+        ]
+        if config.k
+        else 0,
         "modes": modes,
     }
 
@@ -312,7 +372,7 @@ async def aevaluate(
     own = memory is None
     if memory is None:
         memory = open_memory(config)
-    n_q = sum(1 for c in conversations for q in c.questions if q.category_id in config.categories)
+    n_q = sum(1 for c in conversations for q in c.questions if config.selects(q))
     rows: list[dict[str, Any]] = []
     totals = {"embed_turns_s": 0.0, "embed_questions_s": 0.0, "build_time_s": 0.0, "search_time_s": 0.0,
               "turns": 0, "items": 0}  # fmt: skip
@@ -365,17 +425,23 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
+def _ci(s: dict[str, Any]) -> str:
+    return "-" if s.get("ci_low") is None else f"{s['ci_low']:.3f}-{s['ci_high']:.3f}"
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     """Markdown: a recall@k table per mode (rows: categories, then overall), with 95% intervals."""
     cfg = report.get("config", {})
     lines = [
-        "# Retrieval evaluation (raw builder, no LLM)",
+        f"# Retrieval evaluation: {cfg.get('dataset', '?')} (raw builder, no LLM)",
         "",
-        f"{report['n_questions']} questions (categories 1-4) in {report.get('n_conversations', '?')} "
-        f"conversations, {report.get('n_turns', '?')} turns; embedder {report.get('embedder', '?')}; "
-        f"wall time {report.get('wall_time_s', '?')} s (embedding {report.get('embed_time_s', '?')} s).",
-        f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, "
-        "categories 1-4 pooled). Recall is per evidence turn; a retrieved id is one turn.",
+        f"{report['n_questions']} questions ({report.get('n_with_evidence', '?')} with evidence) in "
+        f"{report.get('n_conversations', '?')} conversations, {report.get('n_turns', '?')} turns; embedder "
+        f"{report.get('embedder', '?')}; wall time {report.get('wall_time_s', '?')} s (embedding "
+        f"{report.get('embed_time_s', '?')} s).",
+        f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
+        + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
+        + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
     ]
     if cfg:
         lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
@@ -385,8 +451,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             for cat, c in m["by_category"].items():
                 row: dict[str, Any] = {"category": cat, "n": c[level][next(iter(c[level]))]["n"]}
                 for k, s in c[level].items():
-                    row[f"@{k}"] = s["mean"]
-                    row[f"@{k} 95% CI"] = f"{s['ci_low']:.3f}-{s['ci_high']:.3f}"
+                    row[f"@{k}"] = _fmt(s["mean"])
+                    row[f"@{k} 95% CI"] = _ci(s)
                 table.append(row)
             lines += ["", f"## {mode}: {title}-level recall@k", "", to_markdown(table)]
     return "\n".join(lines) + "\n"
@@ -405,6 +471,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         for cat, c in report["modes"][mode]["by_category"].items():
             ks = [int(k) for k in c["recall_at_k"]]
             ys = [c["recall_at_k"][str(k)]["mean"] for k in ks]
+            ys = [math.nan if y is None else y for y in ys]
             ax.plot(ks, ys, marker="o", label=cat, linewidth=2.5 if cat == "overall" else 1.2)
         ax.set_title(mode)
         ax.set_xlabel("k (turns)")
@@ -414,7 +481,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     axes[0][0].set_ylabel("evidence recall@k")
     axes[0][0].set_ylim(0, 1)
     axes[0][-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle("LoCoMo evidence recall@k, raw builder")
+    fig.suptitle(f"{report.get('config', {}).get('dataset', '')} evidence recall@k, raw builder")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -438,13 +505,21 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
             "recall_at_k": m["recall_at_k"],
             "session_recall_at_k": m["session_recall_at_k"],
             "by_category": {
-                cat: {k: round(s["mean"], 4) for k, s in c["recall_at_k"].items()}
+                cat: {
+                    "n": next(iter(c["recall_at_k"].values()))["n"],
+                    **{
+                        k: None if s["mean"] is None else round(s["mean"], 4)
+                        for k, s in c["recall_at_k"].items()
+                    },
+                }
                 for cat, c in m["by_category"].items()
-            },
+            },  # fmt: skip
         }
     return {
+        "dataset": report.get("config", {}).get("dataset"),
         "recall_at_10": report["recall_at_10"],
         "n_questions": report["n_questions"],
+        "n_with_evidence": report.get("n_with_evidence"),
         "n_turns": report.get("n_turns"),
         "wall_time_s": report.get("wall_time_s"),
         "embed_time_s": report.get("embed_time_s"),

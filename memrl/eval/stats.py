@@ -66,6 +66,8 @@ def _sort_key(cat: Any) -> tuple[int, Any]:
     # Numbers first in numeric order, then everything else by its text; keeps mixed keys sortable.
     if isinstance(cat, (int, float)) and not isinstance(cat, bool):
         return (0, cat)
+    if isinstance(cat, tuple):  # an explicit sort key (e.g. (category id, context length, name))
+        return (2, cat)
     return (1, str(cat))
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.errors import ConfigError
+from memrl.loading import model_load_lock
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ def smollm2_gguf() -> Path:
 
 def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     """Dequantise ``gguf`` into an fp32 safetensors folder at ``out_dir`` (atomically), return it."""
+    with model_load_lock():  # one load at a time per process (see memrl.loading)
+        return _convert_gguf(gguf, out_dir)
+
+
+def _convert_gguf(gguf: Path, out_dir: Path) -> Path:
     if (out_dir / "config.json").is_file():
         return out_dir
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -105,6 +111,11 @@ def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -
 
 def load_model(name_or_path: str, *, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
     """``(model, tokenizer)`` in eval mode; a clear ConfigError when a hub id cannot be fetched."""
+    with model_load_lock():  # one load at a time per process (see memrl.loading)
+        return _load_model(name_or_path, device, dtype)
+
+
+def _load_model(name_or_path: str, device: str, dtype: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import ConfigError, ProviderError
+from memrl.loading import model_load_lock
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -111,14 +112,17 @@ class SentenceTransformerEmbedder(Embedder):
         self.dim = 384 if model is None else self._load().get_sentence_embedding_dimension()
 
     def _load(self) -> Any:
-        if self._model is None:
-            if os.path.isdir(self.model_path):
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:  # pragma: no cover - depends on the environment
-                raise ConfigError("the minilm embedder needs `pip install memrl[embed]`") from e
-            self._model = SentenceTransformer(self.model_path, device=self.device)
+        if self._model is not None:
+            return self._model
+        with model_load_lock():  # concurrent searches may all want the model first (see memrl.loading)
+            if self._model is None:
+                if os.path.isdir(self.model_path):
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as e:  # pragma: no cover - depends on the environment
+                    raise ConfigError("the minilm embedder needs `pip install memrl[embed]`") from e
+                self._model = SentenceTransformer(self.model_path, device=self.device)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

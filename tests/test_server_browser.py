@@ -31,10 +31,11 @@ from memrl.eval.qa import QAEvaluation  # noqa: E402
 from memrl.llm import ScriptedLLM  # noqa: E402
 from memrl.memory.embedders import HashingEmbedder  # noqa: E402
 from memrl.memory.facade import Memory  # noqa: E402
-from memrl.server.runs import is_wrong  # noqa: E402
+from memrl.server.runs import is_wrong, load_train  # noqa: E402
 from memrl.train.loop import _report  # noqa: E402
 from tests.server_helpers import ROOT, memory_server  # noqa: E402
 from tests.test_qa_eval import config, oracle, question_of  # noqa: E402
+from tests.tiny_lm import make_tiny_lm  # noqa: E402
 
 SHOTS = os.environ.get("MEMRL_SCREENSHOTS")
 
@@ -85,6 +86,14 @@ def runs(tmp_path_factory) -> Path:
                 {"step": 3, "task": "sample/q1", "reward": None, "failure": "provider: timeout", "final": ""}]  # fmt: skip
     (train / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
     _report(train, metrics)
+    # and a real training run: `memrl train grpo --task read` on the tiny model (one step, a group of 2)
+    from memrl.cli.main import main
+
+    tiny = make_tiny_lm(tmp_path_factory.mktemp("tiny") / "lm")
+    assert main(["train", "grpo", "--task", "read", "--dataset", "sample", "--model", str(tiny), "--group-size", "2",
+                 "--steps", "1", "--embedder", "hashing", "--no-dynamic-sampling", "--no-tensorboard", "--json",
+                 "--agent-option", "chunk_tokens=600", "--agent-option", "memory_tokens=16",
+                 "--agent-option", "answer_tokens=16", "--output-dir", str(root / "train-read")]) == 0  # fmt: skip
     return root
 
 
@@ -193,6 +202,26 @@ def test_training_run(browser, site, runs) -> None:
     assert "search_memory" in browser.find_element(By.CSS_SELECTOR, ".rollout details").text
     assert len(browser.find_elements(By.CSS_SELECTOR, "main table tbody tr")) == 3
     shot(browser, "train-run")
+
+
+def test_a_real_training_runs_trajectories(browser, site, runs) -> None:
+    """The page of a real `memrl train` run shows each rollout's LLM calls: prompt messages and replies."""
+    url, _, _ = site
+    run = load_train(runs / "train-read")
+    shown = run.rollouts_of(1)
+    assert len(shown) == 2 and all(len(r["steps"]) > 1 for r in shown)  # a group of 2; MemAgent reads in chunks
+    browser.get(url + "/runs")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "train-read").click()
+    wait_text(browser, "Rollouts of step 1")
+    cards = browser.find_elements(By.CSS_SELECTOR, ".rollout")
+    assert len(cards) == 2
+    for card, rollout in zip(cards, shown, strict=True):
+        calls = card.find_elements(By.CSS_SELECTOR, "details")
+        assert len(calls) == len(rollout["steps"])
+        calls[-1].find_element(By.TAG_NAME, "summary").click()
+        prompt = " ".join(rollout["steps"][-1]["messages"][-1]["content"].split())
+        assert prompt[:60] in " ".join(calls[-1].text.split())
+    shot(browser, "train-run-real")
 
 
 def test_tokens_in_the_browser(browser, tmp_path) -> None:

@@ -19,7 +19,10 @@ import pytest
 import torch
 
 from memrl.cli.main import main
+from memrl.agents.trajectory import Step, Trajectory
 from memrl.llm.local import LocalLLM
+from memrl.server.runs import load_train
+from memrl.train.loop import rollout_record
 from tests.tiny_lm import make_tiny_lm
 
 AGENT = {
@@ -56,11 +59,41 @@ def test_two_steps_of_each_task_then_resume(tiny, tmp_path, capsys, task):
     assert all(r["rollout_logprob_diff"] < 1e-4 for r in rows)
     rollouts = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
     assert rollouts and all(r["reward"] is not None for r in rollouts)
+    # each rollout's trajectory is recorded for the browser, without token ids
+    for r in rollouts:
+        assert r["steps"] and r["final"] == r["steps"][-1]["response"]
+        for call in r["steps"]:
+            assert set(call) >= {"role", "messages", "response", "tool_calls", "tool_results", "error"}
+            assert not set(call) & {"prompt_ids", "completion_ids", "logprobs"}
+            assert call["messages"] and all(m["content"] for m in call["messages"] if m["role"] == "user")
+    assert load_train(out).rollouts_of(2) == [r for r in rollouts if r["step"] == 2]
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert (out / "checkpoint" / "trainer_state.pt").is_file()
     assert main([*grpo(tiny, task, out, "--steps", "3"), "--resume"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["steps"] == 3
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_rollout_records_are_bounded_and_say_what_was_cut():
+    messages = [{"role": "system", "content": "rules"}] + [
+        {"role": "user" if i % 2 else "assistant", "content": f"turn {i} " + "x" * (5000 if i == 9 else 10)}
+        for i in range(1, 10)
+    ]
+    step = Step(messages=messages, response="y" * 3000, prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.5],
+                tool_calls=[{"name": "search_memory", "arguments": {"query": "z" * 2500}}],
+                tool_results=[{"content": "short"}], role="memupdate")  # fmt: skip
+    t = Trajectory(agent="memupdate", task_id="c1:q1", steps=[step], reward=0.5)
+    row = rollout_record(3, t, text_chars=100, call_messages=6)
+    call = row["steps"][0]
+    assert [m["content"][:6] for m in call["messages"]] == [f"turn {i}"[:6] for i in range(4, 10)]
+    assert call["messages_omitted"] == 4
+    assert call["messages"][-1]["content"].endswith("… [4907 more chars]")  # 5007 chars cut to 100
+    assert call["response"] == "y" * 100 + "… [2900 more chars]" == row["final"]
+    assert call["tool_calls"][0]["arguments"]["query"].endswith("… [2400 more chars]")
+    assert call["tool_results"] == [{"content": "short"}] and call["role"] == "memupdate"
+    assert not set(call) & {"prompt_ids", "completion_ids", "logprobs"}
+    assert (row["step"], row["task"], row["reward"]) == (3, "c1:q1", 0.5)
+    assert len(json.dumps(row)) < 2000
 
 
 def test_constraints_are_recorded_on_every_agents_steps(tiny):

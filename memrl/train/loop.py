@@ -6,8 +6,9 @@ Each step draws ``tasks_per_step`` tasks (deterministic by seed and step), runs 
 each with the current policy (temperature > 0; the local back-end batches the group), and updates the
 policy from the groups. Every ``save_every`` steps the policy, optimizer and step count go to
 ``OUTPUT_DIR/checkpoint`` (written to a temporary folder, then renamed), each step's metrics are
-appended to ``OUTPUT_DIR/metrics.jsonl`` and every rollout's final reply and reward to ``rollouts.jsonl``; ``--resume`` continues from the checkpoint, so an interrupted
-run loses at most the steps since it. At the end, ``report.md`` and ``reward.png`` summarise the run.
+appended to ``OUTPUT_DIR/metrics.jsonl`` and every rollout to ``rollouts.jsonl`` (:func:`rollout_record`:
+reward, failure, final reply, metrics and its trajectory's LLM calls without token ids, long texts cut);
+``--resume`` continues from the checkpoint, so an interrupted run loses at most the steps since it. At the end, ``report.md`` and ``reward.png`` summarise the run.
 
 Tasks: :mod:`memrl.train.tasks` (``read``, ``answer``, ``update``, ``build``; a failed rollout has no
 reward and is left out). Metrics also go to TensorBoard (``OUTPUT_DIR/tensorboard``; ``tensorboard --logdir
@@ -29,7 +30,7 @@ from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.train.tasks import MemAgentTasks
 
-__all__ = ["LoopConfig", "MemAgentTasks", "RolloutTasks", "train"]
+__all__ = ["LoopConfig", "MemAgentTasks", "RolloutTasks", "rollout_record", "train"]
 
 
 @dataclass
@@ -50,6 +51,41 @@ class LoopConfig:
             )
         if self.temperature <= 0:
             raise ConfigError("rollouts need temperature > 0, or every rollout of a group is the same")
+
+
+#: Bounds of a rollout's record in rollouts.jsonl: each text is cut to TEXT_CHARS (with a marker saying how
+#: much was cut) and each LLM call keeps its last CALL_MESSAGES messages (the count of earlier ones is kept).
+TEXT_CHARS = 2000
+CALL_MESSAGES = 6
+
+
+def _clip(value: Any, limit: int) -> Any:
+    """``value`` with every string longer than ``limit`` cut, ending in ``… [N more chars]``."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else f"{value[:limit]}… [{len(value) - limit} more chars]"
+    if isinstance(value, dict):
+        return {k: _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clip(v, limit) for v in value]
+    return value
+
+
+def rollout_record(step: int, t: Trajectory, *, text_chars: int = TEXT_CHARS,
+                   call_messages: int = CALL_MESSAGES) -> dict[str, Any]:  # fmt: skip
+    """One ``rollouts.jsonl`` row: the rollout's reward, failure, final reply, metrics and ``steps`` (each LLM
+    call's role, last messages, reply, tool calls and results, error; no token ids), bounded in size."""
+    calls = []
+    for s in t.steps:
+        kept = s.messages[-call_messages:]
+        call = {"role": s.role, "messages": _clip(kept, text_chars), "response": _clip(s.response, text_chars),
+                "tool_calls": _clip(s.tool_calls, text_chars), "tool_results": _clip(s.tool_results, text_chars),
+                "error": s.error}  # fmt: skip
+        if len(s.messages) > len(kept):
+            call["messages_omitted"] = len(s.messages) - len(kept)
+        calls.append(call)
+    final = t.steps[-1].response if t.steps else ""
+    return {"step": step, "task": t.task_id, "reward": t.reward, "failure": t.failure,
+            "final": _clip(final, text_chars), "metrics": t.metrics, "steps": calls}  # fmt: skip
 
 
 class RolloutTasks(Protocol):
@@ -241,9 +277,7 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         rows.append(metrics)
         with rollouts_path.open("a") as f:  # what the policy wrote, for reading, not resuming
             for t in (t for g in groups for t in g):
-                last = t.steps[-1].response if t.steps else ""
-                f.write(json.dumps({"step": step, "task": t.task_id, "reward": t.reward, "failure": t.failure,
-                                    "final": last, "metrics": t.metrics}) + "\n")  # fmt: skip
+                f.write(json.dumps(rollout_record(step, t), ensure_ascii=False, default=str) + "\n")
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         board.write(metrics)

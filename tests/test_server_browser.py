@@ -209,7 +209,9 @@ def test_a_real_training_runs_trajectories(browser, site, runs) -> None:
     url, _, _ = site
     run = load_train(runs / "train-read")
     shown = run.rollouts_of(1)
-    assert len(shown) == 2 and all(len(r["steps"]) > 1 for r in shown)  # a group of 2; MemAgent reads in chunks
+    assert len(shown) == 2 and all(
+        len(r["steps"]) > 1 for r in shown
+    )  # a group of 2; MemAgent reads in chunks
     browser.get(url + "/runs")
     browser.find_element(By.PARTIAL_LINK_TEXT, "train-read").click()
     wait_text(browser, "Rollouts of step 1")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from memrl.cli.main import main
 from memrl.agents.trajectory import Step, Trajectory
+from memrl.cli.main import main
 from memrl.llm.local import LocalLLM
 from memrl.server.runs import load_train
 from memrl.train.loop import rollout_record

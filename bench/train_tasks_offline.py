@@ -54,7 +54,7 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
     out = args.out / task
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "memrl.cli.main", "train", "grpo", "--task", task, "--dataset", "locomo",
-           "--conv-id", args.conv_id, "--questions", str(args.questions), "--group-size", str(args.group_size),
+           "--data-path", args.data_path, "--conv-id", args.conv_id, "--questions", str(args.questions), "--group-size", str(args.group_size),
            "--tasks-per-step", "1", "--steps", str(args.steps), "--lr", "1e-5", "--no-dynamic-sampling",
            "--threads", "2", "--output-dir", str(out), "--json", *AGENT[task]]  # fmt: skip
     log = (args.out / f"{task}.log").open("w")
@@ -99,6 +99,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/offline-tasks"))
     ap.add_argument("--tasks", default="read,answer,update,build")
+    ap.add_argument("--data-path", default="/work/shared/data", help="the folder that holds LoCoMo")
     ap.add_argument("--conv-id", default="conv-41", help="a LoCoMo train-split conversation")
     ap.add_argument("--questions", type=int, default=3)
     ap.add_argument("--group-size", type=int, default=2)

@@ -24,7 +24,9 @@ and in :class:`~memrl.memory.search.SearchOptions`) are the best settings of the
 (:func:`ablation_steps`): neighbour context as a BM25 view, pooled dense vectors, speaker/time/date priors,
 convex fusion. Knobs were tuned on conversations 0-4; the ablation also reports conversations 5-9 apart.
 All conversations are built before any question is searched, because FTS5's BM25 statistics are global
-to the store: every question then sees the same index.
+to the store: every question then sees the same index. Before building, every text to embed (all turns,
+then all questions) is embedded up front, longest first, in blocks (:func:`prefetch_embeddings`): one
+pass with little padding instead of one call per conversation.
 """
 
 from __future__ import annotations

@@ -221,3 +221,40 @@ async def test_priors_follow_changes_and_feedback_runs(db_path):
     await m.reset()
     assert await m.search("hiking", mode="bm25") == []
     await m.close()
+
+
+class _CountingEmbedder(HashingEmbedder):
+    """The deterministic hashing embedder, recording every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(384)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+async def test_everything_is_embedded_once_up_front():
+    from memrl.eval.retrieval import aevaluate, build_conversation, evaluate_conversation
+
+    cfg = RetrievalConfig(**FAST)
+    emb = _CountingEmbedder()
+    memory = AsyncMemory(":memory:", embedder=emb)
+    try:
+        report = await aevaluate([_conv()], cfg, memory=memory, progress=False)
+    finally:
+        await memory.close()
+    texts = [t for call in emb.calls for t in call]
+    assert len(texts) == len(set(texts))  # nothing embedded twice
+    assert len(emb.calls) == 2  # one call for the turns (one block: fewer than 1024), one for the questions
+    assert [len(t) for t in emb.calls[0]] == sorted((len(t) for t in emb.calls[0]), reverse=True)
+    assert len(emb.calls[0]) == 6 and len(emb.calls[1]) == 5  # 6 turns; questions of categories 1-4 (+ none)
+    # the same figures as building and searching without the up-front pass
+    plain = AsyncMemory(":memory:", embedder=HashingEmbedder(384))
+    try:
+        await build_conversation(plain, _conv(), cfg)
+        rows, _ = await evaluate_conversation(plain, _conv(), cfg)
+    finally:
+        await plain.close()
+    assert [r["retrieved"] for r in rows] == [r["retrieved"] for r in report["rows"]]

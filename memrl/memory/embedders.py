@@ -98,7 +98,7 @@ def bundled_minilm_path() -> str | None:
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model on CPU (or GPU); default: the bundled all-MiniLM-L6-v2."""
 
-    def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 32) -> None:
         self.model_path = model or bundled_minilm_path()
         if self.model_path is None:
             raise ConfigError(

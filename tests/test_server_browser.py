@@ -22,6 +22,7 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -119,7 +120,12 @@ def wait_text(driver, text: str) -> None:
 def test_browse_search_history_and_undo(browser, site) -> None:
     url, db, fact_id = site
     browser.get(url + "/")
-    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
+    # Read the first page inside a wait: chromedriver can answer a read of a fresh browser's first document
+    # with "node does not belong to the document" while that document is still being committed (seen once).
+    names = WebDriverWait(browser, 10, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: [a.text for a in d.find_elements(By.CSS_SELECTOR, "main td a")] or None
+    )
+    assert names == ["alice", "bob"]
     shot(browser, "namespaces")
     browser.find_element(By.LINK_TEXT, "alice").click()
     wait_text(browser, "Core memory")

@@ -5,11 +5,12 @@
 Builds every LoCoMo conversation with the default ``raw`` builder (BM25 statistics are global to the
 store, as in ``memrl eval retrieval``), runs the default hybrid search for every question of categories
 1-4 with a recording model in the reranker's place (it keeps the ranking and stores each candidate's
-feature row), labels a candidate 1 when its turn is evidence, and fits a logistic regression (Newton's
-method, deterministic) on conversations 0-4 only. The L2 strength is picked by leave-one-conversation-out
+feature row), labels a candidate 1 when its turn is evidence, and fits a logistic model on conversations
+0-4 only (Newton's method, deterministic): pointwise (is this candidate evidence?) or pairwise (evidence
+above the other candidates), the objective and L2 strength picked by leave-one-conversation-out
 recall@10 within 0-4. Conversations 5-9 are never used here: they are the held-out half the ablation
 reports. Writes ``memrl/resources/rerank_locomo.json`` (weights + how they were fitted) and prints one
-JSON line last: the chosen L2, cross-validated recall@10 on 0-4 before/after re-ranking, rows used.
+JSON line last: the chosen objective and L2, cross-validated recall@10 on 0-4 before/after re-ranking, rows used.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from memrl.eval.metrics import recall_at_k  # noqa: E402
 from memrl.eval.retrieval import RetrievalConfig, aevaluate, load_conversations, namespace_of, open_memory  # noqa: E402
 from memrl.memory import rerank  # noqa: E402
 
-L2_GRID = (0.1, 1.0, 10.0, 100.0)
+L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+OBJECTIVES = ("pointwise", "pairwise")
 TUNE = 5  # conversations 0-4 (in the data set's order) are the tuning half
 
 
@@ -100,37 +102,46 @@ def main() -> None:
     conv_of = [g[3].id for g in groups]
     folds = sorted(set(conv_of))
     base = _recall10(groups, lambda x: np.arange(len(x)))
-    cv: dict[float, float] = {}
-    for l2 in L2_GRID:
-        recalls = []
-        for held in folds:
-            train = [g for g, c in zip(groups, conv_of, strict=True) if c != held]
-            test = [g for g, c in zip(groups, conv_of, strict=True) if c == held]
-            model = rerank.fit_logistic(
-                np.vstack([g[0] for g in train]), np.concatenate([labels(g) for g in train]), l2=l2
-            )
-            rank = lambda x, m=model: np.argsort(-m.score(x, [], "", ""), kind="stable")  # noqa: E731
-            recalls.append((_recall10(test, rank), len(test)))
-        cv[l2] = sum(r * n for r, n in recalls) / sum(n for _, n in recalls)
-    best = max(L2_GRID, key=lambda v: (cv[v], -v))
-    x_all = np.vstack([g[0] for g in groups])
+    cv: dict[tuple[str, float], float] = {}
+
+    def fit(objective: str, gs: list[Any], l2: float) -> rerank.LogisticModel:
+        if objective == "pairwise":
+            return rerank.fit_pairwise([(g[0], labels(g)) for g in gs], l2=l2)
+        return rerank.fit_logistic(
+            np.vstack([g[0] for g in gs]), np.concatenate([labels(g) for g in gs]), l2=l2
+        )
+
+    for objective in OBJECTIVES:
+        for l2 in L2_GRID:
+            recalls = []
+            for held in folds:
+                train = [g for g, c in zip(groups, conv_of, strict=True) if c != held]
+                test = [g for g, c in zip(groups, conv_of, strict=True) if c == held]
+                model = fit(objective, train, l2)
+                rank = lambda x, m=model: np.argsort(-m.score(x, [], "", ""), kind="stable")  # noqa: E731
+                recalls.append((_recall10(test, rank), len(test)))
+            cv[objective, l2] = sum(r * n for r, n in recalls) / sum(n for _, n in recalls)
+            print(json.dumps({"objective": objective, "l2": l2, "cv_recall_at_10": round(cv[objective, l2], 4)}),
+                  file=sys.stderr)  # fmt: skip
+    objective, best = max(cv, key=lambda k: (cv[k], k[0] == "pointwise", -k[1]))
     y_all = np.concatenate([labels(g) for g in groups])
-    model = rerank.fit_logistic(x_all, y_all, l2=best)
+    model = fit(objective, groups, best)
     meta = {
         "fitted_on": "LoCoMo conversations 0-4 ("
         + ", ".join(folds)
         + "), categories 1-4, default hybrid search",
         "command": "python bench/fit_rerank.py",
         "depth": args.depth,
+        "objective": objective,
         "l2": best,
         "rows": int(len(y_all)),
         "positives": int(y_all.sum()),
-        "cv_recall_at_10": {str(k): round(v, 4) for k, v in cv.items()},
+        "cv_recall_at_10": {f"{o} l2={v}": round(r, 4) for (o, v), r in cv.items()},
         "recall_at_10_before": round(base, 4),
     }
     model = dataclasses.replace(model, meta=meta)
     Path(args.out).write_text(json.dumps(model.to_json(), indent=1) + "\n")
-    print(json.dumps({"out": args.out, "l2": best, "cv_recall_at_10": cv[best], "recall_at_10_before": base,
+    print(json.dumps({"out": args.out, "objective": objective, "l2": best, "cv_recall_at_10": cv[objective, best], "recall_at_10_before": base,
                       "questions": len(groups), "rows": int(len(y_all)), "positives": int(y_all.sum()),
                       "coef": dict(zip(rerank.FEATURES, [round(float(c), 3) for c in model.coef], strict=True)),
                       "wall_s": round(time.perf_counter() - t0, 1)}))  # fmt: skip

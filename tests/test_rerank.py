@@ -119,3 +119,19 @@ def test_shipped_model_loads_and_matches_the_features():
     model = rerank.load("locomo")
     assert isinstance(model, rerank.LogisticModel) and model.coef.shape == (len(rerank.FEATURES),)
     assert "conversations 0-4" in model.meta["fitted_on"]
+
+
+def test_fit_pairwise_orders_evidence_first():
+    rng = np.random.default_rng(1)
+    groups = []
+    for _ in range(60):
+        x = rng.normal(size=(10, len(rerank.FEATURES)))
+        y = np.zeros(10)
+        y[int(np.argmax(x[:, 5] - 0.5 * x[:, 0]))] = 1.0  # evidence: high feature 5, low feature 0
+        groups.append((x, y))
+    model = rerank.fit_pairwise(groups, l2=0.1)
+    assert model.coef[5] > 0 > model.coef[0] and abs(model.coef[5]) > abs(model.coef[2])
+    top1 = np.mean([y[np.argmax(model.score(x, [], "", ""))] for x, y in groups])
+    assert top1 > 0.9
+    with pytest.raises(ConfigError, match="both classes"):
+        rerank.fit_pairwise([(groups[0][0], np.zeros(10))])

@@ -134,9 +134,7 @@ class RetrievalConfig:
         _S.date_fit, "time-aware: add this share of the best score to turns whose dates fit the question's"
     )
     window: float = option(_S.window, "window view: weight of the best cosine over a turn and its neighbours")
-    rerank: str | None = option(
-        _S.rerank, "learned reranker: locomo (shipped) or a model JSON file; default none"
-    )
+    rerank: str | None = option(_S.rerank, "learned reranker: locomo (shipped), a model JSON file, or none")
     rerank_depth: int = option(
         _S.rerank_depth, "learned reranker: how many of the first candidates it re-orders"
     )
@@ -199,7 +197,7 @@ class RetrievalConfig:
             "tagger": self.tagger,
             "date_fit": self.date_fit,
             "window": self.window,
-            "rerank": self.rerank,
+            "rerank": None if self.rerank in (None, "", "none") else self.rerank,
             "rerank_depth": self.rerank_depth,
         }
 

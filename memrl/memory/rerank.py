@@ -108,17 +108,9 @@ class LogisticModel:
         )
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iters: int = 50) -> LogisticModel:
-    """Logistic regression by Newton's method (deterministic), features standardised, L2 ``l2`` on the
-    coefficients (not the bias). ``y`` is 0/1."""
-    if len(x) == 0 or y.min() == y.max():
-        raise ConfigError("fitting the reranker needs candidates of both classes (evidence and not)")
-    mean, std = x.mean(axis=0), x.std(axis=0)
-    std = np.where(std > 1e-9, std, 1.0)
-    z = np.hstack([np.ones((len(x), 1)), (x - mean) / std])
+def _newton(z: np.ndarray, y: np.ndarray, reg: np.ndarray, iters: int) -> np.ndarray:
+    """Weights of an L2-regularised logistic regression on rows ``z`` (Newton's method, deterministic)."""
     w = np.zeros(z.shape[1])
-    reg = np.full(z.shape[1], l2)
-    reg[0] = 0.0
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-(z @ w)))
         grad = z.T @ (p - y) + reg * w
@@ -127,7 +119,42 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iters: int = 
         w -= step
         if np.abs(step).max() < 1e-8:
             break
+    return w
+
+
+def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    return mean, np.where(std > 1e-9, std, 1.0)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iters: int = 50) -> LogisticModel:
+    """Pointwise logistic regression (is this candidate evidence?), features standardised, L2 ``l2`` on
+    the coefficients (not the bias). ``y`` is 0/1."""
+    if len(x) == 0 or y.min() == y.max():
+        raise ConfigError("fitting the reranker needs candidates of both classes (evidence and not)")
+    mean, std = _standardise(x)
+    z = np.hstack([np.ones((len(x), 1)), (x - mean) / std])
+    reg = np.full(z.shape[1], l2)
+    reg[0] = 0.0
+    w = _newton(z, y, reg, iters)
     return LogisticModel(w[1:], float(w[0]), mean, std)
+
+
+def fit_pairwise(
+    groups: list[tuple[np.ndarray, np.ndarray]], *, l2: float = 1.0, iters: int = 50
+) -> LogisticModel:
+    """Pairwise logistic regression (RankNet with a linear scorer): for each group (one question's
+    candidate rows ``x`` and 0/1 labels ``y``), every (evidence, other) pair should score evidence higher.
+    Only the order of its scores means anything (bias 0)."""
+    pos_neg = [(x[y > 0], x[y <= 0]) for x, y in groups if 0 < y.sum() < len(y)]
+    if not pos_neg:
+        raise ConfigError("fitting the reranker needs candidates of both classes (evidence and not)")
+    mean, std = _standardise(np.vstack([x for x, _ in groups]))
+    diffs = np.vstack([((p[:, None, :] - n[None, :, :]) / std).reshape(-1, len(std)) for p, n in pos_neg])
+    z = np.vstack([diffs, -diffs])  # both orders: the fit is symmetric, no bias needed
+    y = np.concatenate([np.ones(len(diffs)), np.zeros(len(diffs))])
+    w = _newton(z, y, np.full(z.shape[1], l2), iters)
+    return LogisticModel(w, 0.0, mean, std)
 
 
 _REGISTERED: dict[str, Model] = {}
@@ -300,11 +327,10 @@ class Rescorer:
             opts,
         )
         p = load(opts.rerank).score(x, keys, query, ns)
-        floor = float(min(p.min(), 1.0)) if len(p) else 1.0
-        rest_top = max((v for k, v in out.items() if k not in set(keys)), default=0.0)
-        final = {
-            k: floor * 0.5 * max(v, 0.0) / (rest_top or 1.0) for k, v in out.items()
-        }  # below every reranked one
+        chosen = set(keys)
+        rest_top = max(max((v for k, v in out.items() if k not in chosen), default=0.0), 1e-9)
+        # re-ordered candidates score 1 + p (in (1, 2)); the others keep their order below 1
+        final = {k: 0.5 * max(v, 0.0) / rest_top for k, v in out.items() if k not in chosen}
         final.update({k: 1.0 + float(s) for k, s in zip(keys, p.tolist(), strict=True)})
         return final
 
@@ -331,7 +357,7 @@ class Rescorer:
             ns, collapse=opts.collapse, speaker_key=opts.speaker_key, tagger=opts.tagger
         )
         q_terms = set(content_terms(bm25_query))
-        speakers = {f[1] for f in facts.values() if isinstance(f[1], str)}
+        speakers = self.index._facts(ns, opts).speakers  # cached per namespace
         named = named_in(query, speakers)
         who = next(iter(named)) if len(named) == 1 else None
         q_ents = rule_entities(query, skip=speakers)

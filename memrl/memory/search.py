@@ -117,8 +117,8 @@ class SearchOptions:
     spread_seeds: int = 20
     spread_max_share: float = 0.05
     tagger: str = "rule"
-    date_fit: float = 0.0
-    window: float = 0.0
+    date_fit: float = 0.1
+    window: float = 0.2
     rerank: str | None = None
     rerank_depth: int = 50
 

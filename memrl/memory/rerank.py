@@ -13,8 +13,8 @@ ablation in the README showed a held-out gain):
   min-max normalised over the candidates, times ``window`` times the best score, are added.
 - ``rerank``: the ``rerank_depth`` best candidates are re-ordered by a logistic model over
   :data:`FEATURES` (fused score and rank, dense cosine and rank, BM25 score and rank, window cosine,
-  session score, speaker, date fit, when x time expression, query-term coverage, shared entities,
-  neighbours among the first hits, length). ``rerank="locomo"`` is the model shipped in
+  session score and share of the candidates, speaker, date fit, when x time expression, query-term
+  coverage, shared entities, neighbours among the first hits, length). ``rerank="locomo"`` is the model shipped in
   ``memrl/resources/rerank_locomo.json``, fitted on LoCoMo conversations 0-4 only by
   ``python bench/fit_rerank.py`` (reproducible: same data, same solver, no randomness); a path loads
   another fit; :func:`register` adds a model object in-process (the fitting script records features this way).
@@ -60,6 +60,8 @@ FEATURES = (
     "near_top",  # a neighbour is among the 5 best candidates
     "length",  # log(1 + content terms) / 5
     "abstract_dense",  # the question asks an inference x cosine
+    "session_mass",  # the turn's session's share of the candidates' scores / the best session's share
+    "when_bm25",  # the question asks when x BM25 feature
 )
 
 RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "rerank_locomo.json"
@@ -368,6 +370,11 @@ class Rescorer:
         best_cos = max(own.values(), default=0.0)
         b_best = max((v[2] for v in bm25_c.values()), default=0.0) or 1.0
         first5 = set(keys[:5])
+        mass: dict[Any, float] = {}
+        for k in keys:
+            sess = facts.get(rep.get(k, -1), (None,) * 5)[2]
+            mass[sess] = mass.get(sess, 0.0) + max(scores[k], 0.0) / top
+        best_mass = max(mass.values(), default=0.0) or 1.0
         rows = []
         depth = len(keys)
         for rank, k in enumerate(keys, start=1):
@@ -394,5 +401,7 @@ class Rescorer:
                 float(any(n in first5 for n in lay.neighbours.get(k, ()))),
                 math.log1p(sum(terms.values())) / 5,
                 cos * float(abstract),
+                mass.get(f[2], 0.0) / best_mass,
+                float(when) * (bm25_c[k][2] / b_best if k in bm25_c else 0.0),
             ])  # fmt: skip
         return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))

@@ -150,6 +150,9 @@ PLAIN: dict[str, Any] = {
     "session_stage": 0.0,
     "spread": 0.0,
     "question_words": False,
+    "date_fit": 0.0,
+    "window": 0.0,
+    "rerank": None,
 }
 
 

@@ -281,10 +281,15 @@ async def bench_store(
     matrix = dense.matrix[: dense.n]
     item_of_rid = dict(mem.store.read("SELECT rid, id FROM memories WHERE namespace = ?", (NAMESPACE,)))
 
-    def store(mode: str) -> Callable[[int], Awaitable[Any]]:
+    def store(mode: str, **options: Any) -> Callable[[int], Awaitable[Any]]:
         async def run(i: int) -> Any:
             return await mem.search(
-                qs.texts[i], namespace=NAMESPACE, top_k=top_k, mode=mode, query_vector=qs.vectors[i]
+                qs.texts[i],
+                namespace=NAMESPACE,
+                top_k=top_k,
+                mode=mode,
+                query_vector=qs.vectors[i],
+                **options,
             )
 
         return run
@@ -301,6 +306,8 @@ async def bench_store(
         return [item_index(h.item.id) for h in got]
 
     methods = {"numpy": numpy_run, "einsum": einsum_run, **{m: store(m) for m in ("dense", "hybrid", "bm25")}}
+    # the peer of the current hybrid defaults: without the date-fit prior and window view (issue 12, session 3)
+    methods["hybrid_no_date_window"] = store("hybrid", date_fit=0.0, window=0.0)
     names = list(methods)
     for i in range(min(warmup, len(qs.texts))):
         for run in methods.values():
@@ -467,7 +474,7 @@ def print_size(row: dict[str, Any], batch: int) -> None:
     print(f"  {'method':<10}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'x numpy':>9}{'recall':>8}{'hit@k':>7}")
     base = row["numpy"]["p50_ms"]
     recall = {"numpy": 1.0, "einsum": row["einsum_recall_vs_numpy"], "dense": row["dense_recall_vs_numpy"]}
-    methods = {m: row[m] for m in ("numpy", "einsum", "dense", "hybrid", "bm25")}
+    methods = {m: row[m] for m in ("numpy", "einsum", "dense", "hybrid", "hybrid_no_date_window", "bm25")}
     if lg:
         methods["langgraph"] = lg
         recall["langgraph"] = lg["recall_vs_numpy"]
@@ -490,6 +497,7 @@ def summary(
         "n": last["n"],
         "dense_p50_ms": last["dense"]["p50_ms"],
         "hybrid_p50_ms": last["hybrid"]["p50_ms"],
+        "hybrid_no_date_window_p50_ms": last["hybrid_no_date_window"]["p50_ms"],
         "bm25_p50_ms": last["bm25"]["p50_ms"],
         "numpy_p50_ms": last["numpy"]["p50_ms"],
         "einsum_p50_ms": last["einsum"]["p50_ms"],

@@ -37,6 +37,7 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         "candidates": 50, "rrf_k": 60, "dense_weight": 1.0, "bm25_weight": 1.0, "fusion": "rrf",
         "speaker_boost": 0.0, "strip_speaker": False, "date_boost": 0.0, "time_boost": 0.0,
         "diversity": 0.0, "session_boost": 0.0, "question_words": False, "session_stage": 0.0, "spread": 0.0,
+        "date_fit": 0.0, "window": 0.0, "rerank": None,
     }  # fmt: skip
     turn_only = rep(final.raw, context_before=0, context_after=0, views=("turn",), dense_views=("turn",))
     with_context = rep(final.raw, views=("turn", "context"), dense_views=("turn",))
@@ -60,13 +61,22 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
          {"question_words": final.question_words}),
         (f"+ two-stage: session BM25 prior {final.session_stage}, best {final.session_top} sessions",
          {"session_stage": final.session_stage, "session_top": final.session_top}),
-        (f"+ entity graph: spreading activation {final.spread} from {final.spread_seeds} hits = defaults",
+        (f"+ entity graph: spreading activation {final.spread} from {final.spread_seeds} hits",
          {"spread": final.spread, "spread_seeds": final.spread_seeds}),
+        (f"+ time-aware: date-fit prior {final.date_fit} (question's dates vs the turn's date spans)",
+         {"date_fit": final.date_fit}),
+        (f"+ window view: best cosine of the turn and its neighbours, {final.window}", {"window": final.window}),
     ]  # fmt: skip
+    reranker = f"learned reranker {final.rerank or 'locomo'} over {final.rerank_depth} candidates (fitted on conv 0-4)"
+    if final.rerank:
+        cumulative.append((f"+ {reranker}", {"rerank": final.rerank, "rerank_depth": final.rerank_depth}))
+    cumulative[-1] = (cumulative[-1][0] + " = defaults", cumulative[-1][1])
     cfg = steps[-1][1]
     for name, change in cumulative:
         cfg = rep(cfg, **change)
         steps.append((name, cfg))
+    if not final.rerank:
+        steps.append((f"defaults + {reranker} (not kept)", rep(final, rerank="locomo")))
     steps += [
         ("defaults + session prior 0.3 (not kept)", rep(final, session_boost=0.3)),
         ("defaults + session diversity 0.05 (not kept)", rep(final, diversity=0.05)),
@@ -76,6 +86,8 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         ("defaults with session prior 0.2 (not kept: multi-hop and open-domain lose)", rep(final, session_stage=0.2)),
         ("defaults + inference questions weighted 0.6/0.4 dense/BM25 (not kept)",
          rep(final, abstract_dense_weight=0.6)),
+        ("defaults with date-fit prior 0.4 (not kept)", rep(final, date_fit=0.4)),
+        ("defaults with window view 0.4 (not kept)", rep(final, window=0.4)),
         ("defaults - image captions (leave one out)", rep(final, raw=rep(final.raw, include_caption=False))),
         ("defaults - session date in the text (leave one out)", rep(final, raw=rep(final.raw, date_style="none"))),
     ]  # fmt: skip

@@ -130,6 +130,14 @@ class RetrievalConfig:
     )
     prf_terms: int = option(_S.prf_terms, "pseudo-relevance feedback: expansion words")
     prf_weight: float = option(_S.prf_weight, "pseudo-relevance feedback: weight of the expanded list")
+    date_fit: float = option(
+        _S.date_fit, "time-aware: add this share of the best score to turns whose dates fit the question's"
+    )
+    window: float = option(_S.window, "window view: weight of the best cosine over a turn and its neighbours")
+    rerank: str | None = option(_S.rerank, "learned reranker: locomo (shipped), a model JSON file, or none")
+    rerank_depth: int = option(
+        _S.rerank_depth, "learned reranker: how many of the first candidates it re-orders"
+    )
     bootstrap: int = option(1000, "bootstrap resamples for the 95 percent confidence intervals")
     seed: int = option(0, "seed of the bootstrap")
     raw: RawConfig = dataclasses.field(default_factory=RawConfig, metadata={"help": "raw builder config"})
@@ -187,6 +195,10 @@ class RetrievalConfig:
             "spread_seeds": self.spread_seeds,
             "spread_max_share": self.spread_max_share,
             "tagger": self.tagger,
+            "date_fit": self.date_fit,
+            "window": self.window,
+            "rerank": None if self.rerank in (None, "", "none") else self.rerank,
+            "rerank_depth": self.rerank_depth,
         }
 
     def to_dict(self) -> dict[str, Any]:

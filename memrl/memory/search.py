@@ -23,6 +23,7 @@ from memrl.memory.embedders import Embedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
+from memrl.memory.rerank import Rescorer
 from memrl.memory.store import SQLiteStore
 from memrl.memory.terms import TermIndex, content_terms
 from memrl.memory.types import MemoryType, SearchHit
@@ -79,6 +80,8 @@ class SearchOptions:
       which pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
       added (units reached that were not candidates join the ranking). With ``types`` or ``filters`` only
       candidates are re-scored.
+    - ``date_fit``, ``window``, ``rerank`` (``rerank_depth``): time-aware prior, window max-similarity
+      view, learned reranker (:mod:`memrl.memory.rerank`).
     - ``session_boost``: every item gets ``session_boost`` times its session's share of the candidates'
       total score (sum over the session's candidates / best session's sum) times the best score added:
       evidence clusters in sessions that match the query as a whole.
@@ -114,6 +117,10 @@ class SearchOptions:
     spread_seeds: int = 20
     spread_max_share: float = 0.05
     tagger: str = "rule"
+    date_fit: float = 0.1
+    window: float = 0.2
+    rerank: str | None = None
+    rerank_depth: int = 50
 
 
 @dataclass
@@ -143,6 +150,9 @@ PLAIN: dict[str, Any] = {
     "session_stage": 0.0,
     "spread": 0.0,
     "question_words": False,
+    "date_fit": 0.0,
+    "window": 0.0,
+    "rerank": None,
 }
 
 
@@ -154,11 +164,13 @@ class SearchIndex(DenseIndexes):
         super().__init__(store, embedder, backend=backend)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
+        self.rescorer = Rescorer(self)
 
     def forget(self, ns: str) -> None:
         super().forget(ns)
         self._fact_cache.pop(ns, None)
         self.terms.forget(ns)
+        self.rescorer.forget(ns)
 
     # ------------------------------------------------------------------ retrievers
     def bm25(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
@@ -339,6 +351,11 @@ class SearchIndex(DenseIndexes):
                         rep[k] = min(nt.units[k].rids)
                 fused = spread_out
 
+        if (opts.date_fit > 0 or opts.window > 0 or opts.rerank) and fused:
+            facts = self._facts(ns, opts).of
+            fused = self.rescorer.apply(
+                ns, query, qv, idx, fused, rep, facts, opts, dense_c, bm25_c, bm25_query
+            )
         if (
             qv is not None
         ):  # cosine for every candidate (bm25-only hits too), for the threshold and the report

@@ -136,7 +136,7 @@ def plot(path: Path, sft_rows: list[dict], rows: list[dict], evals: dict[str, di
 
     panels = 3 if sft_rows else 2
     fig, axes = plt.subplots(1, panels, figsize=(3.6 * panels + 1, 3.4),
-                             gridspec_kw={"width_ratios": [2] * (panels - 1) + [1.2]})  # fmt: skip
+                             gridspec_kw={"width_ratios": [2] * (panels - 1) + [1.4]})  # fmt: skip
     if sft_rows:
         ax = axes[0]
         ax.plot([r["step"] for r in sft_rows], [r["loss"] for r in sft_rows], color="C4")
@@ -158,7 +158,7 @@ def plot(path: Path, sft_rows: list[dict], rows: list[dict], evals: dict[str, di
     for x, s in enumerate(evals.values()):
         f1, (lo, hi) = 100 * s["f1"], (100 * v for v in s["f1_ci"])
         b.errorbar([x], [f1], yerr=[[f1 - lo], [hi - f1]], fmt="o", capsize=6, color=f"C{x + 1}")
-    b.set_xticks(range(len(evals)), list(evals))
+    b.set_xticks(range(len(evals)), [k.replace(" ", "\n") for k in evals])
     b.set_xlim(-0.6, len(evals) - 0.4)
     b.set_ylabel("held-out F1 (95% CI)")
     b.set_title(f"test split, n={next(iter(evals.values()))['n_answered']}")

@@ -12,7 +12,7 @@ official F1; the report also gives what an empty answer and a copy of the questi
 items, and how many answers were empty or copies, so a trick cannot pass for learning. Everything (store
 build, the evaluations, training) counts in ``wall_time_s``.
 
-    .venv/bin/python bench/learning.py --out runs/learning-sft --sft-minutes 4 --temperature 0.7
+    .venv/bin/python bench/learning.py --out runs/learning-sft --sft-minutes 5   # the README's figures
     .venv/bin/python bench/learning.py --steps 2 --sft-steps 2 --eval-questions 10   # a quick check
 
 Writes OUT/before/, OUT/after-sft/, OUT/after/ (memrl eval's reports), OUT/sft/ (sft_metrics.jsonl,

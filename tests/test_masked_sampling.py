@@ -144,3 +144,28 @@ def test_identical_prompts_are_prefilled_once_with_the_same_result(tiny):
     for r in (batch[0], batch[2], batch[3]):
         assert r.completion_ids == alone.completion_ids
         assert r.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tools": TOOLS, "json_schema": SCHEMA},
+        {"grammar": GRAMMAR, "tools": TOOLS},
+        {"grammar": GRAMMAR, "json_schema": SCHEMA},
+        {"tool_choice": "always"},
+        {"messages": [{"content": "hi"}]},
+    ],
+)
+def test_the_trainers_sync_path_checks_requests_as_chat_does(tiny, bad):
+    """``generate_sync`` (what trainers call) refuses what ``chat`` refuses, with the same one-line error."""
+    from memrl.errors import ValidationError
+
+    llm = LocalLLM(tiny).load()
+    kw = dict(bad)
+    msgs = kw.pop("messages", MSGS)
+    with pytest.raises(ValidationError) as chat_error:
+        llm.chat_sync(msgs, **kw)
+    with pytest.raises(ValidationError) as sync_error:
+        llm.generate_sync([MSGS, msgs], **kw)
+    assert str(sync_error.value) == str(chat_error.value) and "\n" not in str(sync_error.value)
+    assert llm.generate_sync([MSGS], sampling=SamplingParams(max_tokens=3))[0].completion_ids

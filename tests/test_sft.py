@@ -94,3 +94,41 @@ def test_memrl_train_sft_membuilder(tiny, tmp_path, capsys):
     assert summary["examples"] == 8 and summary["steps"] == 8  # 2 epochs of 4 batches of 2
     assert summary["loss_after"] < summary["loss_before"]
     assert (out / "checkpoint" / "config.json").is_file()
+
+
+def test_sft_on_the_answer_tasks_gold_answers_then_a_budget_stop(tiny, tmp_path, conv):
+    """The learning benchmark's SFT stage: the answer task's own prompts (retrieved memories included)
+    answered with the gold answer, loss on the answer tokens only; a step cap and a time budget stop it."""
+    import asyncio
+
+    from memrl.errors import ConfigError
+    from memrl.train.tasks import AnswerTasks
+
+    tasks = AnswerTasks([conv], embedder="hashing", top_k=3, max_tokens=8)
+    with pytest.raises(ConfigError, match="setup"):
+        tasks.gold_trajectories()
+    asyncio.run(tasks.setup())
+    trajs = tasks.gold_trajectories()
+    assert len(trajs) == len(tasks) and [t.task_id for t in trajs] == [q.id for _, q in tasks.items]
+    llm = LocalLLM(tiny).load()
+    samples, skipped = sft_samples(llm, trajs, max_reply_tokens=8)
+    assert samples and len(samples) + skipped["too_long"] == len(trajs)
+    end = llm.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    kept = [(t, q) for t, (_, q) in zip(trajs, tasks.items, strict=True)
+            if len(llm.tokenizer.encode(q.answers[0], add_special_tokens=False)) + 1 <= 8]  # fmt: skip
+    assert len(kept) == len(samples)
+    for s, (t, q) in zip(samples, kept, strict=True):  # prompt = the GRPO prompt; completion = gold + end
+        assert s.prompt_ids == llm.prompt_ids(t.steps[0].messages) and s.completion_ids[-1] == end
+        assert llm.tokenizer.decode(s.completion_ids[:-1]) == q.answers[0]
+        user = t.steps[0].messages[-1]["content"]
+        assert "Memories (most relevant first):" in user and f"{q.question}\nAnswer:" in user
+    trainer = SFTTrainer(llm, SFTConfig(lr=2e-2, epochs=50, batch_size=2, save_every=1000))
+    before, n = trainer.loss_on(samples)
+    assert n == sum(len(s.completion_ids) for s in samples)  # the answer tokens only, not the prompt
+    rows = trainer.fit(samples, tmp_path / "a", progress=False, max_steps=6)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6] and trainer.loss_on(samples)[0] < before
+    assert (tmp_path / "a" / "checkpoint" / "trainer_state.pt").is_file()  # saved at the cap
+    rows = SFTTrainer(llm, SFTConfig(lr=1e-3, epochs=3, batch_size=1)).fit(
+        samples, tmp_path / "b", progress=False, time_limit_s=0.0
+    )
+    assert len(rows) == 1 and (tmp_path / "b" / "checkpoint" / "trainer_state.pt").is_file()

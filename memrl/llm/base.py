@@ -263,6 +263,26 @@ class LLM(ABC):
         """One reply. ``tools``: OpenAI function schemas; ``json_schema``: constrain the reply to it;
         ``grammar``: an EBNF grammar (xgrammar's dialect) the reply must follow (back-ends with
         ``supports_grammar``: local)."""
+        request = self.checked_request(messages, tools, json_schema, sampling, tool_choice, grammar)
+        sem = self.per_loop("semaphore", lambda: asyncio.Semaphore(self.max_concurrency))
+        async with sem:
+            reply = await self._chat(request)
+        if reply.temperature is None:  # back-ends that do not record it themselves
+            reply.constraint = request.constraint
+            reply.temperature = request.sampling.temperature
+        return reply
+
+    def checked_request(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        sampling: SamplingParams | None = None,
+        tool_choice: ToolChoice = "auto",
+        grammar: str | None = None,
+    ) -> ChatRequest:
+        """The request ``chat`` (and the local back-end's ``generate_sync``) sends, after the checks every
+        call path shares: well-formed messages, one kind of constraint, a grammar only where supported."""
         request = ChatRequest(check_messages(messages), tools or None, json_schema, sampling or SamplingParams(),
                               tool_choice, grammar)  # fmt: skip
         if tools and json_schema is not None:
@@ -274,13 +294,7 @@ class LLM(ABC):
                 raise ValidationError(f"the {self.provider} back-end cannot follow a grammar (use local)")
         if tool_choice not in ("auto", "required", "none"):
             raise ValidationError(f"tool_choice must be 'auto', 'required' or 'none', got {tool_choice!r}")
-        sem = self.per_loop("semaphore", lambda: asyncio.Semaphore(self.max_concurrency))
-        async with sem:
-            reply = await self._chat(request)
-        if reply.temperature is None:  # back-ends that do not record it themselves
-            reply.constraint = request.constraint
-            reply.temperature = request.sampling.temperature
-        return reply
+        return request
 
     async def chat_batch(
         self,

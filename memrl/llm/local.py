@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memrl.errors import MemrlError
-from memrl.llm.base import ChatRequest, ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice
+from memrl.llm.base import ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice
 from memrl.llm.grammar import GrammarBook
 from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
 from memrl.llm.templated import TemplatedLLM
@@ -236,7 +236,7 @@ class LocalLLM(TemplatedLLM):
     ) -> list[ChatResponse]:
         """Batched replies without asyncio (for trainers). Raises the first failure."""
         self.load()
-        requests = [ChatRequest(m, tools, json_schema, sampling or SamplingParams(), tool_choice, grammar)
+        requests = [self.checked_request(m, tools, json_schema, sampling, tool_choice, grammar)
                     for m in conversations]  # fmt: skip
         prompts = [self.request_ids(r) for r in requests]
         for _, ids in prompts:

@@ -59,9 +59,14 @@ class SFTConfig:
 
 
 def sft_samples(
-    llm: Any, trajectories: Sequence[Trajectory], max_seq_tokens: int = 4096
+    llm: Any,
+    trajectories: Sequence[Trajectory],
+    max_seq_tokens: int = 4096,
+    max_reply_tokens: int | None = None,
 ) -> tuple[list[Sample], dict]:
-    """One :class:`Sample` (advantage unused) per successful step; and counts of what was left out."""
+    """One :class:`Sample` (advantage unused) per successful step; and counts of what was left out.
+    ``max_reply_tokens``: skip (as ``too_long``) replies longer than that, end-of-turn token included
+    (a reply the answer budget would cut teaches the model not to stop in time)."""
     tok = llm.tokenizer
     end = next((tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>")
                 if t in tok.get_vocab()), tok.eos_token_id)  # fmt: skip
@@ -77,7 +82,9 @@ def sft_samples(
                 continue
             prompt = llm.prompt_ids(s.messages)
             completion = tok.encode(s.response, add_special_tokens=False) + ([end] if end is not None else [])
-            if len(prompt) + len(completion) > max_seq_tokens:
+            if len(prompt) + len(completion) > max_seq_tokens or (
+                max_reply_tokens is not None and len(completion) > max_reply_tokens
+            ):
                 skipped["too_long"] += 1
                 continue
             out.append(Sample(prompt, completion, 0.0))
@@ -111,13 +118,16 @@ class SFTTrainer(LocalModelTrainer):
         *,
         progress: bool = True,
         resume: bool = False,
+        max_steps: int | None = None,
+        time_limit_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Train for ``epochs``; returns one metrics row per optimizer step (those of an earlier run included
         when resuming); saves ``OUTPUT_DIR/checkpoint`` every ``save_every`` steps and at the end.
 
         With ``resume`` the model must have been loaded from that checkpoint (``memrl train sft-membuilder
         --resume`` does it): the optimizer state and step count are read from it, and the steps it holds
-        are skipped."""
+        are skipped. ``max_steps`` / ``time_limit_s``: stop (with a checkpoint) after that many optimizer
+        steps in all / after the first step that ends past that many seconds (a fixed budget)."""
         from tqdm.auto import tqdm
 
         from memrl.train.trainer import checkpoint_folder
@@ -146,6 +156,9 @@ class SFTTrainer(LocalModelTrainer):
         log_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         per_epoch = -(-len(samples) // cfg.batch_size)
         total = cfg.epochs * per_epoch
+        if max_steps is not None:
+            total = min(total, max_steps)
+        t0 = time.perf_counter()
         bar = tqdm(total=total, initial=done, desc="sft", unit="step", disable=not progress)
         step = 0
         with log_path.open("a") as log:
@@ -154,16 +167,22 @@ class SFTTrainer(LocalModelTrainer):
                 random.Random(cfg.seed + epoch).shuffle(order)
                 for b in range(0, len(order), cfg.batch_size):
                     step += 1
+                    if step > total:
+                        break
                     if step <= done:
                         continue
                     row = self._step(order[b : b + cfg.batch_size], epoch + 1, step)
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
-                    if step % cfg.save_every == 0 or step == total:
+                    late = time_limit_s is not None and time.perf_counter() - t0 > time_limit_s
+                    if step % cfg.save_every == 0 or step == total or late:
                         self._save(ckpt, step)
                     bar.update(1)
                     bar.set_postfix(loss=f"{row['loss']:.3f}")
+                    if late:
+                        total = step
+                        break
         bar.close()
         return rows
 

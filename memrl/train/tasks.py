@@ -152,8 +152,19 @@ class AnswerTasks(GroupedTasks):
                 hits = await memory.search(q.question, namespace=ns, top_k=self.top_k)
                 core = await memory.core(namespace=ns)
                 self.messages.append(answer_messages(conv, q, core, hits))
+            self._ready = True
         finally:
             await memory.close()
+
+    def gold_trajectories(self) -> list[Trajectory]:
+        """Supervised examples for SFT before GRPO (after :meth:`setup`): each task's very prompt, answered
+        with its first gold answer (:func:`memrl.train.sft.sft_samples` turns them into samples whose loss
+        is on the answer tokens only)."""
+        if not self._ready:
+            raise ConfigError("gold_trajectories() needs setup() first (the prompts hold retrieved memories)")
+        return [Trajectory("answer", q.id, steps=[Step(msgs, q.answers[0], role="answer")],
+                           info={"conversation": conv.id})
+                for (conv, q), msgs in zip(self.items, self.messages, strict=True)]  # fmt: skip
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
         from memrl.eval.answer import clean_prediction

@@ -366,6 +366,11 @@ class SearchIndex(DenseIndexes):
         rep.update({k: v[1] for k, v in dense_c.items()})
         dense_score = {rid: s for rid, s in q.dense_list} if mode != "bm25" else {}
         info = q.info
+        query = q.query
+        bm25_query = q.bm25_query if mode != "dense" else query  # dense alone strips nothing
+        # BM25 alone has no query vector unless a threshold asks for one (as when it is searched alone)
+        qv = q.qv if mode != "bm25" or opts.threshold is not None else None
+        idx = q.idx if qv is not None else None
 
         if mode == "dense":
             fused = {k: v[2] for k, v in dense_c.items()}
@@ -373,7 +378,7 @@ class SearchIndex(DenseIndexes):
             fused = {k: v[2] for k, v in bm25_c.items()}
         else:
             weights = opts.weights
-            if opts.abstract_weights is not None and asks_abstract(q.query):
+            if opts.abstract_weights is not None and asks_abstract(query):
                 weights = opts.abstract_weights
             if opts.fusion == "rrf":
                 fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=weights)
@@ -384,7 +389,7 @@ class SearchIndex(DenseIndexes):
         if boosted and fused:
             facts = {k: Facts(*info.get(rid, ())) for k, rid in rep.items()}
             fused = apply_priors(
-                q.query, fused, facts, speaker=opts.speaker_boost, date=opts.date_boost,
+                query, fused, facts, speaker=opts.speaker_boost, date=opts.date_boost,
                 time=opts.time_boost, session=opts.session_boost,
             )  # fmt: skip
         if (opts.session_stage > 0 or opts.spread > 0) and fused and mode != "dense":
@@ -395,7 +400,7 @@ class SearchIndex(DenseIndexes):
             nt = q.terms
             if opts.session_stage > 0:
                 if q.sessions is None:
-                    q.sessions = session_scores(nt, content_terms(q.bm25_query))
+                    q.sessions = session_scores(nt, content_terms(bm25_query))
                 session_of = {k: nt.units[k].session for k in fused if k in nt.units}
                 fused = session_prior(fused, session_of, q.sessions, opts.session_stage, opts.session_top)
             if opts.spread > 0:
@@ -409,14 +414,13 @@ class SearchIndex(DenseIndexes):
                         rep[k] = min(nt.units[k].rids)
                 fused = spread_out
 
-        # cosine for every candidate (bm25-only hits too), for the threshold and the report; BM25 mode
-        # has none unless a threshold asks for it (as when it was searched alone)
-        idx = q.idx
-        if q.qv is not None and (mode != "bm25" or opts.threshold is not None):
+        if (
+            qv is not None
+        ):  # cosine for every candidate (bm25-only hits too), for the threshold and the report
             missing = [rid for rid in rep.values() if rid not in dense_score and rid in idx.row_of]
             if missing:
                 rows = np.array([idx.row_of[r] for r in missing])
-                for rid, s in zip(missing, (idx.matrix[rows] @ q.qv).tolist(), strict=True):
+                for rid, s in zip(missing, (idx.matrix[rows] @ qv).tolist(), strict=True):
                     dense_score[rid] = s
             if opts.threshold is not None:
                 fused = {k: s for k, s in fused.items() if dense_score.get(rep[k], -1.0) >= opts.threshold}

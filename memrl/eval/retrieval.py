@@ -33,26 +33,34 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from memrl.agents.raw import RawConfig, build, memory_items, session_items, texts_to_embed
+from memrl.agents.raw import RawConfig
 from memrl.config import option
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
-from memrl.eval.metrics import LOCOMO_CATEGORIES, locomo_session_of, recall_at_k, session_recall_at_k
-from memrl.eval.stats import bootstrap_ci, to_markdown
+from memrl.eval.retrieval_report import (  # noqa: F401  (re-exported: old imports keep working)
+    CORE_CATEGORIES,
+    headline,
+    plot,
+    report_markdown,
+    summarize,
+    write_outputs,
+)
+from memrl.eval.retrieval_search import (  # noqa: F401  (re-exported)
+    build_conversation,
+    evaluate_conversation,
+    namespace_of,
+    prefetch_embeddings,
+)
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.search import SearchOptions
 
 Mode = Literal["dense", "bm25", "hybrid"]
 _S = SearchOptions()  # search's defaults are the evaluation's defaults (the best measured settings)
-CORE_CATEGORIES = (1, 2, 3, 4)
-_PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,174 +247,6 @@ def load_conversations(config: RetrievalConfig) -> list[Conversation]:
     return convs
 
 
-def namespace_of(conv: Conversation) -> str:
-    return f"{conv.id}@raw"
-
-
-def _turn_ids(hits: Sequence[Any], k: int) -> list[str]:
-    """Distinct turn ids of the hits, best first, at most ``k`` (an item's evidence is its turn)."""
-    out: list[str] = []
-    for h in hits:
-        for e in h.item.evidence[:1]:
-            if e not in out:
-                out.append(e)
-    return out[:k]
-
-
-async def prefetch_embeddings(
-    memory: AsyncMemory,
-    conversations: Sequence[Conversation],
-    config: RetrievalConfig,
-    *,
-    progress: bool = False,
-) -> tuple[float, float]:
-    """Embed every text the evaluation will need (each conversation's turns as the ``raw`` builder indexes
-    them, then every selected question) in one call per kind, so the embedder sorts all texts by length
-    at once and pads little; the vectors land in the store's cache, so building and searching then embed
-    nothing. Returns (turn seconds, question seconds); (0, 0) when no mode is dense."""
-    from tqdm.auto import tqdm
-
-    if not any(m != "bm25" for m in config.modes):
-        return 0.0, 0.0
-    turns: list[str] = []
-    for conv in conversations:
-        items = [it for s in conv.sessions for it in session_items(s, config.raw)]
-        turns += texts_to_embed(conv.sessions, items, config.raw)
-        turns += [it.content for it in memory_items(conv, config.raw)]
-    questions = [q.question for c in conversations for q in c.questions if config.selects(q)]
-    t0 = time.perf_counter()
-    # Longest first, in blocks: the embedder pads each batch to its longest text, and a bar shows progress.
-    turns = sorted(dict.fromkeys(turns), key=len, reverse=True)
-    with tqdm(total=len(turns), desc="embed turns", unit="text", disable=not progress) as bar:
-        for i in range(0, len(turns), _PREFETCH_BLOCK):
-            await memory.index.vectors(turns[i : i + _PREFETCH_BLOCK])
-            bar.update(len(turns[i : i + _PREFETCH_BLOCK]))
-    t1 = time.perf_counter()
-    if questions:
-        await memory.index.vectors(list(dict.fromkeys(questions)))
-    return t1 - t0, time.perf_counter() - t1
-
-
-async def build_conversation(
-    memory: AsyncMemory, conv: Conversation, config: RetrievalConfig
-) -> dict[str, float]:
-    """Store ``conv`` with the ``raw`` builder into its namespace; returns timings and counts."""
-    stats = await build(memory, namespace_of(conv), conv, config=config.raw)
-    await memory.index.sync(namespace_of(conv))  # pooled vectors are derived here, not in the first search
-    return {"embed_turns_s": stats.embed_time_s, "build_time_s": stats.time_s, "turns": stats.turns,
-            "items": stats.items}  # fmt: skip
-
-
-async def evaluate_conversation(
-    memory: AsyncMemory, conv: Conversation, config: RetrievalConfig, *, bar: Any = None
-) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Search every question of an already built ``conv`` in every mode: (per-question rows, timings)."""
-    ns = namespace_of(conv)
-    questions: list[Question] = [q for q in conv.questions if config.selects(q)]
-    session_of = _session_lookup(conv)
-    t0 = time.perf_counter()
-    dense = any(m != "bm25" for m in config.modes)
-    qvecs = await memory.index.vectors([q.question for q in questions]) if dense and questions else None
-    embed_q = time.perf_counter() - t0
-    opts = config.search_options()
-    rows = []
-    t_search = time.perf_counter()
-    for i, q in enumerate(questions):
-        row: dict[str, Any] = {
-            "question_id": q.id,
-            "conversation": conv.id,
-            "category": q.category,
-            "category_id": q.category_id,
-            "question": q.question,
-            "evidence": list(q.evidence),
-            "retrieved": {},
-            "recall": {},
-            "session_recall": {},
-        }
-        for mode in config.modes:
-            qv = None if mode == "bm25" or qvecs is None else qvecs[i]
-            hits = await memory.search(
-                q.question, namespace=ns, top_k=config.max_k, mode=mode, query_vector=qv, **opts
-            )
-            ids = _turn_ids(hits, config.max_k)
-            row["retrieved"][mode] = ids
-            # a retrieved turn also accounts for its session's id (a PerLTQA dialogue, a document)
-            row["recall"][mode] = {str(k): recall_at_k(conv.covered(ids[:k]), q.evidence) for k in config.k}
-            row["session_recall"][mode] = {str(k): _session_recall(ids[:k], q, session_of) for k in config.k}
-        rows.append(row)
-        if bar is not None:
-            bar.update(1)
-    return rows, {"embed_questions_s": embed_q, "search_time_s": time.perf_counter() - t_search}
-
-
-def _session_lookup(conv: Conversation) -> Any:
-    """Evidence or retrieved id -> session number. LoCoMo ids carry their session ("D3:12" -> 3), so a
-    LoCoMo evidence id that names no turn still has one (as in the official script)."""
-    if conv.source in ("locomo", "sample"):
-        return lambda e: conv.session_of(e) or locomo_session_of(e)
-    return conv.session_of
-
-
-def _session_recall(ids: Sequence[str], q: Question, session_of: Any) -> float | None:
-    """Per evidence id, whether its session is among the retrieved ids' sessions; a question whose
-    evidence names no session (LongMemEval without ``has_answer`` turns) uses its evidence sessions."""
-    if any(session_of(e) is not None for e in q.evidence):
-        return session_recall_at_k(ids, q.evidence, session_of)
-    if not q.evidence_sessions:
-        return None
-    found = {session_of(i) for i in ids}
-    return sum(s in found for s in q.evidence_sessions) / len(q.evidence_sessions)
-
-
-def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]:
-    """Mean and 95% interval over the values that exist, and how many there are; ``None`` when none."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return {"n": 0, "mean": None, "ci_low": None, "ci_high": None}
-    mean, lo, hi = bootstrap_ci(vals, n_resamples=config.bootstrap, seed=config.seed)
-    return {"n": len(vals), "mean": mean, "ci_low": lo, "ci_high": hi}
-
-
-def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
-    """Per mode: recall@k (turn and session level) per category and pooled (LoCoMo: categories 1-4)."""
-    locomo = any(r["category_id"] is not None for r in rows)
-    groups: dict[str, list[dict[str, Any]]] = (
-        {LOCOMO_CATEGORIES[c]: [] for c in config.categories} if locomo else {}
-    )
-    for r in rows:
-        groups.setdefault(r["category"], []).append(r)
-    core = [r for r in rows if r["category_id"] is None or r["category_id"] in CORE_CATEGORIES]
-    pools = {**groups, "overall": core}
-    if config.include_adversarial:
-        pools["all"] = rows
-    modes: dict[str, Any] = {}
-    for mode in config.modes:
-        m: dict[str, Any] = {"recall_at_k": {}, "session_recall_at_k": {}, "by_category": {}}
-        for name, pool in pools.items():
-            cat: dict[str, Any] = {"n": len(pool), "recall_at_k": {}, "session_recall_at_k": {}}
-            for k in config.k:
-                for level in ("recall", "session_recall"):
-                    cat[f"{level}_at_k"][str(k)] = _stat([r[level][mode][str(k)] for r in pool], config)
-            m["by_category"][name] = cat
-        for level in ("recall_at_k", "session_recall_at_k"):
-            m[level] = {k: v["mean"] for k, v in m["by_category"]["overall"][level].items()}
-        modes[mode] = m
-    headline_mode = "hybrid" if "hybrid" in config.modes else config.modes[0]
-    return {
-        "recall_at_10": modes[headline_mode]["recall_at_k"].get("10"),
-        "headline_mode": headline_mode,
-        "n_questions": len(core),
-        "n_questions_all": len(rows),
-        # how many questions the headline rests on (the others have no evidence to find)
-        "n_with_evidence": modes[headline_mode]["by_category"]["overall"]["recall_at_k"][str(max(config.k))][
-            "n"
-        ]
-        if config.k
-        else 0,
-        "modes": modes,
-    }
-
-
 async def aevaluate(
     conversations: Sequence[Conversation],
     config: RetrievalConfig,
@@ -472,110 +312,3 @@ def evaluate_retrieval(
 ) -> dict[str, Any]:
     """Synchronous :func:`aevaluate`: the report dict (with per-question ``rows``); writes outputs if asked."""
     return asyncio.run(aevaluate(conversations, config, progress=progress))
-
-
-# ---------------------------------------------------------------------------------------------- output
-def _fmt(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
-
-
-def _ci(s: dict[str, Any]) -> str:
-    return "-" if s.get("ci_low") is None else f"{s['ci_low']:.3f}-{s['ci_high']:.3f}"
-
-
-def report_markdown(report: dict[str, Any]) -> str:
-    """Markdown: a recall@k table per mode (rows: categories, then overall), with 95% intervals."""
-    cfg = report.get("config", {})
-    lines = [
-        f"# Retrieval evaluation: {cfg.get('dataset', '?')} (raw builder, no LLM)",
-        "",
-        f"{report['n_questions']} questions ({report.get('n_with_evidence', '?')} with evidence) in "
-        f"{report.get('n_conversations', '?')} conversations, {report.get('n_turns', '?')} turns; embedder "
-        f"{report.get('embedder', '?')}; wall time {report.get('wall_time_s', '?')} s (embedding "
-        f"{report.get('embed_time_s', '?')} s).",
-        f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
-        + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
-        + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
-    ]
-    if cfg:
-        lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
-    for mode, m in report["modes"].items():
-        for level, title in (("recall_at_k", "turn"), ("session_recall_at_k", "session")):
-            table = []
-            for cat, c in m["by_category"].items():
-                row: dict[str, Any] = {"category": cat, "n": c[level][next(iter(c[level]))]["n"]}
-                for k, s in c[level].items():
-                    row[f"@{k}"] = _fmt(s["mean"])
-                    row[f"@{k} 95% CI"] = _ci(s)
-                table.append(row)
-            lines += ["", f"## {mode}: {title}-level recall@k", "", to_markdown(table)]
-    return "\n".join(lines) + "\n"
-
-
-def plot(report: dict[str, Any], path: Path) -> None:
-    """recall@k per category (one line each), one panel per mode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    modes = list(report["modes"])
-    fig, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 3.6), sharey=True, squeeze=False)
-    for ax, mode in zip(axes[0], modes, strict=True):
-        for cat, c in report["modes"][mode]["by_category"].items():
-            ks = [int(k) for k in c["recall_at_k"]]
-            ys = [c["recall_at_k"][str(k)]["mean"] for k in ks]
-            ys = [math.nan if y is None else y for y in ys]
-            ax.plot(ks, ys, marker="o", label=cat, linewidth=2.5 if cat == "overall" else 1.2)
-        ax.set_title(mode)
-        ax.set_xlabel("k (turns)")
-        ax.set_xscale("log")
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("evidence recall@k")
-    axes[0][0].set_ylim(0, 1)
-    axes[0][-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{report.get('config', {}).get('dataset', '')} evidence recall@k, raw builder")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_outputs(out: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "questions.jsonl").open("w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / "report.md").write_text(report_markdown(report))
-    plot(report, out / "recall.png")
-
-
-def headline(report: dict[str, Any]) -> dict[str, Any]:
-    """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
-    modes = {}
-    for mode, m in report["modes"].items():
-        modes[mode] = {
-            "recall_at_k": m["recall_at_k"],
-            "session_recall_at_k": m["session_recall_at_k"],
-            "by_category": {
-                cat: {
-                    "n": next(iter(c["recall_at_k"].values()))["n"],
-                    **{
-                        k: None if s["mean"] is None else round(s["mean"], 4)
-                        for k, s in c["recall_at_k"].items()
-                    },
-                }
-                for cat, c in m["by_category"].items()
-            },  # fmt: skip
-        }
-    return {
-        "dataset": report.get("config", {}).get("dataset"),
-        "recall_at_10": report["recall_at_10"],
-        "n_questions": report["n_questions"],
-        "n_with_evidence": report.get("n_with_evidence"),
-        "n_turns": report.get("n_turns"),
-        "wall_time_s": report.get("wall_time_s"),
-        "embed_time_s": report.get("embed_time_s"),
-        "modes": modes,
-    }

@@ -12,6 +12,7 @@ the settings measured best on LoCoMo by ``memrl eval retrieval --ablation`` (REA
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,6 +135,42 @@ class _Facts:
     speakers: set[str] = field(default_factory=set)
 
 
+@dataclass
+class _Query:
+    """What the modes of one search share (:meth:`SearchIndex.search_modes`): the query vector, the
+    dense and BM25 lists (raw and collapsed by unit), the namespace's facts, terms and session scores."""
+
+    query: str
+    bm25_query: str = ""
+    qv: np.ndarray | None = None
+    idx: Any = None
+    info: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    dense_list: list[tuple[int, float]] = field(default_factory=list)
+    bm25_list: list[tuple[int, float]] = field(default_factory=list)
+    dense_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
+    bm25_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
+    terms: Any = None
+    sessions: dict[Any, float] | None = None
+
+    def __post_init__(self) -> None:
+        self.bm25_query = self.bm25_query or self.query
+
+    def key(self, rid: int) -> Any:
+        unit = self.info[rid][0] if rid in self.info else None
+        return ("u", unit) if unit is not None else ("r", rid)
+
+    def collapsed(self, ranked: list[tuple[int, float]], depth: int) -> dict[Any, tuple[int, int, float]]:
+        """key -> (rank, rid, score) best first: each unit's best item, at most ``depth`` units."""
+        out: dict[Any, tuple[int, int, float]] = {}
+        for rid, score in ranked:
+            k = self.key(rid)
+            if k not in out:
+                out[k] = (len(out) + 1, rid, score)
+                if len(out) == depth:
+                    break
+        return out
+
+
 #: Options that turn every retrieval feature off: plain RRF hybrid search (the baseline).
 PLAIN: dict[str, Any] = {
     "candidates": 50,
@@ -246,77 +283,110 @@ class SearchIndex(DenseIndexes):
     async def search(
         self, ns: str, query: str, opts: SearchOptions, *, query_vector: np.ndarray | None = None
     ) -> list[SearchHit]:
+        modes = await self.search_modes(ns, query, opts, (opts.mode,), query_vector=query_vector)
+        return modes[opts.mode]
+
+    async def search_modes(
+        self,
+        ns: str,
+        query: str,
+        opts: SearchOptions,
+        modes: Sequence[str],
+        *,
+        query_vector: np.ndarray | None = None,
+    ) -> dict[str, list[SearchHit]]:
+        """The hits of one query in each of ``modes`` (``opts.mode`` is ignored): each mode's hits are
+        exactly those of :meth:`search` in that mode, but what the modes share (the query vector, the dense
+        and BM25 lists, the namespace's facts and session scores, one read of the hit items) is computed
+        once. The retrieval evaluation searches every question in all three modes this way."""
         if opts.top_k < 1:
             raise ValidationError(f"top_k must be at least 1, got {opts.top_k}")
-        if opts.mode not in ("hybrid", "dense", "bm25"):
-            raise ValidationError(f"unknown search mode {opts.mode!r}; use hybrid, dense or bm25")
+        for mode in modes:
+            if mode not in ("hybrid", "dense", "bm25"):
+                raise ValidationError(f"unknown search mode {mode!r}; use hybrid, dense or bm25")
         if opts.fusion not in ("rrf", "convex"):
             raise ValidationError(f"unknown fusion {opts.fusion!r}; use rrf or convex")
-        need_dense = opts.mode != "bm25" or opts.threshold is not None
-        qv = None
-        idx = None
-        if need_dense:
-            idx = await self.sync(ns)
+        modes = tuple(dict.fromkeys(modes))
+        q = _Query(query)
+        if any(m != "bm25" for m in modes) or opts.threshold is not None:
+            q.idx = await self.sync(ns)
             if query_vector is not None:
                 qv = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-                qv = qv / (np.linalg.norm(qv) or 1.0)
+                q.qv = qv / (np.linalg.norm(qv) or 1.0)
             else:
-                qv = (await self.embedder.aembed([query]))[0]
+                q.qv = (await self.embedder.aembed([query]))[0]
         allowed = (
             np.asarray(self.store.allowed_rids(ns, opts.filters), dtype=np.int64) if opts.filters else None
         )
         type_codes = [TYPE_CODE[t.value] for t in opts.types] if opts.types else None
         depth = max(opts.candidates, opts.top_k)
         fetch = 2 * depth if opts.collapse else depth  # collapsing removes duplicates: look deeper
-
-        dense_list: list[tuple[int, float]] = []
-        bm25_list: list[tuple[int, float]] = []
-        bm25_query = query
-        if opts.mode in ("dense", "hybrid"):
-            rids, scores = idx.top(qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend)
-            dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
-        if opts.mode in ("bm25", "hybrid"):
-            if opts.question_words:
-                bm25_query = strip_question_words(query)
-            if opts.strip_speaker:  # every item of theirs carries the name: the speaker prior does its job
-                named = named_in(query, self._facts(ns, opts).speakers)
-                if len(named) == 1:
-                    who = re.escape(next(iter(named)))
-                    stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", bm25_query, flags=re.IGNORECASE)
-                    bm25_query = stripped if fts_query(stripped) else bm25_query
-            bm25_list = self.bm25(ns, bm25_query, fetch, opts)
-            if opts.prf_docs > 0 and bm25_list:
-                bm25_list = self._feedback(ns, bm25_query, bm25_list, fetch, opts)
-
-        # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         boosted = any(
             b > 0 for b in (opts.speaker_boost, opts.session_boost, opts.date_boost, opts.time_boost)
         )
-        diverse = opts.diversity > 0
-        info = self._facts(ns, opts).of if opts.collapse or boosted or diverse or opts.strip_speaker else {}
+        facts = (
+            self._facts(ns, opts)
+            if opts.collapse or boosted or opts.diversity > 0 or opts.strip_speaker
+            else None
+        )
+        q.info = facts.of if facts is not None else {}
 
-        def key(rid: int) -> Any:
-            unit = info[rid][0] if rid in info else None
-            return ("u", unit) if unit is not None else ("r", rid)
+        if any(m in ("dense", "hybrid") for m in modes):
+            rids, scores = q.idx.top(
+                q.qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend
+            )
+            q.dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
+        if any(m in ("bm25", "hybrid") for m in modes):
+            if opts.question_words:
+                q.bm25_query = strip_question_words(query)
+            if opts.strip_speaker:  # every item of theirs carries the name: the speaker prior does its job
+                named = named_in(query, facts.speakers)
+                if len(named) == 1:
+                    who = re.escape(next(iter(named)))
+                    stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", q.bm25_query, flags=re.IGNORECASE)
+                    q.bm25_query = stripped if fts_query(stripped) else q.bm25_query
+            q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts)
+            if opts.prf_docs > 0 and q.bm25_list:
+                q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts)
+        # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
+        q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
 
-        def collapsed(ranked: list[tuple[int, float]]) -> dict[Any, tuple[int, int, float]]:
-            out: dict[Any, tuple[int, int, float]] = {}  # key -> (rank, rid, score), best first
-            for rid, score in ranked:
-                k = key(rid)
-                if k not in out:
-                    out[k] = (len(out) + 1, rid, score)
-                    if len(out) == depth:
-                        break
-            return out
+        ranked = {mode: self._rank(ns, q, opts, mode, boosted) for mode in modes}
+        items = self.store.get_many_by_rid(list(dict.fromkeys(r for rk in ranked.values() for r in rk[0])))
+        return {
+            mode: [
+                SearchHit(
+                    item=items[rid],
+                    score=float(score),
+                    dense_score=dense_score.get(rid),
+                    bm25_rank=bm25_c[k][0] if k in bm25_c else None,
+                    bm25_score=bm25_c[k][2] if k in bm25_c else None,
+                    dense_rank=dense_c[k][0] if k in dense_c else None,
+                )
+                for rid, (k, score) in zip(rids, best, strict=True)
+                if rid in items and not items[rid].deleted
+            ]
+            for mode, (rids, best, dense_score, dense_c, bm25_c) in ranked.items()
+        }
 
-        dense_c, bm25_c = collapsed(dense_list), collapsed(bm25_list)
+    def _rank(self, ns: str, q: _Query, opts: SearchOptions, mode: str, boosted: bool) -> tuple[Any, ...]:
+        """One mode's ranking from the shared lists: (item rids, [(key, score)] best first, cosine by rid,
+        the mode's dense and BM25 lists by key)."""
+        dense_c = q.dense_c if mode != "bm25" else {}
+        bm25_c = q.bm25_c if mode != "dense" else {}
         rep: dict[Any, int] = {k: v[1] for k, v in bm25_c.items()}
         rep.update({k: v[1] for k, v in dense_c.items()})
-        dense_score = {rid: s for rid, s in dense_list}
+        dense_score = {rid: s for rid, s in q.dense_list} if mode != "bm25" else {}
+        info = q.info
+        query = q.query
+        bm25_query = q.bm25_query if mode != "dense" else query  # dense alone strips nothing
+        # BM25 alone has no query vector unless a threshold asks for one (as when it is searched alone)
+        qv = q.qv if mode != "bm25" or opts.threshold is not None else None
+        idx = q.idx if qv is not None else None
 
-        if opts.mode == "dense":
+        if mode == "dense":
             fused = {k: v[2] for k, v in dense_c.items()}
-        elif opts.mode == "bm25":
+        elif mode == "bm25":
             fused = {k: v[2] for k, v in bm25_c.items()}
         else:
             weights = opts.weights
@@ -334,12 +404,17 @@ class SearchIndex(DenseIndexes):
                 query, fused, facts, speaker=opts.speaker_boost, date=opts.date_boost,
                 time=opts.time_boost, session=opts.session_boost,
             )  # fmt: skip
-        if (opts.session_stage > 0 or opts.spread > 0) and fused and opts.mode != "dense":
-            nt = self.terms.get(ns, collapse=opts.collapse, speaker_key=opts.speaker_key, tagger=opts.tagger)
+        if (opts.session_stage > 0 or opts.spread > 0) and fused and mode != "dense":
+            if q.terms is None:
+                q.terms = self.terms.get(
+                    ns, collapse=opts.collapse, speaker_key=opts.speaker_key, tagger=opts.tagger
+                )
+            nt = q.terms
             if opts.session_stage > 0:
-                sessions = session_scores(nt, content_terms(bm25_query))
+                if q.sessions is None:
+                    q.sessions = session_scores(nt, content_terms(bm25_query))
                 session_of = {k: nt.units[k].session for k in fused if k in nt.units}
-                fused = session_prior(fused, session_of, sessions, opts.session_stage, opts.session_top)
+                fused = session_prior(fused, session_of, q.sessions, opts.session_stage, opts.session_top)
             if opts.spread > 0:
                 spread_out = spread(
                     nt, fused, weight=opts.spread, seeds=opts.spread_seeds, max_share=opts.spread_max_share
@@ -368,21 +443,9 @@ class SearchIndex(DenseIndexes):
                 fused = {k: s for k, s in fused.items() if dense_score.get(rep[k], -1.0) >= opts.threshold}
 
         best = sorted(fused.items(), key=lambda kv: (-kv[1], rep[kv[0]]))
-        if diverse and best:
+        if opts.diversity > 0 and best:
             best = diversify(
                 best, {k: Facts(*info.get(rep[k], ())) for k, _ in best}, opts.top_k, opts.diversity
             )
         best = best[: opts.top_k]
-        items = self.store.get_many_by_rid([rep[k] for k, _ in best])
-        return [
-            SearchHit(
-                item=items[rep[k]],
-                score=float(score),
-                dense_score=dense_score.get(rep[k]),
-                bm25_rank=bm25_c[k][0] if k in bm25_c else None,
-                bm25_score=bm25_c[k][2] if k in bm25_c else None,
-                dense_rank=dense_c[k][0] if k in dense_c else None,
-            )
-            for k, score in best
-            if rep[k] in items and not items[rep[k]].deleted
-        ]
+        return [rep[k] for k, _ in best], best, dense_score, dense_c, bm25_c

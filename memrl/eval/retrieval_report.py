@@ -1,0 +1,178 @@
+"""The retrieval evaluation's figures and outputs: recall@k per mode and category with bootstrap
+intervals (:func:`summarize`), the markdown report, the recall plot, the files of ``output_dir`` and the
+compact JSON the CLI prints (:func:`headline`). Used by :mod:`memrl.eval.retrieval`, which re-exports
+these names::
+
+    report = summarize(rows, config)        # rows: one dict per question (evaluate_conversation)
+    write_outputs(Path("runs/retrieval"), report, rows)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memrl.eval.metrics import LOCOMO_CATEGORIES
+from memrl.eval.stats import bootstrap_ci, to_markdown
+
+if TYPE_CHECKING:
+    from memrl.eval.retrieval import RetrievalConfig
+
+CORE_CATEGORIES = (1, 2, 3, 4)
+
+
+def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]:
+    """Mean and 95% interval over the values that exist, and how many there are; ``None`` when none."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"n": 0, "mean": None, "ci_low": None, "ci_high": None}
+    mean, lo, hi = bootstrap_ci(vals, n_resamples=config.bootstrap, seed=config.seed)
+    return {"n": len(vals), "mean": mean, "ci_low": lo, "ci_high": hi}
+
+
+def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
+    """Per mode: recall@k (turn and session level) per category and pooled (LoCoMo: categories 1-4)."""
+    locomo = any(r["category_id"] is not None for r in rows)
+    groups: dict[str, list[dict[str, Any]]] = (
+        {LOCOMO_CATEGORIES[c]: [] for c in config.categories} if locomo else {}
+    )
+    for r in rows:
+        groups.setdefault(r["category"], []).append(r)
+    core = [r for r in rows if r["category_id"] is None or r["category_id"] in CORE_CATEGORIES]
+    pools = {**groups, "overall": core}
+    if config.include_adversarial:
+        pools["all"] = rows
+    modes: dict[str, Any] = {}
+    for mode in config.modes:
+        m: dict[str, Any] = {"recall_at_k": {}, "session_recall_at_k": {}, "by_category": {}}
+        for name, pool in pools.items():
+            cat: dict[str, Any] = {"n": len(pool), "recall_at_k": {}, "session_recall_at_k": {}}
+            for k in config.k:
+                for level in ("recall", "session_recall"):
+                    cat[f"{level}_at_k"][str(k)] = _stat([r[level][mode][str(k)] for r in pool], config)
+            m["by_category"][name] = cat
+        for level in ("recall_at_k", "session_recall_at_k"):
+            m[level] = {k: v["mean"] for k, v in m["by_category"]["overall"][level].items()}
+        modes[mode] = m
+    headline_mode = "hybrid" if "hybrid" in config.modes else config.modes[0]
+    return {
+        "recall_at_10": modes[headline_mode]["recall_at_k"].get("10"),
+        "headline_mode": headline_mode,
+        "n_questions": len(core),
+        "n_questions_all": len(rows),
+        # how many questions the headline rests on (the others have no evidence to find)
+        "n_with_evidence": modes[headline_mode]["by_category"]["overall"]["recall_at_k"][str(max(config.k))][
+            "n"
+        ]
+        if config.k
+        else 0,
+        "modes": modes,
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _ci(s: dict[str, Any]) -> str:
+    return "-" if s.get("ci_low") is None else f"{s['ci_low']:.3f}-{s['ci_high']:.3f}"
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    """Markdown: a recall@k table per mode (rows: categories, then overall), with 95% intervals."""
+    cfg = report.get("config", {})
+    lines = [
+        f"# Retrieval evaluation: {cfg.get('dataset', '?')} (raw builder, no LLM)",
+        "",
+        f"{report['n_questions']} questions ({report.get('n_with_evidence', '?')} with evidence) in "
+        f"{report.get('n_conversations', '?')} conversations, {report.get('n_turns', '?')} turns; embedder "
+        f"{report.get('embedder', '?')}; wall time {report.get('wall_time_s', '?')} s (embedding "
+        f"{report.get('embed_time_s', '?')} s).",
+        f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
+        + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
+        + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
+    ]
+    if cfg:
+        lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
+    for mode, m in report["modes"].items():
+        for level, title in (("recall_at_k", "turn"), ("session_recall_at_k", "session")):
+            table = []
+            for cat, c in m["by_category"].items():
+                row: dict[str, Any] = {"category": cat, "n": c[level][next(iter(c[level]))]["n"]}
+                for k, s in c[level].items():
+                    row[f"@{k}"] = _fmt(s["mean"])
+                    row[f"@{k} 95% CI"] = _ci(s)
+                table.append(row)
+            lines += ["", f"## {mode}: {title}-level recall@k", "", to_markdown(table)]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """recall@k per category (one line each), one panel per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(report["modes"])
+    fig, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 3.6), sharey=True, squeeze=False)
+    for ax, mode in zip(axes[0], modes, strict=True):
+        for cat, c in report["modes"][mode]["by_category"].items():
+            ks = [int(k) for k in c["recall_at_k"]]
+            ys = [c["recall_at_k"][str(k)]["mean"] for k in ks]
+            ys = [math.nan if y is None else y for y in ys]
+            ax.plot(ks, ys, marker="o", label=cat, linewidth=2.5 if cat == "overall" else 1.2)
+        ax.set_title(mode)
+        ax.set_xlabel("k (turns)")
+        ax.set_xscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("evidence recall@k")
+    axes[0][0].set_ylim(0, 1)
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{report.get('config', {}).get('dataset', '')} evidence recall@k, raw builder")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(out: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "questions.jsonl").open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "report.md").write_text(report_markdown(report))
+    plot(report, out / "recall.png")
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
+    modes = {}
+    for mode, m in report["modes"].items():
+        modes[mode] = {
+            "recall_at_k": m["recall_at_k"],
+            "session_recall_at_k": m["session_recall_at_k"],
+            "by_category": {
+                cat: {
+                    "n": next(iter(c["recall_at_k"].values()))["n"],
+                    **{
+                        k: None if s["mean"] is None else round(s["mean"], 4)
+                        for k, s in c["recall_at_k"].items()
+                    },
+                }
+                for cat, c in m["by_category"].items()
+            },  # fmt: skip
+        }
+    return {
+        "dataset": report.get("config", {}).get("dataset"),
+        "recall_at_10": report["recall_at_10"],
+        "n_questions": report["n_questions"],
+        "n_with_evidence": report.get("n_with_evidence"),
+        "n_turns": report.get("n_turns"),
+        "wall_time_s": report.get("wall_time_s"),
+        "embed_time_s": report.get("embed_time_s"),
+        "modes": modes,
+    }

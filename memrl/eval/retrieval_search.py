@@ -1,0 +1,149 @@
+"""The retrieval evaluation's work on the store: embed every text up front, build each conversation with
+the ``raw`` builder, search each question in every mode and score what it found.
+
+Used by :func:`memrl.eval.retrieval.aevaluate` (which also re-exports these names)::
+
+    await prefetch_embeddings(memory, conversations, config)   # every turn, then every question, once
+    for conv in conversations:
+        await build_conversation(memory, conv, config)           # all before any search (global BM25)
+    rows, timings = await evaluate_conversation(memory, conv, config)
+
+Each question is searched once for all modes (:meth:`memrl.memory.search.SearchIndex.search_modes`): the
+dense and BM25 lists are computed once and each mode ranks from them, with exactly the hits a search in
+that mode alone gives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
+from memrl.data.types import Conversation, Question
+from memrl.eval.metrics import locomo_session_of, recall_at_k, session_recall_at_k
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.search import SearchOptions
+
+if TYPE_CHECKING:
+    from memrl.eval.retrieval import RetrievalConfig
+
+_PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front
+
+
+def namespace_of(conv: Conversation) -> str:
+    return f"{conv.id}@raw"
+
+
+def _turn_ids(hits: Sequence[Any], k: int) -> list[str]:
+    """Distinct turn ids of the hits, best first, at most ``k`` (an item's evidence is its turn)."""
+    out: list[str] = []
+    for h in hits:
+        for e in h.item.evidence[:1]:
+            if e not in out:
+                out.append(e)
+    return out[:k]
+
+
+async def prefetch_embeddings(
+    memory: AsyncMemory,
+    conversations: Sequence[Conversation],
+    config: RetrievalConfig,
+    *,
+    progress: bool = False,
+) -> tuple[float, float]:
+    """Embed every text the evaluation will need (each conversation's turns as the ``raw`` builder indexes
+    them, then every selected question) in one call per kind, so the embedder sorts all texts by length
+    at once and pads little; the vectors land in the store's cache, so building and searching then embed
+    nothing. Returns (turn seconds, question seconds); (0, 0) when no mode is dense."""
+    from tqdm.auto import tqdm
+
+    if not any(m != "bm25" for m in config.modes):
+        return 0.0, 0.0
+    turns: list[str] = []
+    for conv in conversations:
+        items = [it for s in conv.sessions for it in session_items(s, config.raw)]
+        turns += texts_to_embed(conv.sessions, items, config.raw)
+        turns += [it.content for it in memory_items(conv, config.raw)]
+    questions = [q.question for c in conversations for q in c.questions if config.selects(q)]
+    t0 = time.perf_counter()
+    # Longest first, in blocks: the embedder pads each batch to its longest text, and a bar shows progress.
+    turns = sorted(dict.fromkeys(turns), key=len, reverse=True)
+    with tqdm(total=len(turns), desc="embed turns", unit="text", disable=not progress) as bar:
+        for i in range(0, len(turns), _PREFETCH_BLOCK):
+            await memory.index.vectors(turns[i : i + _PREFETCH_BLOCK])
+            bar.update(len(turns[i : i + _PREFETCH_BLOCK]))
+    t1 = time.perf_counter()
+    if questions:
+        await memory.index.vectors(list(dict.fromkeys(questions)))
+    return t1 - t0, time.perf_counter() - t1
+
+
+async def build_conversation(
+    memory: AsyncMemory, conv: Conversation, config: RetrievalConfig
+) -> dict[str, float]:
+    """Store ``conv`` with the ``raw`` builder into its namespace; returns timings and counts."""
+    stats = await build(memory, namespace_of(conv), conv, config=config.raw)
+    await memory.index.sync(namespace_of(conv))  # pooled vectors are derived here, not in the first search
+    return {"embed_turns_s": stats.embed_time_s, "build_time_s": stats.time_s, "turns": stats.turns,
+            "items": stats.items}  # fmt: skip
+
+
+async def evaluate_conversation(
+    memory: AsyncMemory, conv: Conversation, config: RetrievalConfig, *, bar: Any = None
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Search every question of an already built ``conv`` in every mode: (per-question rows, timings)."""
+    ns = namespace_of(conv)
+    questions: list[Question] = [q for q in conv.questions if config.selects(q)]
+    session_of = _session_lookup(conv)
+    t0 = time.perf_counter()
+    dense = any(m != "bm25" for m in config.modes)
+    qvecs = await memory.index.vectors([q.question for q in questions]) if dense and questions else None
+    embed_q = time.perf_counter() - t0
+    opts = SearchOptions(top_k=config.max_k, **config.search_options())
+    rows = []
+    t_search = time.perf_counter()
+    for i, q in enumerate(questions):
+        row: dict[str, Any] = {
+            "question_id": q.id,
+            "conversation": conv.id,
+            "category": q.category,
+            "category_id": q.category_id,
+            "question": q.question,
+            "evidence": list(q.evidence),
+            "retrieved": {},
+            "recall": {},
+            "session_recall": {},
+        }
+        # one search for all modes: they share the query's dense and BM25 lists (SearchIndex.search_modes)
+        qv = None if qvecs is None else qvecs[i]
+        by_mode = await memory.index.search_modes(ns, q.question, opts, config.modes, query_vector=qv)
+        for mode in config.modes:
+            ids = _turn_ids(by_mode[mode], config.max_k)
+            row["retrieved"][mode] = ids
+            # a retrieved turn also accounts for its session's id (a PerLTQA dialogue, a document)
+            row["recall"][mode] = {str(k): recall_at_k(conv.covered(ids[:k]), q.evidence) for k in config.k}
+            row["session_recall"][mode] = {str(k): _session_recall(ids[:k], q, session_of) for k in config.k}
+        rows.append(row)
+        if bar is not None:
+            bar.update(1)
+    return rows, {"embed_questions_s": embed_q, "search_time_s": time.perf_counter() - t_search}
+
+
+def _session_lookup(conv: Conversation) -> Any:
+    """Evidence or retrieved id -> session number. LoCoMo ids carry their session ("D3:12" -> 3), so a
+    LoCoMo evidence id that names no turn still has one (as in the official script)."""
+    if conv.source in ("locomo", "sample"):
+        return lambda e: conv.session_of(e) or locomo_session_of(e)
+    return conv.session_of
+
+
+def _session_recall(ids: Sequence[str], q: Question, session_of: Any) -> float | None:
+    """Per evidence id, whether its session is among the retrieved ids' sessions; a question whose
+    evidence names no session (LongMemEval without ``has_answer`` turns) uses its evidence sessions."""
+    if any(session_of(e) is not None for e in q.evidence):
+        return session_recall_at_k(ids, q.evidence, session_of)
+    if not q.evidence_sessions:
+        return None
+    found = {session_of(i) for i in ids}
+    return sum(s in found for s in q.evidence_sessions) / len(q.evidence_sessions)

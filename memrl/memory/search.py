@@ -431,9 +431,8 @@ class SearchIndex(DenseIndexes):
             fused = self.rescorer.apply(
                 ns, query, qv, idx, fused, rep, facts, opts, dense_c, bm25_c, bm25_query
             )
-        if (
-            qv is not None
-        ):  # cosine for every candidate (bm25-only hits too), for the threshold and the report
+        # cosine for every candidate (bm25-only hits too), for the threshold and the report
+        if qv is not None:
             missing = [rid for rid in rep.values() if rid not in dense_score and rid in idx.row_of]
             if missing:
                 rows = np.array([idx.row_of[r] for r in missing])

@@ -302,6 +302,19 @@ class AsyncMemory:
         )
         return await self.index.search(self.ns(namespace, user_id), query, opts, query_vector=query_vector)
 
+    async def set_keys(
+        self, keys: dict[str, str], *, namespace: str | None = None, user_id: str | None = None
+    ) -> int:
+        """Attach retrieval keys (``{item id: text}``; empty text removes) to items: extra words search
+        finds them by, as a separate BM25 view (``search(..., keys=WEIGHT)``; :mod:`memrl.memory.keys`)."""
+        return self.store.set_keys(self.ns(namespace, user_id), keys)
+
+    async def get_keys(
+        self, ids: Sequence[str] | None = None, *, namespace: str | None = None, user_id: str | None = None
+    ) -> dict[str, str]:
+        """``{item id: keys text}`` of the items that have retrieval keys (only ``ids`` when given)."""
+        return self.store.get_keys(self.ns(namespace, user_id), ids)
+
     # ------------------------------------------------------------------ history
     async def history(
         self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
@@ -419,7 +432,8 @@ def _blocking(name: str) -> Any:
 
 
 for _name in (
-    "add add_many update delete restore merge split get list count search history undo reset clone "
+    "add add_many update delete restore merge split get list count search set_keys get_keys history undo "
+    "reset clone "
     "namespaces export_lines import_lines core core_append core_replace core_rewrite"
 ).split():
     setattr(Memory, _name, _blocking(_name))

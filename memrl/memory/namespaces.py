@@ -13,6 +13,7 @@ from typing import Any
 
 from memrl.errors import NotFoundError, ValidationError
 from memrl.memory.history import CORE_ID
+from memrl.memory.keys import copy_keys_sql
 
 
 class NamespaceMixin:
@@ -71,6 +72,7 @@ class NamespaceMixin:
                 "WHERE namespace = ? AND deleted = 0",
                 (dst, src),
             ).rowcount
+            c.execute(copy_keys_sql(), (dst, src))
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) "
                 "SELECT ?, content, char_limit, updated_at FROM core WHERE namespace = ?",

@@ -1,7 +1,8 @@
 """The SQLite schema of the embedded store, its numbered migrations, and opening a database safely.
 
 One file (or ``:memory:``) holds everything: memory items, their full-text index (FTS5, Porter stemming),
-the change history, core memory blocks, namespaces and the embedding cache. The file runs in WAL mode so
+the change history, core memory blocks, namespaces, the embedding cache and retrieval keys
+(:mod:`memrl.memory.keys`). The file runs in WAL mode so
 readers never block the writer; writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout`` for each other, so two processes can write the same file.
 """
@@ -91,6 +92,32 @@ MIGRATIONS: tuple[str, ...] = (
         vector BLOB NOT NULL,
         PRIMARY KEY (model, hash)
     );
+    """,
+    # 2: retrieval keys (memrl.memory.keys): extra text indexed for an item, its own FTS5 view
+    """
+    CREATE TABLE memory_keys (
+        rid         INTEGER PRIMARY KEY REFERENCES memories (rid) ON DELETE CASCADE,
+        keys        TEXT NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    CREATE VIRTUAL TABLE memory_keys_fts USING fts5 (
+        keys, content='memory_keys', content_rowid='rid', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER memory_keys_ai AFTER INSERT ON memory_keys BEGIN
+        INSERT INTO memory_keys_fts (rowid, keys) VALUES (new.rid, new.keys);
+    END;
+    CREATE TRIGGER memory_keys_ad AFTER DELETE ON memory_keys BEGIN
+        INSERT INTO memory_keys_fts (memory_keys_fts, rowid, keys) VALUES ('delete', old.rid, old.keys);
+    END;
+    CREATE TRIGGER memory_keys_au AFTER UPDATE OF keys ON memory_keys BEGIN
+        INSERT INTO memory_keys_fts (memory_keys_fts, rowid, keys) VALUES ('delete', old.rid, old.keys);
+        INSERT INTO memory_keys_fts (rowid, keys) VALUES (new.rid, new.keys);
+    END;
+    -- Keys describe one text: a new content drops them.
+    CREATE TRIGGER memories_keys_stale AFTER UPDATE OF content ON memories
+        WHEN old.content IS NOT new.content BEGIN
+        DELETE FROM memory_keys WHERE rid = new.rid;
+    END;
     """,
 )
 

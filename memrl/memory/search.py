@@ -83,6 +83,10 @@ class SearchOptions:
       candidates are re-scored.
     - ``date_fit``, ``window``, ``rerank`` (``rerank_depth``): time-aware prior, window max-similarity
       view, learned reranker (:mod:`memrl.memory.rerank`).
+    - ``keys``: weight of the items' retrieval keys (:mod:`memrl.memory.keys`: extra text a builder or an
+      LLM enrichment pass attached to an item) as a third ranked list, BM25 over the keys with the same
+      query as the BM25 list, fused like the others (hybrid: a third convex/RRF weight; bm25 mode: added
+      to the BM25 list with this weight). 0 (default): the keys are not read.
     - ``session_boost``: every item gets ``session_boost`` times its session's share of the candidates'
       total score (sum over the session's candidates / best session's sum) times the best score added:
       evidence clusters in sessions that match the query as a whole.
@@ -122,6 +126,7 @@ class SearchOptions:
     window: float = 0.2
     rerank: str | None = None
     rerank_depth: int = 50
+    keys: float = 0.0
 
 
 @dataclass
@@ -149,6 +154,8 @@ class _Query:
     bm25_list: list[tuple[int, float]] = field(default_factory=list)
     dense_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
     bm25_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
+    keys_list: list[tuple[int, float]] = field(default_factory=list)
+    keys_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
     terms: Any = None
     sessions: dict[Any, float] | None = None
 
@@ -190,6 +197,7 @@ PLAIN: dict[str, Any] = {
     "date_fit": 0.0,
     "window": 0.0,
     "rerank": None,
+    "keys": 0.0,
 }
 
 
@@ -215,20 +223,33 @@ class SearchIndex(DenseIndexes):
         match = fts_query(query)
         if not match or k <= 0:
             return []
+        where, params = self._where(opts)
+        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
+        # join stops after k rows that pass the filters (no temp B-tree over every match).
+        rows = self.store.read(
+            "SELECT m.rid, memories_fts.rank FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
+            "ORDER BY memories_fts.rank LIMIT ?",
+            [match, ns, *params, k],
+        )
+        return [(r[0], -r[1]) for r in rows]
+
+    def bm25_keys(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
+        """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`)."""
+        match = fts_query(query)
+        if not match or k <= 0:
+            return []
+        where, params = self._where(opts)
+        return self.store.bm25_keys(ns, match, k, where, params)
+
+    def _where(self, opts: SearchOptions) -> tuple[str, list[Any]]:
+        """SQL restricting the joined item (alias ``m``) to ``opts.types`` and ``opts.filters``."""
         where, params = "", []
         if opts.types:
             where += f" AND m.type IN ({','.join('?' * len(opts.types))})"
             params += [t.value for t in opts.types]
         mw, mp = self.store.metadata_where(opts.filters)
-        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
-        # join stops after k rows that pass the filters (no temp B-tree over every match).
-        rows = self.store.read(
-            "SELECT m.rid, memories_fts.rank FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where}{mw} "
-            "ORDER BY memories_fts.rank LIMIT ?",
-            [match, ns, *params, *mp, k],
-        )
-        return [(r[0], -r[1]) for r in rows]
+        return where + mw, params + mp
 
     def _facts(self, ns: str, opts: SearchOptions) -> _Facts:
         """What search knows of each live item of ``ns`` besides its text (unit, speaker, session, date,
@@ -348,8 +369,11 @@ class SearchIndex(DenseIndexes):
             q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts)
             if opts.prf_docs > 0 and q.bm25_list:
                 q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts)
+            if opts.keys > 0:
+                q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts)
         # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
+        q.keys_c = q.collapsed(q.keys_list, depth)
 
         ranked = {mode: self._rank(ns, q, opts, mode, boosted) for mode in modes}
         items = self.store.get_many_by_rid(list(dict.fromkeys(r for rk in ranked.values() for r in rk[0])))
@@ -374,7 +398,9 @@ class SearchIndex(DenseIndexes):
         the mode's dense and BM25 lists by key)."""
         dense_c = q.dense_c if mode != "bm25" else {}
         bm25_c = q.bm25_c if mode != "dense" else {}
-        rep: dict[Any, int] = {k: v[1] for k, v in bm25_c.items()}
+        keys_c = q.keys_c if mode != "dense" else {}
+        rep: dict[Any, int] = {k: v[1] for k, v in keys_c.items()}
+        rep.update({k: v[1] for k, v in bm25_c.items()})
         rep.update({k: v[1] for k, v in dense_c.items()})
         dense_score = {rid: s for rid, s in q.dense_list} if mode != "bm25" else {}
         info = q.info
@@ -386,18 +412,22 @@ class SearchIndex(DenseIndexes):
 
         if mode == "dense":
             fused = {k: v[2] for k, v in dense_c.items()}
-        elif mode == "bm25":
+        elif mode == "bm25" and not keys_c:
             fused = {k: v[2] for k, v in bm25_c.items()}
+        elif mode == "bm25":  # the keys view joins the BM25 list
+            fused = convex([{k: v[2] for k, v in bm25_c.items()}, {k: v[2] for k, v in keys_c.items()}],
+                           (1.0, opts.keys))  # fmt: skip
         else:
             weights = opts.weights
             if opts.abstract_weights is not None and asks_abstract(query):
                 weights = opts.abstract_weights
+            lists = [dense_c, bm25_c]
+            if keys_c:
+                lists, weights = [*lists, keys_c], (*weights, opts.keys)
             if opts.fusion == "rrf":
-                fused = rrf([list(dense_c), list(bm25_c)], k=opts.rrf_k, weights=weights)
+                fused = rrf([list(c) for c in lists], k=opts.rrf_k, weights=weights)
             else:
-                fused = convex(
-                    [{k: v[2] for k, v in dense_c.items()}, {k: v[2] for k, v in bm25_c.items()}], weights
-                )
+                fused = convex([{k: v[2] for k, v in c.items()} for c in lists], weights)
         if boosted and fused:
             facts = {k: Facts(*info.get(rid, ())) for k, rid in rep.items()}
             fused = apply_priors(

@@ -30,6 +30,7 @@ from typing import Any
 from memrl.errors import NotFoundError, ValidationError
 from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
+from memrl.memory.keys import KeysMixin
 from memrl.memory.namespaces import NamespaceMixin
 from memrl.memory.schema import connect, store_error
 from memrl.memory.types import MemoryItem, MemoryType
@@ -60,7 +61,7 @@ class NewItem:
     vector: Any = None
 
 
-class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin):
+class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
     """Items, core memory, namespaces and history in one SQLite database (a file or ``:memory:``).
 
     Thread-safe (one connection behind a lock); several processes may share one file.

@@ -5,7 +5,8 @@
 From the plain baseline (one item per turn, BM25 + dense, RRF), each row adds one idea on top of the row
 before until the defaults; then ideas tried and not kept (each on top of the defaults), and leave-one-out
 rows. Every row reports recall@10 (categories 1-4 pooled and per category) for dense, BM25 and hybrid
-search, and on conversations 5-9 alone: the knobs were tuned on conversations 0-4.
+search, and on conversations 5-9 alone: the knobs were tuned on conversations 0-4. With ``--enrich LLM``
+one last row adds write-time enrichment (LLM-written retrieval keys) to the defaults; no other row uses it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     stemming, the dense model over the same text, RRF (k=60, equal weights, 50 candidates per list).
     """
     rep = dataclasses.replace
+    enriched = final
+    final = rep(final, enrich=None)  # every row without the LLM; enrichment is one row of its own
     plain = {
         "candidates": 50, "rrf_k": 60, "dense_weight": 1.0, "bm25_weight": 1.0, "fusion": "rrf",
         "speaker_boost": 0.0, "strip_speaker": False, "date_boost": 0.0, "time_boost": 0.0,
@@ -96,6 +99,14 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
             (
                 "defaults, entity graph with the spaCy tagger (not kept: no gain, +70 s)",
                 rep(final, tagger="spacy"),
+            )
+        )
+    if enriched.enrich:
+        steps.append(
+            (
+                f"defaults + write-time enrichment: {enriched.enrich} keys per turn, weight "
+                f"{enriched.enrich_weight} (LLM at build time)",
+                enriched,
             )
         )
     return steps

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -146,6 +147,21 @@ class RetrievalConfig:
     rerank_depth: int = option(
         _S.rerank_depth, "learned reranker: how many of the first candidates it re-orders"
     )
+    enrich: str | None = option(
+        None,
+        "write-time enrichment: this LLM (local, local:MODEL, openai:MODEL) writes retrieval keys for every "
+        "turn after building; search fuses them as a BM25 view (no LLM at query time). Default: off",
+    )
+    enrich_weight: float = option(0.3, "enrichment: fusion weight of the keys view (0: keys not searched)")
+    enrich_base_url: str | None = option(
+        None, "enrichment: URL of an OpenAI-compatible server (openai:MODEL)"
+    )
+    enrich_cache: str = option(
+        "auto",
+        "enrichment: file caching the LLM's replies (a re-run is warm): auto ($MEMRL_CACHE_DIR or "
+        "~/.cache/memrl/llm.db), a path, or none",
+    )
+    enrich_concurrency: int = option(16, "enrichment: requests in flight (the local model's batch size)")
     bootstrap: int = option(1000, "bootstrap resamples for the 95 percent confidence intervals")
     seed: int = option(0, "seed of the bootstrap")
     raw: RawConfig = dataclasses.field(default_factory=RawConfig, metadata={"help": "raw builder config"})
@@ -157,6 +173,10 @@ class RetrievalConfig:
             raise ConfigError(f"k must be positive cut-offs, e.g. 1 5 10 20; got {self.k!r}")
         if self.candidates < 1 or self.rrf_k < 0 or self.bootstrap < 1:
             raise ConfigError("candidates and bootstrap must be >= 1 and rrf_k >= 0")
+        if self.enrich in ("", "none"):
+            object.__setattr__(self, "enrich", None)
+        if self.enrich_weight < 0 or self.enrich_concurrency < 1:
+            raise ConfigError("enrich_weight must be >= 0 and enrich_concurrency >= 1")
         from memrl.data.catalog import canonical
 
         object.__setattr__(self, "dataset", canonical(self.dataset))
@@ -207,6 +227,7 @@ class RetrievalConfig:
             "window": self.window,
             "rerank": None if self.rerank in (None, "", "none") else self.rerank,
             "rerank_depth": self.rerank_depth,
+            "keys": self.enrich_weight if self.enrich else 0.0,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -222,6 +243,53 @@ def open_memory(config: RetrievalConfig) -> AsyncMemory:
         path = default_cache_path() if config.embed_cache == "auto" else config.embed_cache
         embedder = CachedEmbedder(embedder, path)
     return AsyncMemory(config.db_path or ":memory:", embedder=embedder)
+
+
+def enrich_llm(config: RetrievalConfig) -> Any:
+    """The enrichment LLM of ``config`` (``enrich``), wrapped in its reply cache (``enrich_cache``)."""
+    from memrl.agents.enrich import llm_from_spec
+
+    cache = None
+    if config.enrich_cache != "none":
+        cache = config.enrich_cache
+        if cache == "auto":
+            root = os.environ.get("MEMRL_CACHE_DIR") or os.path.join(
+                os.path.expanduser("~"), ".cache", "memrl"
+            )
+            cache = os.path.join(root, "llm.db")
+    kw: dict[str, Any] = {}
+    if str(config.enrich).partition(":")[0] == "local":
+        kw["max_batch_size"] = config.enrich_concurrency
+    return llm_from_spec(str(config.enrich), base_url=config.enrich_base_url, cache=cache, **kw)
+
+
+async def enrich_conversations(
+    memory: AsyncMemory, conversations: Sequence[Conversation], config: RetrievalConfig, *, progress: bool
+) -> dict[str, Any] | None:
+    """With ``config.enrich``: the LLM writes retrieval keys for every built conversation's turns
+    (:func:`memrl.agents.enrich.enrich`, resumable, cached); returns the pass's counts and time, or None."""
+    if not config.enrich:
+        return None
+    from tqdm.auto import tqdm
+
+    from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich
+
+    llm = enrich_llm(config)
+    cfg = EnrichConfig(concurrency=config.enrich_concurrency)
+    total = EnrichStats(namespace="*")
+    n = sum(len(s.turns) for c in conversations for s in c.sessions)
+    with tqdm(total=n, desc=f"enrich ({config.enrich})", unit="turn", disable=not progress) as bar:
+        for conv in conversations:
+            total.add(await enrich(memory, namespace_of(conv), llm, config=cfg, bar=bar))
+    out = total.to_dict()
+    out.pop("namespace")
+    out.update(
+        llm=config.enrich,
+        weight=config.enrich_weight,
+        cache_hits=getattr(llm, "hits", None),
+        cache_misses=getattr(llm, "misses", None),
+    )
+    return out
 
 
 def load_conversations(config: RetrievalConfig) -> list[Conversation]:
@@ -277,6 +345,7 @@ async def aevaluate(
         for conv in build_bar:
             for key, v in (await build_conversation(memory, conv, config)).items():
                 totals[key] += v
+        enriched = await enrich_conversations(memory, conversations, config, progress=progress)
         bar = tqdm(total=n_q, desc="search", unit="q", disable=not progress)
         for conv in conversations:
             conv_rows, timings = await evaluate_conversation(memory, conv, config, bar=bar)
@@ -298,6 +367,7 @@ async def aevaluate(
         embed_questions_s=round(totals["embed_questions_s"], 2),
         build_time_s=round(totals["build_time_s"], 2),
         search_time_s=round(totals["search_time_s"], 2),
+        enrich=enriched,
         wall_time_s=round(time.perf_counter() - t0, 2),
         config=config.to_dict(),
     )

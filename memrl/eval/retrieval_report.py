@@ -90,6 +90,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{report.get('n_conversations', '?')} conversations, {report.get('n_turns', '?')} turns; embedder "
         f"{report.get('embedder', '?')}; wall time {report.get('wall_time_s', '?')} s (embedding "
         f"{report.get('embed_time_s', '?')} s).",
+        *_enrich_line(report.get("enrich")),
         f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
         + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
         + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
@@ -148,6 +149,18 @@ def write_outputs(out: Path, report: dict[str, Any], rows: list[dict[str, Any]])
     plot(report, out / "recall.png")
 
 
+def _enrich_line(enrich: dict[str, Any] | None) -> list[str]:
+    if not enrich:
+        return []
+    return [
+        f"Write-time enrichment (LLM at build time, none at query time): {enrich['llm']} wrote keys for "
+        f"{enrich['enriched']} of {enrich['items']} turns in {enrich['time_s']} s ({enrich['calls']} calls, "
+        f"{enrich['items_per_s']}/s; empty {enrich['empty']}, malformed {enrich['malformed']}, failed "
+        f"{enrich['failed']}; cache hits {enrich.get('cache_hits')}), searched with weight "
+        f"{enrich.get('weight')}."
+    ]
+
+
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
     modes = {}
@@ -174,5 +187,6 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
         "n_turns": report.get("n_turns"),
         "wall_time_s": report.get("wall_time_s"),
         "embed_time_s": report.get("embed_time_s"),
+        **({"enrich": report["enrich"]} if report.get("enrich") else {}),
         "modes": modes,
     }

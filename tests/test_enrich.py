@@ -15,7 +15,7 @@ from memrl.agents.enrich import EnrichConfig, enrich, parse_keys, prompt, units
 from memrl.agents.raw import RawConfig, build
 from memrl.cli.eval_cmd import config_from_args, register
 from memrl.data.types import Conversation, Session, Turn
-from memrl.errors import ConfigError, NotFoundError, ProviderError
+from memrl.errors import ConfigError, NotFoundError, ProviderError, ValidationError
 from memrl.eval.ablation import ablation_steps
 from memrl.eval.retrieval import RetrievalConfig
 from memrl.llm import ScriptedLLM
@@ -71,6 +71,12 @@ async def test_keys_survive_reopen_and_follow_the_item(db_path):
         assert (await _ids(m, "pet", mode="bm25", keys=0.5))[0] == "b"
         await m.clone("n", "copy")
         assert await m.get_keys(namespace="copy") == {"b": "dog, pet, adoption"}
+        lines = await m.export_lines()
+        assert {"kind": "keys", "id": "b", "keys": "dog, pet, adoption"} in lines
+        await m.import_lines(lines, namespace="imported")
+        assert await m.get_keys(namespace="imported") == {"b": "dog, pet, adoption"}
+        with pytest.raises(ValidationError, match="keys"):
+            await m.import_lines([*lines, {"kind": "keys", "id": "nope", "keys": "x"}], namespace="bad")
         await m.update("b", metadata={"k": 1})  # metadata only: the keys still describe the text
         assert await m.get_keys() == {"b": "dog, pet, adoption"}
         await m.update("b", content="Bob sold his car")  # a new text: its old keys are dropped

@@ -8,7 +8,7 @@ and the whole history (so undo still works after an import).
 The format (``"format": "memrl-export"``, version 1) is one object per line, each with a ``kind``:
 ``header`` (first), ``namespace``, ``core`` (when the namespace has core memory), ``item`` (every item,
 with its ``deleted`` flag), ``history`` (every change, oldest first, with old/new snapshots, actor, batch
-and undone flag). Cached embeddings are not exported: they are recomputed from content on first search.
+and undone flag), ``keys`` (an item's retrieval keys, :mod:`memrl.memory.keys`). Cached embeddings are not exported: they are recomputed from content on first search.
 
 An import is one transaction: either the whole namespace arrives or nothing changes. It refuses a target
 namespace that already exists (unless ``overwrite``) and any malformed line, naming its line number and
@@ -53,6 +53,8 @@ def export_namespace(store: Any, ns: str) -> Iterator[dict[str, Any]]:
     seqs = dict(store.read("SELECT id, seq FROM memories WHERE namespace = ?", (ns,)))
     for item in store.list(ns, include_deleted=True):
         yield {"kind": "item", **item.to_dict(), "seq": seqs[item.id]}
+    for mid, text in store.get_keys(ns).items():
+        yield {"kind": "keys", "id": mid, "keys": text}
     for e in store.read(
         "SELECT seq, memory_id, op, old, new, at, actor, batch, undone FROM history WHERE namespace = ? "
         "ORDER BY seq",
@@ -112,7 +114,7 @@ def import_namespace(
     """Import an export into ``namespace`` (default: the exported one); returns where and how much arrived."""
     parsed = parse_lines(lines)
     ns = store._check_namespace(namespace or parsed[0].get("namespace"))
-    items, history, core, meta = [], [], None, {}
+    items, history, core, meta, keys = [], [], None, {}, []
     for n, line in enumerate(parsed, 1):
         kind = line["kind"]
         if kind == "item":
@@ -133,11 +135,18 @@ def import_namespace(
             core = line
         elif kind == "namespace":
             meta = line
+        elif kind == "keys":
+            _need(line, n, ("id", "keys"))
+            keys.append((n, line))
         elif kind != "header":
             raise ValidationError(f"import line {n}: unknown kind {kind!r}")
     ids = [i.id for i, _ in items]
     if len(set(ids)) != len(ids):
         raise ValidationError("import: an item id appears twice")
+    known = set(ids)
+    for n, line in keys:
+        if line["id"] not in known or not isinstance(line["keys"], str):
+            raise ValidationError(f"import line {n} (keys): no item {line['id']!r}, or keys not a string")
     now = time.time()
     with store.transaction() as c:
         if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (ns,)).fetchone():
@@ -170,6 +179,11 @@ def import_namespace(
                  json.dumps(list(item.evidence)), item.session, item.created_at, item.updated_at,
                  int(item.deleted), new_seq.get(seq, 0)),
             )  # fmt: skip
+        c.executemany(
+            "INSERT INTO memory_keys (rid, keys, updated_at) SELECT rid, ?, ? FROM memories "
+            "WHERE namespace = ? AND id = ?",
+            [(line["keys"], now, ns, line["id"]) for _, line in keys],
+        )
         if core is not None:
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?)",

@@ -257,3 +257,22 @@ def test_ablation_adds_one_enrichment_row():
     steps = ablation_steps(RetrievalConfig(enrich="local"))
     assert len(steps) == len(plain) + 1 and "write-time enrichment" in steps[-1][0]
     assert steps[-1][1].enrich == "local" and all(cfg.enrich is None for _, cfg in steps[:-1])
+
+
+def test_memory_enrich_and_search_keys_cli(capsys, monkeypatch, tmp_path):
+    from memrl.cli.main import main
+
+    monkeypatch.setitem(PROVIDERS, "test-keys", "tests.test_enrich:KeysLLM")
+    common = ["--db", str(tmp_path / "m.db"), "--namespace", "c1", "--embedder", "hashing"]
+    main(["memory", "add", "Bob: I adopted a greyhound yesterday.", *common])
+    main(["memory", "add", "Ann: Lovely, I started the cello.", *common])
+    capsys.readouterr()
+    assert main(["memory", "enrich", "--provider", "test-keys", *common, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["calls"], stats["enriched"], stats["malformed"]) == (2, 1, 1)
+    main(["memory", "search", "pet", "--mode", "bm25", "--keys", "0.5", *common, "--json"])
+    assert [h["content"] for h in json.loads(capsys.readouterr().out)] == [
+        "Bob: I adopted a greyhound yesterday."
+    ]
+    main(["memory", "search", "pet", "--mode", "bm25", *common, "--json"])
+    assert json.loads(capsys.readouterr().out) == []

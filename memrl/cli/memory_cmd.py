@@ -13,6 +13,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from memrl.cli.common import add_llm_args
 from memrl.errors import ValidationError
 from memrl.memory.types import ITEM_TYPES
 
@@ -57,8 +58,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--filter", action="append", default=[], metavar="KEY=VALUE", help="metadata equality filter"
     )
+    p.add_argument(
+        "--keys",
+        type=float,
+        default=0.0,
+        help="weight of the items' retrieval keys (`memory enrich`); 0: off",
+    )
     _common(p)
     p.set_defaults(func=_search)
+
+    p = mem.add_parser(
+        "enrich",
+        help="an LLM writes retrieval keys for the namespace's items (resumable; search them with --keys)",
+    )
+    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (local: batch size)")
+    p.add_argument("--limit", type=int, help="at most this many items in this run (a re-run goes on)")
+    add_llm_args(p)
+    _common(p)
+    p.set_defaults(func=_enrich)
 
     p = mem.add_parser("list", help="list memories")
     p.add_argument("--type", action="append", choices=types)
@@ -165,9 +182,26 @@ def _search(args: argparse.Namespace) -> int:
             mode=args.mode,
             threshold=args.threshold,
             filters=filters or None,
+            keys=args.keys,
         )
     text = "\n".join(f"{h.score:.4f}  {_line(h.item)}" for h in hits) or "(no results)"
     return _emit(args, [h.to_dict() for h in hits], text)
+
+
+def _enrich(args: argparse.Namespace) -> int:
+    from memrl.agents.enrich import EnrichConfig, enrich
+    from memrl.cli.common import make_llm
+
+    cfg = EnrichConfig(concurrency=args.concurrency)
+    llm = make_llm(args)
+    with _open(args) as m:
+        stats = m._run(enrich(m.aio, args.namespace, llm, config=cfg, progress=True, limit=args.limit))
+    d = stats.to_dict()
+    text = (
+        f"{d['enriched']} items got keys ({d['calls']} calls, {d['done_before']} had keys already; empty "
+        f"{d['empty']}, malformed {d['malformed']}, failed {d['failed']}) in {d['time_s']} s"
+    )
+    return _emit(args, d, text)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -145,6 +145,20 @@ async def test_enrichment_pass_counts_and_stores(amem):
     assert (again.done_before, again.calls, again.enriched) == (4, 2, 0)
 
 
+async def test_new_only_keeps_keywords_the_text_lacks(amem):
+    await build(amem, "c1", _conv(), config=RawConfig())
+
+    def reply(messages, tools, schema):
+        msg = messages[-1]["content"].rsplit("Message: ", 1)[-1]
+        return "Ann, Bob, hi" if "Hi Bob" in msg else _reply(messages, tools, schema)
+
+    stats = await enrich(amem, "c1", ScriptedLLM(reply), config=EnrichConfig(new_only=True))
+    keys = await amem.get_keys(namespace="c1")
+    assert keys["D1:2"] == "dog, pet, adoption, 7 May 2023"  # "Bob" and "greyhound" are in the turn
+    assert keys["D2:2"] == "keyword"  # "Bob" is the speaker of the turn itself
+    assert "D1:1" not in keys and (stats.nothing_new, stats.enriched) == (1, 3)
+
+
 class StallingLLM(ScriptedLLM):
     """Answers the first ``n`` calls, then never replies (a pass killed mid-way)."""
 
@@ -189,6 +203,7 @@ def test_parse_keys():
     ]
     assert parse_keys("1. pottery 2. clay class") == ["pottery", "clay class"]
     assert parse_keys("(none)") == [] and parse_keys("") == []
+    assert parse_keys("keyword, topics") == ["keyword", "topics"]  # a prefix needs its colon
     assert parse_keys("one two three four five six seven") == []  # a sentence, not a keyword
     assert len(parse_keys(", ".join(f"k{i}" for i in range(30)))) == EnrichConfig().max_keys
 

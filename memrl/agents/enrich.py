@@ -45,7 +45,8 @@ EXAMPLE = (
     "Anna, John, Mount Tam, hiking, hike, mountain, dogs, pets, weekend, 2 June 2023",
 )
 _SPLIT = re.compile(r"[,;\n|]+|\s+[-*\u2022]\s+|^\s*[-*\u2022]\s*|\s*\d+[.)]\s+", re.MULTILINE)
-_PREFIX = re.compile(r"^\s*(?:keywords?|keys|this message is about|topics?)\s*:?\s*", re.IGNORECASE)
+_PREFIX = re.compile(r"^\s*(?:keywords?|keys|this message is about|topics?)\s*:\s*", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
 _NONE = {"none", "(none)", "n/a", "na", "nothing", "no keywords"}
 
 
@@ -58,6 +59,7 @@ class EnrichConfig:
     context: bool = True  # show the previous item of the session in the prompt
     max_keys: int = 12  # keywords kept per item (after dropping duplicates)
     max_words: int = 5  # a longer "keyword" is a copied sentence: dropped
+    new_only: bool = False  # drop keywords whose every word is already in the prompt (item or previous)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1 or self.concurrency < 1 or self.max_keys < 1 or self.max_words < 1:
@@ -75,6 +77,7 @@ class EnrichStats:
     empty: int = 0
     malformed: int = 0
     failed: int = 0
+    nothing_new: int = 0  # new_only: every keyword was already in the prompt
     calls: int = 0
     time_s: float = 0.0
 
@@ -83,7 +86,8 @@ class EnrichStats:
         return self.calls / self.time_s if self.time_s > 0 else 0.0
 
     def add(self, other: EnrichStats) -> None:
-        for k in ("items", "done_before", "enriched", "empty", "malformed", "failed", "calls", "time_s"):
+        for k in ("items", "done_before", "enriched", "empty", "malformed", "failed", "nothing_new", "calls",
+                  "time_s"):  # fmt: skip
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def to_dict(self) -> dict[str, Any]:
@@ -215,7 +219,7 @@ async def enrich(
             stats.calls += len(block)
             keys: dict[str, str] = {}
             errors = [r for r in replies if isinstance(r, BaseException)]
-            for (it, _), reply in zip(block, replies, strict=True):
+            for (it, prev), reply in zip(block, replies, strict=True):
                 if isinstance(reply, BaseException):
                     if not isinstance(reply, Exception):
                         raise reply
@@ -223,6 +227,12 @@ async def enrich(
                     continue
                 text = (getattr(reply, "text", "") or "").strip()
                 words = parse_keys(text, config)
+                if words and config.new_only:
+                    known = _WORD.findall(f"{_text(it)} {_text(prev) if prev is not None else ''}".lower())
+                    words = [w for w in words if not set(_WORD.findall(w.lower())) <= set(known)]
+                    if not words:
+                        stats.nothing_new += 1
+                        continue
                 if words:
                     keys[it.id] = ", ".join(words)
                     stats.enriched += 1

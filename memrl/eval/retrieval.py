@@ -162,6 +162,9 @@ class RetrievalConfig:
         "~/.cache/memrl/llm.db), a path, or none",
     )
     enrich_concurrency: int = option(16, "enrichment: requests in flight (the local model's batch size)")
+    enrich_new_only: bool = option(
+        False, "enrichment: keep only keywords with a word that is not already in the turn or the one before"
+    )
     bootstrap: int = option(1000, "bootstrap resamples for the 95 percent confidence intervals")
     seed: int = option(0, "seed of the bootstrap")
     raw: RawConfig = dataclasses.field(default_factory=RawConfig, metadata={"help": "raw builder config"})
@@ -275,7 +278,7 @@ async def enrich_conversations(
     from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich
 
     llm = enrich_llm(config)
-    cfg = EnrichConfig(concurrency=config.enrich_concurrency)
+    cfg = EnrichConfig(concurrency=config.enrich_concurrency, new_only=config.enrich_new_only)
     total = EnrichStats(namespace="*")
     n = sum(len(s.turns) for c in conversations for s in c.sessions)
     with tqdm(total=n, desc=f"enrich ({config.enrich})", unit="turn", disable=not progress) as bar:

@@ -156,7 +156,7 @@ def _enrich_line(enrich: dict[str, Any] | None) -> list[str]:
         f"Write-time enrichment (LLM at build time, none at query time): {enrich['llm']} wrote keys for "
         f"{enrich['enriched']} of {enrich['items']} turns in {enrich['time_s']} s ({enrich['calls']} calls, "
         f"{enrich['items_per_s']}/s; empty {enrich['empty']}, malformed {enrich['malformed']}, failed "
-        f"{enrich['failed']}; cache hits {enrich.get('cache_hits')}), searched with weight "
+        f"{enrich['failed']}, nothing new {enrich.get('nothing_new', 0)}; cache hits {enrich.get('cache_hits')}), searched with weight "
         f"{enrich.get('weight')}."
     ]
 

@@ -84,7 +84,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     """Markdown: a recall@k table per mode (rows: categories, then overall), with 95% intervals."""
     cfg = report.get("config", {})
     lines = [
-        f"# Retrieval evaluation: {cfg.get('dataset', '?')} (raw builder, no LLM)",
+        f"# Retrieval evaluation: {cfg.get('dataset', '?')} (raw builder, "
+        + ("LLM-written keys, no LLM at query time)" if report.get("enrich") else "no LLM)"),
         "",
         f"{report['n_questions']} questions ({report.get('n_with_evidence', '?')} with evidence) in "
         f"{report.get('n_conversations', '?')} conversations, {report.get('n_turns', '?')} turns; embedder "

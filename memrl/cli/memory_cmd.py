@@ -29,7 +29,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--embedder",
         default=os.environ.get("MEMRL_EMBEDDER", "minilm"),
-        help="minilm (default, offline), hashing[:DIM], openai:MODEL, st:NAME",
+        help="minilm (default, offline), mpnet, hashing[:DIM], openai:MODEL, st:NAME",
     )
 
 

@@ -78,7 +78,9 @@ class RetrievalConfig:
     modes: tuple[Mode, ...] = option(("dense", "bm25", "hybrid"), "search modes to evaluate")
     k: tuple[int, ...] = option((1, 5, 10, 20), "cut-offs of recall@k")
     include_adversarial: bool = option(False, "also evaluate category 5 (adversarial) questions")
-    embedder: str = option("minilm", "embedder: minilm (offline), hashing[:DIM], openai:MODEL, st:NAME")
+    embedder: str = option(
+        "minilm", "embedder: minilm (offline), mpnet, hashing[:DIM], openai:MODEL, st:NAME"
+    )
     db_path: str | None = option(None, "store file (default: in memory); reusing a file reuses embeddings")
     embed_cache: str = option(
         "auto",

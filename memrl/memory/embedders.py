@@ -9,6 +9,9 @@ Four providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembed
 - ``hashing[:DIM]``: a deterministic feature-hashing embedder (words and character trigrams), for tests
   and for machines without a model. It captures lexical overlap, not meaning.
 
+Specs joined by ``+`` (``minilm+mpnet``, ``0.3*minilm+mpnet``) make a :class:`CombinedEmbedder`: two dense
+views in one vector, whose cosine is the weighted mean of the parts' cosines.
+
 ``create_embedder("minilm")`` builds one from a spec string. Vectors are cached by content hash by the
 store (see :class:`memrl.memory.search.SearchIndex`), so nothing is embedded twice in one store;
 :class:`CachedEmbedder` adds a cache file shared across stores and runs (the retrieval evaluation keeps
@@ -292,12 +295,69 @@ class CachedEmbedder(Embedder):
             self._db = None
 
 
+class CombinedEmbedder(Embedder):
+    """Several embedders as one: each part's unit vector scaled by ``sqrt(w / sum(w))`` and concatenated.
+
+    The result is a unit vector, and the dot product of two such vectors is ``sum(w_i * cos_i) / sum(w)``:
+    the weighted mean of the parts' cosines, i.e. score fusion of several dense models inside one index.
+    """
+
+    def __init__(self, parts: Sequence[Embedder], weights: Sequence[float] | None = None) -> None:
+        weights = [1.0] * len(parts) if weights is None else list(weights)
+        if len(parts) < 2 or len(weights) != len(parts) or any(not w > 0 for w in weights):
+            raise ConfigError("a combined embedder needs two or more parts, each with a weight > 0")
+        self.parts = list(parts)
+        self.weights = weights
+        total = sum(weights)
+        self._scale = [float(np.sqrt(w / total)) for w in weights]
+        self.name = "+".join(f"{w:g}*{p.name}" for w, p in zip(weights, self.parts, strict=True))
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return sum(p.dim for p in self.parts)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        blocks = [normalize_rows(p.embed(texts)) * s for p, s in zip(self.parts, self._scale, strict=True)]
+        return np.concatenate(blocks, axis=1).astype(np.float32)
+
+    def close(self) -> None:
+        for p in self.parts:
+            close = getattr(p, "close", None)
+            if close is not None:
+                close()
+
+
+def cache_embedder(embedder: Embedder, path: str) -> Embedder:
+    """``embedder`` behind the cache file ``path``; a combined embedder caches each part under its own
+    name, so the vectors of ``minilm`` are shared by ``minilm`` and ``minilm+mpnet`` runs."""
+    if isinstance(embedder, CombinedEmbedder):
+        return CombinedEmbedder([cache_embedder(p, path) for p in embedder.parts], embedder.weights)
+    if isinstance(embedder, (CachedEmbedder, HashingEmbedder)):
+        return embedder
+    return CachedEmbedder(embedder, path)
+
+
 def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedder:
     """Build an embedder from a spec: ``minilm`` (default), ``mpnet``, ``hashing[:DIM]``, ``openai:MODEL``,
-    ``st:NAME``."""
+    ``st:NAME``, or several joined by ``+`` with optional weights (``0.3*minilm+mpnet``)."""
     if isinstance(spec, Embedder):
         return spec
     spec = spec or os.environ.get("MEMRL_EMBEDDER") or "minilm"
+    if "+" in spec:
+        parts, weights = [], []
+        for piece in spec.split("+"):
+            w, star, sub = piece.strip().partition("*")
+            try:
+                weights.append(float(w) if star else 1.0)
+            except ValueError:
+                raise ConfigError(
+                    f"bad weight {w!r} in embedder spec {spec!r}; use e.g. 0.3*minilm+mpnet"
+                ) from None
+            sub = (sub if star else w).strip()
+            if not sub:
+                raise ConfigError(f"empty part in embedder spec {spec!r}; use e.g. minilm+mpnet")
+            parts.append(create_embedder(sub, **kwargs))
+        return CombinedEmbedder(parts, weights)
     kind, _, arg = spec.partition(":")
     if kind == "minilm":
         return SentenceTransformerEmbedder(**kwargs)
@@ -311,4 +371,6 @@ def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedd
         return OpenAIEmbedder(arg or "text-embedding-3-small", **kwargs)
     if kind == "st":
         return SentenceTransformerEmbedder(arg, **kwargs)
-    raise ConfigError(f"unknown embedder {spec!r}; use minilm, mpnet, hashing[:DIM], openai:MODEL or st:NAME")
+    raise ConfigError(
+        f"unknown embedder {spec!r}; use minilm, mpnet, hashing[:DIM], openai:MODEL, st:NAME or A+B"
+    )

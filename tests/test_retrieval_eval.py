@@ -258,3 +258,26 @@ async def test_everything_is_embedded_once_up_front():
     finally:
         await plain.close()
     assert [r["retrieved"] for r in rows] == [r["retrieved"] for r in report["rows"]]
+
+
+def test_ablation_reports_the_tuning_and_held_out_halves_apart(monkeypatch):
+    import dataclasses
+
+    from memrl.eval import ablation
+
+    base = _conv()
+    tuning = [dataclasses.replace(base, id=f"c{i}") for i in range(5)]
+    # the held-out conversation keeps only the question BM25 cannot answer (no shared word)
+    held = dataclasses.replace(base, id="c5", questions=tuple(q for q in base.questions if q.id == "t:q3"))
+    raw = RawConfig(context_before=0, context_after=0, views=("turn",), dense_views=("turn",))
+    cfg = RetrievalConfig(modes=("bm25",), raw=raw, **FAST)
+    monkeypatch.setattr(ablation, "ablation_steps", lambda final: [("only step", final)])
+    rows = ablation.run_ablation([*tuning, held], cfg, progress=False)
+    assert len(rows) == 1
+    # q0-q2 found, q3 not: 3/4 on every tuning conversation, 0 on the held-out one; pooled over 21 questions
+    assert rows[0]["bm25_tuning"] == pytest.approx(0.75) and rows[0]["bm25_heldout"] == 0.0
+    assert rows[0]["bm25"]["overall"] == pytest.approx(15 / 21)
+    md = ablation.ablation_markdown(
+        [{"step": "s", "hybrid": {"overall": 0.5}, "hybrid_tuning": 0.6, "hybrid_heldout": 0.4}]
+    )
+    assert "hybrid conv 0-4 | hybrid conv 5-9" in md and "| 0.600 | 0.400 |" in md

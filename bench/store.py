@@ -560,7 +560,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=10, help="untimed queries per method before timing")
     p.add_argument("--vocab", type=int, default=20_000, help="synthetic content words")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dim", type=int, default=DIM, help="vector size (384 = MiniLM, 768 = the mpnet embedder)")
+    p.add_argument(
+        "--dim", type=int, default=DIM, help="vector size (384 = MiniLM, 768 = the mpnet embedder)"
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: sizes 1000,10000 and 50 queries")
     p.add_argument(
         "--profile",

@@ -1,6 +1,6 @@
 """Fit the learned reranker (memrl/memory/rerank.py) on LoCoMo conversations 0-4, reproducibly.
 
-    MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH]
+    MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH] [--embedder mpnet]
 
 Builds every LoCoMo conversation with the default ``raw`` builder (BM25 statistics are global to the
 store, as in ``memrl eval retrieval``), runs the default hybrid search for every question of categories
@@ -75,10 +75,17 @@ def main() -> None:
     ap.add_argument("--embed-cache", default="auto", help="embedding cache file (as memrl eval retrieval)")
     ap.add_argument("--out", default=str(rerank.RESOURCE), help="where the fitted model goes")
     ap.add_argument("--depth", type=int, default=50, help="candidates re-ordered per question")
+    ap.add_argument(
+        "--embedder", default="minilm", help="embedder spec (as memrl eval retrieval): minilm, mpnet"
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     config = RetrievalConfig(
-        dataset="locomo", modes=("hybrid",), embed_cache=args.embed_cache, rerank_depth=args.depth
+        dataset="locomo",
+        modes=("hybrid",),
+        embed_cache=args.embed_cache,
+        rerank_depth=args.depth,
+        embedder=args.embedder,
     )
     convs, rec = asyncio.run(collect(config))
     by_ns = {namespace_of(c): c for c in convs[:TUNE]}
@@ -130,7 +137,9 @@ def main() -> None:
         "fitted_on": "LoCoMo conversations 0-4 ("
         + ", ".join(folds)
         + "), categories 1-4, default hybrid search",
-        "command": "python bench/fit_rerank.py",
+        "command": "python bench/fit_rerank.py"
+        + ("" if args.embedder == "minilm" else f" --embedder {args.embedder}"),
+        "embedder": args.embedder,
         "depth": args.depth,
         "objective": objective,
         "l2": best,

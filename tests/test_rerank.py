@@ -115,10 +115,12 @@ async def test_rerank_reorders_candidates_by_the_model(db_path, tmp_path):
     await m.close()
 
 
-def test_shipped_model_loads_and_matches_the_features():
-    model = rerank.load("locomo")
+@pytest.mark.parametrize("name", ["locomo", "locomo-mpnet"])
+def test_shipped_model_loads_and_matches_the_features(name):
+    model = rerank.load(name)
     assert isinstance(model, rerank.LogisticModel) and model.coef.shape == (len(rerank.FEATURES),)
     assert "conversations 0-4" in model.meta["fitted_on"]
+    assert model.meta.get("embedder", "minilm") == ("mpnet" if name == "locomo-mpnet" else "minilm")
 
 
 def test_fit_pairwise_orders_evidence_first():

@@ -281,3 +281,12 @@ def test_ablation_reports_the_tuning_and_held_out_halves_apart(monkeypatch):
         [{"step": "s", "hybrid": {"overall": 0.5}, "hybrid_tuning": 0.6, "hybrid_heldout": 0.4}]
     )
     assert "hybrid conv 0-4 | hybrid conv 5-9" in md and "| 0.600 | 0.400 |" in md
+
+
+def test_ablation_reranker_row_matches_the_embedder():
+    from memrl.eval.ablation import ablation_steps
+
+    rows = dict(ablation_steps(RetrievalConfig()))
+    mp = dict(ablation_steps(RetrievalConfig(embedder="mpnet")))
+    assert [c.rerank for n, c in rows.items() if "reranker" in n] == ["locomo"]
+    assert [c.rerank for n, c in mp.items() if "reranker" in n] == ["locomo-mpnet"]

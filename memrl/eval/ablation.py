@@ -70,7 +70,10 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
          {"date_fit": final.date_fit}),
         (f"+ window view: best cosine of the turn and its neighbours, {final.window}", {"window": final.window}),
     ]  # fmt: skip
-    reranker = f"learned reranker {final.rerank or 'locomo'} over {final.rerank_depth} candidates (fitted on conv 0-4)"
+    shipped = (
+        "locomo-mpnet" if final.embedder == "mpnet" else "locomo"
+    )  # fitted over that embedder's features
+    reranker = f"learned reranker {final.rerank or shipped} over {final.rerank_depth} candidates (fitted on conv 0-4)"
     if final.rerank:
         cumulative.append((f"+ {reranker}", {"rerank": final.rerank, "rerank_depth": final.rerank_depth}))
     cumulative[-1] = (cumulative[-1][0] + " = defaults", cumulative[-1][1])
@@ -79,7 +82,7 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         cfg = rep(cfg, **change)
         steps.append((name, cfg))
     if not final.rerank:
-        steps.append((f"defaults + {reranker} (not kept)", rep(final, rerank="locomo")))
+        steps.append((f"defaults + {reranker} (not kept)", rep(final, rerank=shipped)))
     steps += [
         ("defaults + session prior 0.3 (not kept)", rep(final, session_boost=0.3)),
         ("defaults + session diversity 0.05 (not kept)", rep(final, diversity=0.05)),

@@ -145,7 +145,9 @@ class RetrievalConfig:
         _S.date_fit, "time-aware: add this share of the best score to turns whose dates fit the question's"
     )
     window: float = option(_S.window, "window view: weight of the best cosine over a turn and its neighbours")
-    rerank: str | None = option(_S.rerank, "learned reranker: locomo (shipped), a model JSON file, or none")
+    rerank: str | None = option(
+        _S.rerank, "learned reranker: locomo or locomo-mpnet (shipped), a model JSON file, or none"
+    )
     rerank_depth: int = option(
         _S.rerank_depth, "learned reranker: how many of the first candidates it re-orders"
     )

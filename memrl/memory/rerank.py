@@ -65,6 +65,8 @@ FEATURES = (
 )
 
 RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "rerank_locomo.json"
+# Shipped models by name: ``locomo`` fitted over MiniLM's features, ``locomo-mpnet`` over the mpnet embedder's.
+SHIPPED = {"locomo": RESOURCE, "locomo-mpnet": RESOURCE.with_name("rerank_locomo_mpnet.json")}
 
 
 class Model(Protocol):
@@ -175,7 +177,7 @@ def _load_file(path: str) -> LogisticModel:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(
-            f"rerank model {path!r} not found; use rerank='locomo' or a JSON file from bench/fit_rerank.py"
+            f"rerank model {path!r} not found; use rerank='locomo', 'locomo-mpnet' or a JSON file from bench/fit_rerank.py"
         )
     try:
         data = json.loads(p.read_text())
@@ -185,10 +187,11 @@ def _load_file(path: str) -> LogisticModel:
 
 
 def load(name: str) -> Model:
-    """The model named ``name``: registered in-process, ``locomo`` (shipped), or a JSON file path."""
+    """The model named ``name``: registered in-process, shipped (``locomo``, ``locomo-mpnet``), or a JSON
+    file path."""
     if name in _REGISTERED:
         return _REGISTERED[name]
-    return _load_file(str(RESOURCE) if name == "locomo" else name)
+    return _load_file(str(SHIPPED.get(name, name)))
 
 
 @dataclass

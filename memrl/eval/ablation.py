@@ -70,9 +70,8 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
          {"date_fit": final.date_fit}),
         (f"+ window view: best cosine of the turn and its neighbours, {final.window}", {"window": final.window}),
     ]  # fmt: skip
-    shipped = (
-        "locomo-mpnet" if final.embedder == "mpnet" else "locomo"
-    )  # fitted over that embedder's features
+    # the shipped reranker fitted over this embedder's features
+    shipped = "locomo-mpnet" if final.embedder == "mpnet" else "locomo"
     reranker = f"learned reranker {final.rerank or shipped} over {final.rerank_depth} candidates (fitted on conv 0-4)"
     if final.rerank:
         cumulative.append((f"+ {reranker}", {"rerank": final.rerank, "rerank_depth": final.rerank_depth}))

@@ -259,3 +259,21 @@ async def test_a_run_where_every_answer_failed_reports_no_score(tmp_path):
     assert summary["n_answered"] == 0 and summary["n_answer_failures"] == 10
     assert summary["f1"] is None  # not 0: nothing was scored
     assert (tmp_path / "run" / "scores.png").read_bytes()[:4] == b"\x89PNG"
+
+
+async def test_intervals_do_not_depend_on_the_order_answers_finished(tmp_path):
+    from memrl.eval.report import summarize
+
+    def some_right(messages, tools, schema):  # F1 spread over (0, 1]: the gold answer plus 0-6 filler words
+        q = question_of(messages)
+        return " ".join([str(GOLD[q]), *["filler"] * (len(q) % 7)]) if len(q) % 3 else "no idea"
+
+    cfg = config(tmp_path)
+    summary = await QAEvaluation(cfg, llm=ScriptedLLM(some_right), progress=False).run()
+    rows = [json.loads(line) for line in (cfg.out / "predictions.jsonl").read_text().splitlines()]
+    assert 0 < summary["f1"] < 1 and summary["f1_ci"][0] < summary["f1"] < summary["f1_ci"][1]
+    convs = load_conversations(cfg)
+    for finished in (rows[::-1], rows[3:] + rows[:3], sorted(rows, key=lambda r: r["f1"])):
+        again = summarize(cfg, [], finished, convs)
+        assert again["f1_ci"] == summary["f1_ci"]
+        assert again["f1_by_category"] == summary["f1_by_category"]

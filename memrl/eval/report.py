@@ -70,7 +70,14 @@ def length_table(rows: list[dict[str, Any]], labels: dict[Any, str]) -> list[dic
 def summarize(
     cfg: Any, builds: list[dict[str, Any]], predictions: list[dict[str, Any]], convs: list[Any]
 ) -> dict:
-    rows = latest_rows(predictions)
+    # Predictions are appended as answers finish, so their order varies from run to run; the bootstrap
+    # resamples by position, so rows go back into the data set's question order first (same answers ->
+    # same intervals, whatever order they finished in).
+    position = {q.id: i for i, q in enumerate(q for c in convs for q in c.questions)}
+    rows = sorted(
+        latest_rows(predictions),
+        key=lambda r: (position.get(r["question_id"], len(position)), r["question_id"]),
+    )
     answered = [r for r in rows if r.get("prediction") is not None]
     failed = [r for r in rows if r.get("error")]
     judged = [r for r in answered if r.get("judge") is not None]

@@ -273,3 +273,27 @@ async def test_dropped_namespaces_are_not_listed(amem: AsyncMemory):
     assert [n["name"] for n in await amem.namespaces()] == ["alice", "episode-1"]
     await amem.reset(namespace="episode-1")
     assert [n["name"] for n in await amem.namespaces()] == ["alice"]
+
+
+async def test_generated_ids_repeat_run_to_run_and_never_collide(tmp_path):
+    """Ids are shown to models: the same writes must give the same ids in every run (reproducible
+    prompts), while the same content twice, or again after a delete, still gets a fresh id."""
+
+    async def writes(path):
+        m = AsyncMemory(path, embedder=HashingEmbedder(32))
+        a = await m.add("Ann adopted a greyhound", namespace="conv-1")
+        twins = await m.add_many(["Bob likes tea", "Bob likes tea"], namespace="conv-1")
+        await m.delete(a.id, namespace="conv-1")
+        again = await m.add("Ann adopted a greyhound", namespace="conv-1")
+        other = await m.add("Ann adopted a greyhound", namespace="conv-2")
+        (given,) = await m.add_many([NewItem("explicit", id="D1:3")], namespace="conv-1")
+        ids = [a.id, *(t.id for t in twins), again.id, other.id, given.id]
+        await m.close()
+        return ids
+
+    first, second = await writes(tmp_path / "a.db"), await writes(tmp_path / "b.db")
+    assert first == second  # another store, same writes: same ids
+    a, t1, t2, again, other, given = first
+    assert len({a, t1, t2, again}) == 4 and given == "D1:3"
+    assert all(len(i) == 12 and int(i, 16) >= 0 for i in (a, t1, t2, again, other))
+    assert other != a  # the namespace is part of what the id is derived from

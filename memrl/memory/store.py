@@ -151,15 +151,16 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
     # ------------------------------------------------------------------ items
     def validate(
         self, items: Sequence[NewItem]
-    ) -> list[tuple[str, MemoryType, str, dict, tuple[str, ...], Any]]:
-        """Check new items (type, content, metadata) without writing; raises :class:`ValidationError`."""
+    ) -> list[tuple[str | None, MemoryType, str, dict, tuple[str, ...], Any]]:
+        """Check new items (type, content, metadata) without writing; raises :class:`ValidationError`.
+        An item without an id gets one on insert (:meth:`_free_id`)."""
         prepared = []
         for it in items:
             if not isinstance(it, NewItem):
                 raise ValidationError(f"expected NewItem or str, got {type(it).__name__}")
             prepared.append(
                 (
-                    it.id or new_id(),
+                    it.id or None,  # None: a deterministic id is chosen on insert (new_id)
                     self.check_type(it.type),
                     self.check_content(it.content),
                     self._check_metadata(it.metadata),
@@ -168,6 +169,19 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 )
             )
         return prepared
+
+    @staticmethod
+    def _free_id(c: sqlite3.Connection, ns: str, content: str) -> str:
+        """The first :func:`new_id` attempt not taken in ``ns`` (deleted rows included: a generated id
+        never brings back a deleted memory's row)."""
+        for attempt in range(1000):
+            mid = new_id(ns, content, attempt)
+            if (
+                c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone()
+                is None
+            ):
+                return mid
+        raise ValidationError(f"no free id for a new memory in namespace {ns!r}")  # pragma: no cover
 
     def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
         """Insert items atomically (all or none)."""
@@ -183,6 +197,8 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         with self.transaction() as c:
             self._ensure_namespace(ns)
             for mid, mtype, content, meta, evidence, session in prepared:
+                if mid is None:
+                    mid = self._free_id(c, ns, content)
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
                 row = c.execute(
                     "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from typing import Any
 
 from memrl.errors import ValidationError
@@ -28,9 +27,16 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def new_id() -> str:
-    """A short random id (48 bits): cheap for a model to copy, collision-checked by the UNIQUE key."""
-    return uuid.uuid4().hex[:12]
+def new_id(namespace: str, content: str, attempt: int = 0) -> str:
+    """A short id (48 bits) for a new memory: cheap for a model to copy, and derived from the namespace,
+    the content and an attempt number, so the same sequence of writes gives the same ids in every run.
+
+    Random ids made runs with a local model irreproducible: the ids are shown to the model, a random
+    hex string tokenises to a varying number of tokens, and the prompt (so the greedy output) changed
+    from run to run. The store takes the first attempt whose id is not in the namespace yet.
+    """
+    key = f"{namespace}\x00{attempt}\x00{content}".encode()
+    return hashlib.sha256(key).hexdigest()[:12]
 
 
 class ValidationMixin:

@@ -12,16 +12,19 @@ model, so every place that loads weights takes this lock::
         model = AutoModelForCausalLM.from_pretrained(path)
 
 The lock is re-entrant (a loader may call another loader). It lives in this bottom-layer module so the
-memory layer (embedders) and the llm layer (local models) share the very same lock.
+memory layer (embedders) and the llm layer (local models) share the very same lock, and the same cache
+folder (:func:`cache_root`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["model_load_lock"]
+__all__ = ["cache_root", "model_load_lock"]
 
 _LOCK = threading.RLock()
 
@@ -31,3 +34,10 @@ def model_load_lock() -> Iterator[None]:
     """Hold the process-wide model-loading lock for the duration of the ``with`` block."""
     with _LOCK:
         yield
+
+
+def cache_root() -> Path:
+    """``$MEMRL_CACHE_DIR`` or ``~/.cache/memrl``: where converted models, the embedding cache and the
+    LLM reply cache live (every layer asks here, so they always agree)."""
+    env = os.environ.get("MEMRL_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "memrl"

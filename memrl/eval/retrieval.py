@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -255,15 +254,13 @@ def open_memory(config: RetrievalConfig) -> AsyncMemory:
 def enrich_llm(config: RetrievalConfig) -> Any:
     """The enrichment LLM of ``config`` (``enrich``), wrapped in its reply cache (``enrich_cache``)."""
     from memrl.agents.enrich import llm_from_spec
+    from memrl.loading import cache_root
 
     cache = None
     if config.enrich_cache != "none":
         cache = config.enrich_cache
         if cache == "auto":
-            root = os.environ.get("MEMRL_CACHE_DIR") or os.path.join(
-                os.path.expanduser("~"), ".cache", "memrl"
-            )
-            cache = os.path.join(root, "llm.db")
+            cache = str(cache_root() / "llm.db")
     kw: dict[str, Any] = {}
     if str(config.enrich).partition(":")[0] == "local":
         kw["max_batch_size"] = config.enrich_concurrency

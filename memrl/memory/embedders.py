@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import ConfigError, ProviderError
-from memrl.loading import model_load_lock
+from memrl.loading import cache_root, model_load_lock
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -225,8 +225,7 @@ class OpenAIEmbedder(Embedder):
 
 def default_cache_path() -> str:
     """``$MEMRL_CACHE_DIR/embeddings.db``, else ``~/.cache/memrl/embeddings.db``."""
-    root = os.environ.get("MEMRL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "memrl")
-    return os.path.join(root, "embeddings.db")
+    return str(cache_root() / "embeddings.db")
 
 
 class CachedEmbedder(Embedder):

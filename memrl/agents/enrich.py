@@ -26,7 +26,7 @@ import asyncio
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -86,9 +86,9 @@ class EnrichStats:
         return self.calls / self.time_s if self.time_s > 0 else 0.0
 
     def add(self, other: EnrichStats) -> None:
-        for k in ("items", "done_before", "enriched", "empty", "malformed", "failed", "nothing_new", "calls",
-                  "time_s"):  # fmt: skip
-            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for f in fields(self):
+            if f.name != "namespace":  # every other field is a count or a time: they add up
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "time_s": round(self.time_s, 2), "items_per_s": round(self.items_per_s, 3)}

@@ -84,24 +84,6 @@ class KeysMixin:
         """Ids of the items of ``ns`` that have keys."""
         return set(self.get_keys(ns))
 
-    def count_keys(self, ns: str) -> int:
-        return self.read(
-            "SELECT count(*) FROM memory_keys k JOIN memories m ON m.rid = k.rid WHERE m.namespace = ?", [ns]
-        )[0][0]
-
-    def bm25_keys(
-        self, ns: str, match: str, k: int, where: str = "", params: Sequence[Any] = ()
-    ) -> list[tuple[int, float]]:
-        """(item rid, BM25 score over its keys) best first, at most ``k``; ``where`` / ``params`` filter
-        the joined item (alias ``m``) as in search. ``match`` is an FTS5 query."""
-        rows = self.read(
-            "SELECT m.rid, memory_keys_fts.rank FROM memory_keys_fts JOIN memories m ON m.rid = memory_keys_fts.rowid "
-            f"WHERE memory_keys_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            "ORDER BY memory_keys_fts.rank LIMIT ?",
-            [match, ns, *params, k],
-        )
-        return [(r[0], -r[1]) for r in rows]
-
 
 def copy_keys_sql() -> str:
     """SQL copying the keys of namespace ?2's live items to the same ids in namespace ?1 (clone)."""

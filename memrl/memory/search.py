@@ -220,6 +220,15 @@ class SearchIndex(DenseIndexes):
     # ------------------------------------------------------------------ retrievers
     def bm25(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
         """(rid, bm25 score) best first; FTS5's bm25() is lower-is-better, we return its negation."""
+        return self._fts(ns, query, k, opts, "memories_fts")
+
+    def bm25_keys(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
+        """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`)."""
+        return self._fts(ns, query, k, opts, "memory_keys_fts")
+
+    def _fts(self, ns: str, query: str, k: int, opts: SearchOptions, table: str) -> list[tuple[int, float]]:
+        """The ``k`` best live items of ``ns`` by BM25 over the FTS5 index ``table`` (its rowid is the item's
+        rid), negated so higher is better, with ``opts``' type and metadata filters."""
         match = fts_query(query)
         if not match or k <= 0:
             return []
@@ -227,20 +236,12 @@ class SearchIndex(DenseIndexes):
         # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
         # join stops after k rows that pass the filters (no temp B-tree over every match).
         rows = self.store.read(
-            "SELECT m.rid, memories_fts.rank FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            "ORDER BY memories_fts.rank LIMIT ?",
+            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
+            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
+            f"ORDER BY {table}.rank LIMIT ?",
             [match, ns, *params, k],
         )
         return [(r[0], -r[1]) for r in rows]
-
-    def bm25_keys(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
-        """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`)."""
-        match = fts_query(query)
-        if not match or k <= 0:
-            return []
-        where, params = self._where(opts)
-        return self.store.bm25_keys(ns, match, k, where, params)
 
     def _where(self, opts: SearchOptions) -> tuple[str, list[Any]]:
         """SQL restricting the joined item (alias ``m``) to ``opts.types`` and ``opts.filters``."""

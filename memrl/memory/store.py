@@ -197,12 +197,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         with self.transaction() as c:
             self._ensure_namespace(ns)
             for mid, mtype, content, meta, evidence, session in prepared:
+                row = None  # a generated id is free by construction: no row to look up
                 if mid is None:
                     mid = self._free_id(c, ns, content)
+                else:
+                    row = c.execute(
+                        "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)
+                    ).fetchone()
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
-                row = c.execute(
-                    "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)
-                ).fetchone()
                 if row is not None:
                     if not row[0]:
                         raise ValidationError(f"a memory with id {mid!r} already exists in namespace {ns!r}")

@@ -290,3 +290,21 @@ def test_ablation_reranker_row_matches_the_embedder():
     mp = dict(ablation_steps(RetrievalConfig(embedder="mpnet")))
     assert [c.rerank for n, c in rows.items() if "reranker" in n] == ["locomo"]
     assert [c.rerank for n, c in mp.items() if "reranker" in n] == ["locomo-mpnet"]
+
+
+def test_recall_is_reported_on_the_tuning_and_held_out_conversations_apart():
+    from memrl.eval.retrieval_report import halves, report_markdown
+
+    def row(conv: str, cid: int, r10: float | None) -> dict:
+        return {"conversation": conv, "category": "x", "category_id": cid, "recall": {"bm25": {"10": r10}},
+                "session_recall": {"bm25": {"10": r10}}}  # fmt: skip
+
+    rows = [row(f"c{i}", 4, 1.0) for i in range(5)] + [row("c5", 4, 0.0), row("c6", 1, 0.5)]
+    rows += [row("c0", 5, 0.0), row("c6", 4, None)]  # adversarial and no-evidence rows are left out
+    assert halves(rows, "bm25") == {"conv 0-4": 1.0, "conv 5-6": 0.25}
+    assert halves(rows[:5], "bm25") == {}  # five conversations: nothing held out
+    s = summarize(rows, RetrievalConfig(modes=("bm25",), k=(10,), bootstrap=20))
+    assert s["modes"]["bm25"]["recall_at_10_halves"] == {"conv 0-4": 1.0, "conv 5-6": 0.25}
+    assert headline(s)["modes"]["bm25"]["recall_at_10_halves"]["conv 5-6"] == 0.25
+    md = report_markdown({**s, "config": {"dataset": "locomo"}})
+    assert "bm25 conv 0-4 1.000, conv 5-6 0.250" in md

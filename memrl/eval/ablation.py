@@ -22,6 +22,7 @@ from typing import Any
 from memrl.data.types import Conversation
 from memrl.eval.metrics import LOCOMO_CATEGORIES
 from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate, open_memory
+from memrl.eval.retrieval_report import halves
 from memrl.eval.stats import to_markdown
 from memrl.memory.terms import spacy_model_installed
 
@@ -114,12 +115,12 @@ def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     return steps
 
 
-def _r10(rows: list[dict[str, Any]], mode: str, convs: set[str] | None = None) -> dict[str, float]:
-    """recall@10 per category name and pooled over categories 1-4 (``convs``: only those conversations)."""
+def _r10(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
+    """recall@10 per category name and pooled over categories 1-4."""
     out: dict[str, list[float]] = {}
     for r in rows:
         v = r["recall"].get(mode, {}).get("10")
-        if v is None or (convs is not None and r["conversation"] not in convs):
+        if v is None:
             continue
         out.setdefault(r["category"], []).append(v)
         if r["category_id"] in CORE_CATEGORIES:
@@ -132,9 +133,6 @@ async def arun_ablation(
 ) -> list[dict[str, Any]]:
     """Run :func:`ablation_steps` on one store (embeddings computed once, shared by the steps)."""
     memory = open_memory(config)
-    # Held-out half: knobs were tuned on the first five LoCoMo conversations; report the rest apart too.
-    heldout = {c.id for c in conversations[5:]} if len(conversations) > 5 else None
-    tuning = {c.id for c in conversations[:5]}
     rows_out = []
     try:
         for name, cfg in ablation_steps(dataclasses.replace(config, k=tuple(sorted({*config.k, 10})))):
@@ -142,9 +140,10 @@ async def arun_ablation(
             row: dict[str, Any] = {"step": name, "wall_time_s": report["wall_time_s"]}
             for mode in cfg.modes:
                 row[mode] = _r10(report["rows"], mode)
-                if heldout:
-                    row[f"{mode}_tuning"] = _r10(report["rows"], mode, tuning).get("overall")
-                    row[f"{mode}_heldout"] = _r10(report["rows"], mode, heldout).get("overall")
+                # knobs were tuned on the first five LoCoMo conversations: the rest are reported apart too
+                split = halves(report["rows"], mode)
+                if split:
+                    row[f"{mode}_tuning"], row[f"{mode}_heldout"] = split.values()
             rows_out.append(row)
             if progress:
                 print(json.dumps(row), file=sys.stderr, flush=True)

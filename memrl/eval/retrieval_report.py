@@ -32,6 +32,33 @@ def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]
     return {"n": len(vals), "mean": mean, "ci_low": lo, "ci_high": hi}
 
 
+#: LoCoMo's retrieval settings were tuned on the first five conversations; the rest are held out.
+TUNING_CONVERSATIONS = 5
+
+
+def halves(rows: list[dict[str, Any]], mode: str, k: str = "10") -> dict[str, float | None]:
+    """Recall@k (categories 1-4 pooled) on the tuning conversations (the first five, in data order) and
+    on the held-out rest: ``{"conv 0-4": r, "conv 5-9": r}``; ``{}`` with five conversations or fewer."""
+    order = list(dict.fromkeys(r.get("conversation") for r in rows))
+    if len(order) <= TUNING_CONVERSATIONS:
+        return {}
+    tuning = set(order[:TUNING_CONVERSATIONS])
+    out: dict[str, list[float]] = {"tuning": [], "heldout": []}
+    for r in rows:
+        v = r["recall"].get(mode, {}).get(k)
+        if v is not None and (r["category_id"] is None or r["category_id"] in CORE_CATEGORIES):
+            out["tuning" if r.get("conversation") in tuning else "heldout"].append(v)
+    last = len(order) - 1
+    return {
+        f"conv 0-{TUNING_CONVERSATIONS - 1}": sum(out["tuning"]) / len(out["tuning"])
+        if out["tuning"]
+        else None,
+        f"conv {TUNING_CONVERSATIONS}-{last}": sum(out["heldout"]) / len(out["heldout"])
+        if out["heldout"]
+        else None,
+    }
+
+
 def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
     """Per mode: recall@k (turn and session level) per category and pooled (LoCoMo: categories 1-4)."""
     locomo = any(r["category_id"] is not None for r in rows)
@@ -55,6 +82,7 @@ def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, 
             m["by_category"][name] = cat
         for level in ("recall_at_k", "session_recall_at_k"):
             m[level] = {k: v["mean"] for k, v in m["by_category"]["overall"][level].items()}
+        m["recall_at_10_halves"] = halves(rows, mode)  # tuning vs held-out conversations
         modes[mode] = m
     headline_mode = "hybrid" if "hybrid" in config.modes else config.modes[0]
     return {
@@ -95,6 +123,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
         + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
         + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
+        *_halves_line(report),
     ]
     if cfg:
         lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
@@ -162,6 +191,19 @@ def _enrich_line(enrich: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _halves_line(report: dict[str, Any]) -> list[str]:
+    parts = [
+        f"{mode} " + ", ".join(f"{name} {_fmt(v)}" for name, v in m["recall_at_10_halves"].items())
+        for mode, m in report["modes"].items()
+        if m.get("recall_at_10_halves")
+    ]
+    if not parts:
+        return []
+    return [
+        f"Recall@10 on the tuning conversations and the held-out rest (in data order): {'; '.join(parts)}."
+    ]
+
+
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
     modes = {}
@@ -169,6 +211,7 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
         modes[mode] = {
             "recall_at_k": m["recall_at_k"],
             "session_recall_at_k": m["session_recall_at_k"],
+            **({"recall_at_10_halves": m["recall_at_10_halves"]} if m.get("recall_at_10_halves") else {}),
             "by_category": {
                 cat: {
                     "n": next(iter(c["recall_at_k"].values()))["n"],

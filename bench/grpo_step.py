@@ -65,8 +65,8 @@ def run_trl(path: str, items: list, messages: list, args: argparse.Namespace, ou
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from memrl.eval.answer import clean_prediction
-    from memrl.eval.qa import score
+    from memrl.scoring.answer import clean_prediction
+    from memrl.scoring.metrics import score
 
     index = {m[-1]["content"]: i for i, m in enumerate(messages)}
 

@@ -91,7 +91,8 @@ def guard(folder: Path, answer_tokens: int) -> dict:
 
 def trick_baselines(eval_questions: int | None) -> dict:
     """What an empty answer and a copy of the question score, by memrl eval's ``score``, on the held-out items."""
-    from memrl.eval.qa import QAEvalConfig, load_conversations, score
+    from memrl.eval.qa import QAEvalConfig, load_conversations
+    from memrl.scoring.metrics import score
     from memrl.train.tasks import _questions
 
     items = _questions(

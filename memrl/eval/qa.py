@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memrl.config import option
-from memrl.data.documents import is_documents
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
+from memrl.scoring.metrics import score
 
 Mode = Literal["full", "build", "answer"]
 
@@ -190,27 +190,6 @@ def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------- scoring
-def score(conv: Conversation, q: Question, prediction: str) -> dict[str, float]:
-    """The data set's official metric (LoCoMo F1 with its category rules) plus EM and BLEU-1."""
-    from memrl.eval import metrics as M
-
-    if is_documents(conv):  # MemAgent's evaluation: its match (accuracy), sub-EM, EM, F1
-        return {
-            "accuracy": float(M.answer_match(prediction, q.answers)),
-            **M.squad_scores(prediction, q.answers),
-        }
-    if conv.source in ("locomo", "sample") and q.category_id is not None:
-        f1 = M.locomo_f1(prediction, q.answer, q.category_id)
-    else:
-        f1 = M.best_over_golds(M.token_f1, prediction, q.answers)
-    return {
-        "f1": f1,
-        "em": M.best_over_golds(M.exact_match, prediction, q.answers),
-        "bleu1": M.best_over_golds(M.bleu1, prediction, q.answers),
-    }
-
-
 class JsonlLog:
     """Append-only JSON lines, written one complete line at a time (a crash loses at most the line)."""
 
@@ -344,9 +323,9 @@ class QAEvaluation:
     async def answer(self, convs: Sequence[Conversation]) -> None:
         from tqdm.auto import tqdm
 
-        from memrl.eval.answer import answer_from_memory
-        from memrl.eval.judge import judge_answer
         from memrl.eval.report import latest_rows
+        from memrl.scoring.answer import answer_from_memory
+        from memrl.scoring.judge import judge_answer
 
         done = {r["question_id"]: r for r in latest_rows(self.predictions.read()) if not r.get("error")}
         todo = [(c, q) for c in convs for q in c.questions if q.id not in done]

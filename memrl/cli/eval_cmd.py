@@ -22,7 +22,7 @@ from typing import Any
 
 from memrl.agents.raw import RawConfig
 from memrl.config import add_arguments
-from memrl.eval.qa import QAEvalConfig
+from memrl.eval.qa_config import QAEvalConfig
 from memrl.eval.retrieval_config import RetrievalConfig
 
 #: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.

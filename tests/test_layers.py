@@ -73,7 +73,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[int, st
                 target = target.rpartition(".")[0]
             if target in known and target != name:
                 found.append((node.lineno, target))
-    return found
+    return list(dict.fromkeys(found))  # ``from m import a, b`` is one arrow
 
 
 def package_of(module: str) -> str:

@@ -108,7 +108,8 @@ async def test_rewards_are_task_accuracy_with_attribution(amem, conv):
 
 async def test_length_penalties_and_unparsable_agents(amem, conv):
     session = conv.sessions[0]
-    long_core = {"operation": "APPEND", "content": "Lena likes long walks. " * 26}  # 598 of 600 allowed
+    await amem.core_append("Lena and Omar are neighbours.", namespace=NS)  # so REWRITE is offered
+    long_core = {"operation": "REWRITE", "content": "Lena likes long walks. " * 44}  # 1,012 characters
     llm = ScriptedLLM(rule(core=long_core, procedural="this is not JSON"))
     result = await MemBuilderAgent(llm).build_session(amem, NS, conv, session)
     qs = session_questions(conv, session)
@@ -120,9 +121,11 @@ async def test_length_penalties_and_unparsable_agents(amem, conv):
     assert score.n_correct == 5
     r = {t: o.value for t, o in score.rewards.items()}
     traj = {t.info["memory_type"]: t for t in result.trajectories}
-    chars = traj["core"].metrics["reply_chars"]  # the whole JSON reply, ~640 characters = ~160 tokens
+    # LP measures the memory text written (1,012 characters = 253 tokens), not the JSON around it
+    chars = traj["core"].metrics["written_chars"]
+    assert chars == len(long_core["content"]) < traj["core"].metrics["reply_chars"]
     lp = (chars / 4 - 150) / (400 - 150)  # linear between 150 and 400 tokens
-    assert 0 < lp < 0.1 and r["core"] == pytest.approx(1 - 0.8 * lp)
+    assert lp == pytest.approx(0.412) and r["core"] == pytest.approx(1 - 0.8 * lp)
     assert traj["core"].metrics["reward_length_penalty"] == pytest.approx(lp)
     assert r["semantic"] == pytest.approx(0.2)
     assert r["episodic"] == pytest.approx(1.0)

@@ -16,6 +16,7 @@ from memrl.rewards import (
     adrpo_reward,
     answer_coverage,
     attribution_weights,
+    context_window,
     core_length_penalty,
     dominant_type,
     efficiency_factor,
@@ -116,9 +117,28 @@ def test_memupdate_failure_is_a_failure_not_minus_point_one():
     assert "no scorable token" in out.failure
 
 
-def test_memupdate_coverage_only_reads_the_top_5():
-    retrieved = ["x"] * 5 + ["paris"]
-    assert score_memupdate("Paris", ["x"], retrieved, ["m"], ["m"]).metrics["p_new"] == 0.1
+def test_memupdate_coverage_reads_a_character_budget_not_an_item_count():
+    # past the budget nothing counts, however few items came before
+    filler = ["x" * 120] * 5  # 5 items, 604 characters with their separators: over the 500 budget
+    assert score_memupdate("Paris", ["x"], [*filler, "paris"], ["m"], ["m"]).metrics["p_new"] == 0.1
+    # short items: more of them fit, and the sixth one counts
+    short = ["x" * 10] * 5
+    assert score_memupdate("Paris", ["x"], [*short, "paris"], ["m"], ["m"]).metrics["p_new"] == 1.0
+    # merging the top items into one longer item shows the reader no more text than before
+    top = ["Alice likes tea and long walks", "Bob moved to Paris in May", "Carol sings"] * 10
+    merged = ["\n".join(top[:5]), *top[5:]]
+    seen = "\n".join(context_window(top, 200))
+    assert "\n".join(context_window(merged, 200)) == seen == "\n".join(context_window(["\n".join(top)], 200))
+    assert sum(map(len, context_window(top, 200))) <= 200
+
+
+def test_context_window_cuts_at_word_boundaries():
+    assert context_window(["abc def", "ghi jkl mno"], 12) == ["abc def", "ghi"]
+    assert context_window(["abc def", "ghi jkl mno"], 16) == ["abc def", "ghi jkl"]
+    assert context_window(["abcdefgh"], 4) == []  # no half word (it could be a different token)
+    assert context_window(["ab", "cd"], 2) == ["ab"]
+    with pytest.raises(ValueError):
+        context_window(["a"], 0)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ from memrl.rewards.outcome import RewardOutcome
 
 __all__ = ["SessionScore", "expert_lengths", "rollout_group", "score_session", "session_questions"]
 
+#: Characters of retrieved memory the answerer reads when scoring a session (about ten 100-character memories).
+CONTEXT_CHARS = 1000
+
 #: The original's synthetic question mix: kind -> share.
 QUESTION_MIX: tuple[tuple[str, float], ...] = (
     ("single-session", 0.5),
@@ -159,6 +162,7 @@ async def score_session(
     config: ADRPOConfig | None = None,
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
+    context_chars: int | None = CONTEXT_CHARS,
 ) -> SessionScore:
     """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
 
@@ -168,6 +172,10 @@ async def score_session(
     deterministic and free, and the safe choice for small models, which make lenient judges (the
     135M offline model judged all five of its own answers CORRECT where one was right).
 
+    The answerer reads core memory and the top-``top_k`` retrieved memories that fit ``context_chars``
+    characters (default :data:`CONTEXT_CHARS`; None: all ``top_k``): with a count alone, agents that
+    pack more text into each memory would be paid for it (the reader simply sees more).
+
     ``expert_chars`` maps a memory type to the memory text (characters) the expert wrote for this session
     (its trajectory's ``written_chars``: :func:`expert_lengths`); without it the episodic/semantic/procedural
     agents get no length penalty (``length_penalty`` 0 and ``expert_length`` missing in the metrics).
@@ -176,8 +184,9 @@ async def score_session(
     cfg = config or ADRPOConfig()
     score = SessionScore(result.session)
     answers = await asyncio.gather(
-        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k) for q in questions)
-    )
+        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k,
+                             context_chars=context_chars) for q in questions)
+    )  # fmt: skip
     retrieved_types: list[list[str]] = []
     for q, a in zip(questions, answers, strict=True):
         row: dict[str, Any] = {"question_id": q.id, "question": q.question, "gold": q.answer, **a.to_dict()}
@@ -251,6 +260,7 @@ async def rollout_group(
     config: ADRPOConfig | None = None,
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
+    context_chars: int | None = CONTEXT_CHARS,
 ) -> list[tuple[SessionResult, SessionScore]]:
     """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched; a
     namespace never written to is an empty memory), scored.
@@ -270,6 +280,6 @@ async def rollout_group(
         out.append(
             (result, await score_session(memory, ns, conversation, result, qs, answer_llm=answer_llm,
                                          judge_llm=judge_llm, config=config, expert_chars=expert_chars,
-                                         top_k=top_k))
+                                         top_k=top_k, context_chars=context_chars))
         )  # fmt: skip
     return out

@@ -40,9 +40,9 @@ from memrl.llm.base import LLM, Message, SamplingParams, ToolCall
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 from memrl.memory.types import MemoryItem, MemoryType
-from memrl.rewards.memupdate import TOP_K, score_memupdate, tokens
+from memrl.rewards.memupdate import TOP_K, scorable_tokens, score_memupdate
 from memrl.tools.base import ToolResult
-from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
+from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext, reader_text
 
 __all__ = [
     "MemUpdateAgent",
@@ -353,10 +353,10 @@ async def init_from_observations(
 
 
 async def _state(memory: AsyncMemory, namespace: str, query: str) -> tuple[list[str], list[str]]:
-    """Texts of the memories retrieved for ``query`` (best first, enough to fill the reward's character
-    budget), and of all memories, in ``namespace``."""
+    """The memories retrieved for ``query`` as a reader sees them (best first, enough to fill the reward's
+    character budget), and the contents of all memories, in ``namespace``."""
     hits = await memory.search(query, namespace=namespace, top_k=TOP_K)
-    return [h.item.content for h in hits], [i.content for i in await memory.list(namespace=namespace)]
+    return [reader_text(h.item) for h in hits], [i.content for i in await memory.list(namespace=namespace)]
 
 
 async def run_episode(
@@ -382,7 +382,7 @@ async def run_episode(
     """
     ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
     agent = MemUpdateAgent(llm, config)
-    if not question.answerable or not tokens(question.answer):
+    if not question.answerable or not scorable_tokens(question.answer, question.question):
         reason = f"memupdate: question {question.id!r} has no scorable answer ({question.answer!r})"
         traj = Trajectory(agent.name, question.id, failure=reason, info={"namespace": ep_ns})
         result = UpdateResult(ep_ns, conversation.id, traj, question=question.id, stop_reason="failure")
@@ -403,7 +403,8 @@ async def run_episode(
                 traj.failure = f"infrastructure: {type(e).__name__}: {e}"
                 result.failures.append({"kind": "infrastructure", "error": str(e)})
                 return result
-            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts)
+            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts,
+                                      question=question.question)  # fmt: skip
             if outcome.failure is not None:
                 traj.failure = outcome.failure
                 result.failures.append({"kind": "reward", "error": outcome.failure})

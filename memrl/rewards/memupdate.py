@@ -4,8 +4,10 @@
 
 * ``P`` (:func:`answer_coverage`) = clamp(|answer tokens & memory tokens| / |answer tokens|, 0.1, 1),
   where the memory tokens are those of the memories retrieved for the question, read in rank order up to
-  a fixed budget of ``context_chars`` characters (:func:`context_window`, default 500: about the top-5 of
-  LoCoMo's observation memory, the original's unit). No LLM involved.
+  a fixed budget of ``context_chars`` characters (:func:`context_window`, default 600: about the top-5 of
+  LoCoMo's observation memory with their dates, the original's unit), each memory as a reader sees it
+  (its date first: :func:`memrl.tools.memupdate.reader_text`). Answer tokens that the question itself
+  holds do not count (:func:`scorable_tokens`). No LLM involved.
 * ``E`` (:func:`efficiency_factor`) = clamp(size * density * change, 0.1, 1.5) with
   size = 1 if N_new <= 100 else max(0.1, 1 - (N_new - 100) / 100),
   density = min(1.2, avg_len_new / max(avg_len_old, 1)) (1 when the old database was empty),
@@ -36,6 +38,7 @@ __all__ = [
     "answer_coverage",
     "average_length",
     "context_window",
+    "scorable_tokens",
     "efficiency_factor",
     "memupdate_reward",
     "score_memupdate",
@@ -45,7 +48,7 @@ __all__ = [
 #: How many retrieved memories the coverage looks at, at most (the character budget decides).
 TOP_K = 50
 #: Characters of retrieved memory the coverage reads, the same before and after an episode.
-CONTEXT_CHARS = 500
+CONTEXT_CHARS = 600
 #: Database size above which the size factor starts to fall.
 MAX_MEMORIES = 100
 
@@ -59,15 +62,23 @@ def tokens(text: object) -> set[str]:
     return set(normalize_answer(text).split())
 
 
-def answer_coverage(answer: object, retrieved_texts: Iterable[str]) -> float:
+def scorable_tokens(answer: object, question: object = None) -> set[str]:
+    """The answer's tokens that the question does not already give away: only these can show that memory
+    holds the answer (a memory that copies the question would otherwise "cover" them)."""
+    return tokens(answer) - (tokens(question) if question is not None else set())
+
+
+def answer_coverage(answer: object, retrieved_texts: Iterable[str], *, question: object = None) -> float:
     """P: share of the answer's tokens found in the retrieved memories, clamped to [0.1, 1].
 
-    Pass the texts of the top-5 memories retrieved for the question. Raises ``ValueError`` if the
-    answer has no token after normalisation (the original silently scored that 0.5).
+    Pass the texts of the memories retrieved for the question, cut to the reader's budget
+    (:func:`context_window`). With ``question``, tokens of the answer that the question holds do not
+    count (:func:`scorable_tokens`). Raises ``ValueError`` if no token is left to score (the original
+    silently scored an empty answer 0.5).
     """
-    wanted = tokens(answer)
+    wanted = scorable_tokens(answer, question)
     if not wanted:
-        raise ValueError(f"answer {answer!r} has no scorable token")
+        raise ValueError(f"answer {answer!r} has no scorable token (none that the question does not hold)")
     found: set[str] = set()
     for text in retrieved_texts:
         found |= tokens(text)
@@ -132,6 +143,7 @@ def score_memupdate(
     *,
     max_memories: int = MAX_MEMORIES,
     context_chars: int = CONTEXT_CHARS,
+    question: object = None,
 ) -> RewardOutcome:
     """The whole MemUpdate reward for one question, as an outcome.
 
@@ -140,8 +152,8 @@ def score_memupdate(
     that cannot be computed is a failure, never a number.
     """
     try:
-        p_old = answer_coverage(answer, context_window(retrieved_old, context_chars))
-        p_new = answer_coverage(answer, context_window(retrieved_new, context_chars))
+        p_old = answer_coverage(answer, context_window(retrieved_old, context_chars), question=question)
+        p_new = answer_coverage(answer, context_window(retrieved_new, context_chars), question=question)
     except ValueError as exc:
         return RewardOutcome.failed(f"memupdate: {exc}")
     e = efficiency_factor(

@@ -45,6 +45,30 @@ class MemoryContext:
     max_item_chars: int = MAX_ITEM_CHARS
 
 
+def item_date(item: MemoryItem) -> str | None:
+    """The date a reader is shown with a memory (``date_text``, else ``date`` of its metadata)."""
+    date = item.metadata.get("date_text") or item.metadata.get("date")
+    return str(date) if date else None
+
+
+def reader_text(item: MemoryItem) -> str:
+    """A memory as an answering model reads it (:func:`memrl.eval.answer.format_memories`): its date
+    first, then its content."""
+    date = item_date(item)
+    return f"[{date}] {item.content}" if date else item.content
+
+
+def joined_text(items: list[MemoryItem]) -> str:
+    """The memories joined into one text that keeps what a reader saw: each part after the first is led by
+    its own date when it differs from the first's (the merged memory keeps the first one's date)."""
+    first = item_date(items[0]) if items else None
+    lines = [items[0].content] if items else []
+    for it in items[1:]:
+        date = item_date(it)
+        lines.append(f"[{date}] {it.content}" if date and date != first else it.content)
+    return "\n".join(lines)
+
+
 def format_item(item: MemoryItem, score: float | None = None) -> str:
     """One line per memory, as the model sees it: ``[id] (type, date) content``."""
     tags = [item.type.value]
@@ -188,14 +212,16 @@ async def merge_memory(
     Args:
         memory_ids: The ids of the memories to merge (2 to 5).
         content: The merged memory, written by you (summarised or with the common facts extracted, as the
-            strategy says). Without it the memories are joined, which must fit one memory (2000 characters).
+            strategy says). Without it the memories are joined (each with its date), which must fit one
+            memory (2000 characters).
         strategy: How you merged them: summarize, concatenate or extract_common (recorded with the memory).
     """
     strategy = strategy if content else "concatenate"
+    text = content
     if not content:
         ids = list(dict.fromkeys(memory_ids))
         sources = [await ctx.memory.get(i, namespace=ctx.namespace) for i in ids]
-        joined = "\n".join(s.content for s in sources)
+        joined = joined_text(sources)  # the sources' dates stay in the text: a merge loses nothing
         if len(joined) > ctx.max_item_chars:
             return ToolResult(
                 False,
@@ -204,9 +230,10 @@ async def merge_memory(
                 "memory yourself in `content` (keep every fact). Nothing was changed.",
                 error="merged memory too long",
             )
+        text = joined
     item = await ctx.memory.merge(
         memory_ids,
-        content or None,
+        text,
         namespace=ctx.namespace,
         metadata={"merge_strategy": strategy},
         actor=ctx.actor,

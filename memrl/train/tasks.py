@@ -210,10 +210,10 @@ class UpdateTasks(GroupedTasks):
         self, conversations: Sequence[Conversation], agent_config: Any = None, *, embedder: str = "minilm"
     ) -> None:
         from memrl.agents.memupdate import MemUpdateConfig
-        from memrl.rewards.memupdate import tokens
+        from memrl.rewards.memupdate import scorable_tokens
 
         self.conversations = list(conversations)
-        self.items = [(c, q) for c, q in _questions(self.conversations) if q.answerable and tokens(q.answer)]
+        self.items = [(c, q) for c, q in _questions(self.conversations) if q.answerable and scorable_tokens(q.answer, q.question)]
         if not self.items:
             raise ConfigError("no question with a scorable answer to train on")
         self.config = agent_config or MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128,

@@ -48,7 +48,7 @@ async def run(args: argparse.Namespace) -> dict:
     from memrl.data import load_dataset
     from memrl.data.splits import LOCOMO_UPDATE_SPLIT
     from memrl.eval.redteam import RewardTable, markdown, verdict
-    from memrl.eval.redteam.answers import score_answers
+    from memrl.eval.redteam.answers import answer_rows, score_answer_rows
     from memrl.eval.redteam.build import score_builds
     from memrl.eval.redteam.items import frequent_answers, pick_questions
     from memrl.eval.redteam.update import score_updates
@@ -66,11 +66,19 @@ async def run(args: argparse.Namespace) -> dict:
         parts = set(args.parts.split(","))
         answer_items = pick_questions(convs, args.per_category, args.seed) if "answers" in parts else []
         if answer_items:
-            table.merge(await score_answers(memory, answer_items, frequent))
-            print(f"answers: {len(answer_items)} questions ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-        update_items = pick_questions(convs, args.update_questions, args.seed + 1) if "update" in parts else []
+            rows = await answer_rows(memory, answer_items, frequent)
+            table.merge(score_answer_rows(rows))
+            table.merge(await engine_scores(rows))
+            print(
+                f"answers: {len(answer_items)} questions ({time.perf_counter() - t0:.0f} s)", file=sys.stderr
+            )
+        update_items = (
+            pick_questions(convs, args.update_questions, args.seed + 1) if "update" in parts else []
+        )
         if update_items:
-            table.merge(await score_updates(memory, update_items, frequent, max_tool_calls=args.max_tool_calls))
+            table.merge(
+                await score_updates(memory, update_items, frequent, max_tool_calls=args.max_tool_calls)
+            )
             print(f"memupdate: {len(update_items)} episodes per policy ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr)  # fmt: skip
         if "build" in parts:
@@ -85,7 +93,9 @@ async def run(args: argparse.Namespace) -> dict:
         "markdown": md,
         "rewards": table.rewards,
         "policies": table.policies,
-        "means": {r: {p: (None if m is None else round(m, 4)) for p, m in row.items()} for r, row in means.items()},
+        "means": {
+            r: {p: (None if m is None else round(m, 4)) for p, m in row.items()} for r, row in means.items()
+        },
         "cheats_at_or_above_honest": [list(x) for x in verdict(table)],
         "failures": table.failures,
         "n_answer_questions": len(answer_items),
@@ -94,6 +104,41 @@ async def run(args: argparse.Namespace) -> dict:
         "embedder": args.embedder,
         "wall_time_s": round(time.perf_counter() - t0, 1),
     }
+
+
+async def engine_scores(rows: list) -> object:
+    """The same answers through verl's ``compute_score`` and the reward server's ASGI app (real routes)."""
+    import httpx
+
+    from memrl.eval.redteam import RewardTable
+    from memrl.eval.redteam.answers import boxed
+    from memrl.integrations.verl.reward import compute_score
+    from memrl.scoring.metrics import boxed_answer
+    from memrl.server.reward_api import create_reward_app
+
+    table = RewardTable()
+    items, keys = [], []
+    for r in rows:
+        table.add("verl compute_score", r.policy, compute_score("memrl/read", boxed(r.text), json.dumps(r.golds),
+                                                               {"task": "read"})["score"])  # fmt: skip
+        for metric, body in (
+            ("answer_f1", {"prediction": r.text, "answers": r.golds, "category": r.category}),
+            ("sub_em", {"prediction": boxed_answer(boxed(r.text)) or "", "answers": r.golds}),
+            ("memagent", {"response": boxed(r.text), "answers": r.golds}),
+            ("locomo_f1", {"prediction": r.text, "answer": r.answer, "category": r.category}),
+        ):
+            items.append({"metric": metric, **body})
+            keys.append((f"server:{metric}" + (" (official)" if metric == "locomo_f1" else ""), r.policy))
+    app = create_reward_app(max_batch=256)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reward") as client:
+        scores = []
+        for k in range(0, len(items), 256):
+            resp = await client.post("/v1/score", json={"items": items[k : k + 256]})
+            resp.raise_for_status()
+            scores += [res["score"] for res in resp.json()["results"]]
+    for (name, policy), value in zip(keys, scores, strict=True):
+        table.add(name, policy, value)
+    return table
 
 
 if __name__ == "__main__":

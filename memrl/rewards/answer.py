@@ -1,6 +1,6 @@
 """Answer rewards for training: scores a policy cannot raise with a list of guesses or a fragment.
 
-Reports keep the official metrics (:mod:`memrl.eval.metrics`: LoCoMo's F1, MemAgent's sub-EM); a trainer
+Reports keep the official metrics (:mod:`memrl.scoring.metrics`: LoCoMo's F1, MemAgent's sub-EM); a trainer
 must not optimise them, because both pay for tricks (REFERENCE.md section 9):
 
 * LoCoMo's official multi-hop F1 splits prediction and gold on commas and scores each gold part against
@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from memrl.eval.metrics import (
+from memrl.scoring.metrics import (
     _f1_from_tokens,
     _stem,
     best_over_golds,

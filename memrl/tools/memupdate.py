@@ -52,7 +52,7 @@ def item_date(item: MemoryItem) -> str | None:
 
 
 def reader_text(item: MemoryItem) -> str:
-    """A memory as an answering model reads it (:func:`memrl.eval.answer.format_memories`): its date
+    """A memory as an answering model reads it (:func:`memrl.scoring.answer.format_memories`): its date
     first, then its content."""
     date = item_date(item)
     return f"[{date}] {item.content}" if date else item.content

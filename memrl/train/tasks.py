@@ -10,9 +10,9 @@ memory type for ``build``). A rollout that fails (provider error, a reward that 
   the final answer is constrained by a grammar to be a box (``answer_grammar``), reward the original's
   0/1 match or a denser score of the same box (``f1``, ``sub_em``).
 * :class:`AnswerTasks` (``answer``): a question answered from the top-k memories of a store the ``raw``
-  builder filled, with the very prompt and answer clean-up of ``memrl eval`` (:mod:`memrl.eval.answer`);
+  builder filled, with the very prompt and answer clean-up of ``memrl eval`` (:mod:`memrl.scoring.answer`);
   reward = a training score of :mod:`memrl.rewards.answer` (``f1`` by default: LoCoMo's F1 with every extra
-  list part charged; ``em``; ``sub_em``), the official metric (:func:`memrl.eval.qa.score`) logged beside.
+  list part charged; ``em``; ``sub_em``), the official metric (:func:`memrl.scoring.metrics.score`) logged.
 * :class:`UpdateTasks` (``update``): a MemUpdate tool episode on LoCoMo's observation memory, focused on
   one question; the local back-end constrains every reply to a tool call or plain text; reward MemUpdate's
   exact ``(P_new - P_old) * E``.
@@ -92,8 +92,8 @@ class ReadTasks(GroupedTasks):
         result = await MemAgent(llm, cfg).run(q.question, document, golds=list(q.answers), task_id=q.id)
         traj = result.trajectory
         if traj.failure is None and self.reward != "reward":
-            from memrl.eval.metrics import boxed_answer
             from memrl.rewards.answer import answer_reward
+            from memrl.scoring.metrics import boxed_answer
 
             final = result.final_text
             answer = boxed_answer(final)
@@ -146,8 +146,8 @@ class AnswerTasks(GroupedTasks):
         """Build each conversation's store with the ``raw`` builder (once; an existing namespace is reused)
         and render every question's prompt (retrieval is deterministic, so it is done once)."""
         from memrl.agents.base import create_builder
-        from memrl.eval.answer import answer_messages
         from memrl.memory.facade import AsyncMemory
+        from memrl.scoring.answer import answer_messages
 
         if self._ready:
             return
@@ -179,10 +179,10 @@ class AnswerTasks(GroupedTasks):
                 for (conv, q), msgs in zip(self.items, self.messages, strict=True)]  # fmt: skip
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
-        from memrl.eval.answer import clean_prediction
-        from memrl.eval.qa import score
         from memrl.llm.base import SamplingParams
         from memrl.rewards.answer import answer_reward
+        from memrl.scoring.answer import clean_prediction
+        from memrl.scoring.metrics import score
 
         conv, q = self.items[index]
         msgs = self.messages[index]
@@ -213,7 +213,11 @@ class UpdateTasks(GroupedTasks):
         from memrl.rewards.memupdate import scorable_tokens
 
         self.conversations = list(conversations)
-        self.items = [(c, q) for c, q in _questions(self.conversations) if q.answerable and scorable_tokens(q.answer, q.question)]
+        self.items = [
+            (c, q)
+            for c, q in _questions(self.conversations)
+            if q.answerable and scorable_tokens(q.answer, q.question)
+        ]
         if not self.items:
             raise ConfigError("no question with a scorable answer to train on")
         self.config = agent_config or MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128,

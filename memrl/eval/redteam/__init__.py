@@ -27,7 +27,7 @@ JSON line, and the tests run a small slice of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["DELTA_REWARDS", "GUESSES", "HONEST", "REPORT_ONLY", "RewardTable", "verdict"]
@@ -100,9 +100,12 @@ def verdict(table: RewardTable, *, delta_rewards: Iterable[str] = DELTA_REWARDS)
         for policy, mean in row.items():
             if policy == HONEST or mean is None:
                 continue
-            if mean >= honest - 1e-9:
-                bad.append((reward, policy))
-            elif reward in delta and policy not in GUESSES and bootstrap_ci(table.values[reward][policy])[1] > 0:
+            if (
+                mean >= honest - 1e-9
+                or reward in delta
+                and policy not in GUESSES
+                and bootstrap_ci(table.values[reward][policy])[1] > 0
+            ):
                 bad.append((reward, policy))
     return bad
 

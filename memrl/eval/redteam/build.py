@@ -119,9 +119,8 @@ async def score_builds(
     from memrl.agents.adrpo import expert_lengths, score_session, session_questions
     from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
-    from memrl.llm.scripted import ScriptedLLM
-
     from memrl.errors import NotFoundError
+    from memrl.llm.scripted import ScriptedLLM
 
     async def copy(src: str, dst: str) -> None:
         try:

@@ -50,7 +50,9 @@ def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..
         first = _listed(messages[1]["content"])  # the question's hits and a sample, as shown
         last = messages[-1]
         seen = _listed(last["content"]) if last.get("role") == "tool" else []
-        date = next((spoken_date(t.split(", ")[-1]) for _, t, _ in first if spoken_date(t.split(", ")[-1])), "")
+        date = next(
+            (spoken_date(t.split(", ")[-1]) for _, t, _ in first if spoken_date(t.split(", ")[-1])), ""
+        )
         once = state["turn"] == 1
         if name == HONEST:
             return _create(f"{q.question} {q.answer}.") if once else "Added the missing fact."
@@ -104,6 +106,8 @@ async def score_updates(
     for item in items:
         for name in policies:
             llm = ScriptedLLM(update_policy(name, item, frequent.get(item.question.category, [])))
-            result = await run_episode(llm, memory, item.namespace, item.conversation, item.question, config=cfg)
+            result = await run_episode(
+                llm, memory, item.namespace, item.conversation, item.question, config=cfg
+            )
             table.add("memupdate", name, result.trajectory.reward)
     return table

@@ -24,7 +24,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--per-category", type=int, default=15, help="answer rewards: questions per category")
-    p.add_argument("--update-questions", type=int, default=4, help="MemUpdate: questions per category")
+    p.add_argument("--update-questions", type=int, default=10, help="MemUpdate: questions per category")
     p.add_argument("--sessions", type=int, default=3, help="ADRPO: sessions per conversation")
     p.add_argument("--conversations", type=int, default=7, help="training conversations used (1-7)")
     p.add_argument("--max-tool-calls", type=int, default=30, help="MemUpdate: tool calls per episode")

@@ -15,6 +15,8 @@ from memrl.rewards import (
     adrpo_agent_reward,
     adrpo_reward,
     answer_coverage,
+    answer_f1,
+    answer_reward,
     attribution_weights,
     context_window,
     core_length_penalty,
@@ -25,9 +27,11 @@ from memrl.rewards import (
     memupdate_reward,
     relative_length_penalty,
     score_memupdate,
+    short_sub_em,
     task_reward,
 )
 from memrl.rewards.memupdate import tokens
+from memrl.scoring.metrics import locomo_f1, sub_em
 
 # ---------------------------------------------------------------------------------------------------
 # RewardOutcome
@@ -333,3 +337,37 @@ def test_rubric_passes_through_outcome_metrics_and_invalid_flags():
     assert out.value == 0.0 and "not valid JSON" in out.invalid
     out = Rubric([(lambda: task_reward(3), 1.0)]).score()
     assert out.metrics["<lambda>/correct"] == 3.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Training answer rewards (memrl.rewards.answer)
+
+
+def test_answer_f1_charges_every_extra_list_part_where_the_official_metric_does_not():
+    gold = "Paris, Rome"
+    guesses = "Paris, Rome, Lisbon, Berlin, Madrid, Oslo"
+    assert locomo_f1(guesses, gold, 1) == 1.0  # the official multi-hop F1 pays every guess list in full
+    assert answer_f1(guesses, gold, 1) == pytest.approx(2 * (2 / 6) * 1 / (2 / 6 + 1))
+    assert answer_f1("Paris, Rome", gold, 1) == 1.0 and answer_f1("Rome and Paris", gold, 1) < 1.0
+    assert answer_f1("Paris", gold, 1) == pytest.approx(2 / 3)  # one right part of two: P 1, R 0.5
+    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(0.4)  # a part matches one gold only
+    # other categories: stemmed token F1 over the whole answer (precision charges extra words)
+    assert answer_f1("she was running", "run", 4) == locomo_f1("she was running", "run", 4) == 0.5
+    assert answer_f1("pottery", "pottery; she loves it", 3) == 1.0  # the gold is cut at its first ";"
+    assert answer_f1("Not mentioned", None, 5) == 1.0
+    assert answer_f1("", "Paris", 4) == 0.0 and answer_f1("Paris", "Paris") == 1.0
+
+
+def test_short_sub_em_needs_one_short_answer_holding_the_whole_gold():
+    assert sub_em("e", "Emily") == 1.0 and short_sub_em("e", ["Emily"]) == 0.0  # a fragment
+    assert short_sub_em("Emily", ["Emily"]) == 1.0
+    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words
+    assert short_sub_em("I think that it was Emily", ["Emily"]) == 0.0
+    assert short_sub_em("Emily, Rose", ["Emily"]) == 0.0  # a list of guesses
+    assert short_sub_em("Emily or Rose", ["Emily"]) == 0.0
+    assert short_sub_em("Emily and Rose", ["Emily and Rose"]) == 1.0
+    assert short_sub_em("Paris, Rome", ["Paris, Rome"]) == 1.0  # the gold itself is a list: as many parts
+    assert short_sub_em("", ["x"]) == 0.0 and short_sub_em("x", []) == 0.0
+    assert answer_reward("sub_em", "in Paris", ["Paris"]) == 1.0
+    with pytest.raises(ValueError, match="unknown answer reward"):
+        answer_reward("bleu", "x", ["x"])

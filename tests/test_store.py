@@ -32,9 +32,25 @@ async def test_namespaces_isolate(amem: AsyncMemory):
     assert [i.content for i in await amem.list(namespace="bob")] == ["secret of bob"]
     with pytest.raises(NotFoundError):
         await amem.get(a.id, namespace="bob")
-    hits = await amem.search("secret", namespace="bob")
-    assert [h.item.content for h in hits] == ["secret of bob"]
+    for mode in ("hybrid", "dense", "bm25"):
+        assert [h.item.content for h in await amem.search("secret", namespace="bob", mode=mode)] == [
+            "secret of bob"
+        ]
+        assert [h.item.content for h in await amem.search("secret", mode=mode)] == ["secret of alice"]
     assert {n["name"]: n["items"] for n in await amem.namespaces()} == {"alice": 1, "bob": 1}
+    # no write reaches across: another namespace's id is unknown to every call, and nothing changes
+    before = [(i.content, i.deleted) for i in await amem.list(include_deleted=True)], await amem.history()
+    for call in (
+        amem.update(a.id, "stolen", namespace="bob"), amem.delete(a.id, namespace="bob"),
+        amem.restore(a.id, namespace="bob"), amem.history(a.id, namespace="bob"),
+        amem.undo(a.id, namespace="bob"), amem.merge([a.id, a.id + "x"], "m", namespace="bob"),
+    ):  # fmt: skip
+        with pytest.raises(NotFoundError):
+            await call
+    assert (
+        [(i.content, i.deleted) for i in await amem.list(include_deleted=True)],
+        await amem.history(),
+    ) == before
 
 
 async def test_user_id_is_namespace_alias(amem: AsyncMemory):

@@ -21,7 +21,7 @@ from memrl.data.types import Conversation, Session
 from memrl.eval.redteam import HONEST, RewardTable
 from memrl.memory.facade import AsyncMemory
 
-__all__ = ["BUILD_POLICIES", "build_policy", "oracle_reader", "score_builds"]
+__all__ = ["BUILD_POLICIES", "build_policy", "oracle_answer", "oracle_reader", "score_builds"]
 
 BUILD_POLICIES = (
     HONEST, "empty", "copy memory", "list of guesses", "one letter", "maximal length", "blind merges",
@@ -42,6 +42,12 @@ def oracle_reader(conversation: Conversation) -> Any:
     """A scripted answerer: the gold answer when the prompt's memories hold all of its tokens, else
     'not answerable' (see the module docstring)."""
     from memrl.llm.scripted import ScriptedLLM
+
+    return ScriptedLLM(oracle_answer(conversation))
+
+
+def oracle_answer(conversation: Conversation) -> Callable[..., str]:
+    """The rule of :func:`oracle_reader` (to combine with a scripted policy's own rule)."""
     from memrl.rewards.memupdate import tokens
 
     gold = {q.question: q.answer for q in conversation.questions}
@@ -54,7 +60,7 @@ def oracle_reader(conversation: Conversation) -> Any:
         context = text[: m.start()]
         return str(gold[m.group(1)]) if tokens(gold[m.group(1)]) <= tokens(context) else NOT_ANSWERABLE
 
-    return ScriptedLLM(answer)
+    return answer
 
 
 def build_policy(name: str, conversation: Conversation, session: Session) -> Callable[..., Any]:

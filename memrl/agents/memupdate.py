@@ -16,7 +16,7 @@ the model as the tool result. Every LLM call and tool result is recorded in one 
 
 ``trajectory.metrics`` counts tool calls (``tool_calls``, ``valid_calls``, ``invalid_calls``,
 ``malformed_calls``, ``skipped_calls``, ``calls/<tool>``); ``trajectory.info["finish_reasons"]`` has one
-entry per reply (``"length"`` = cut off by ``max_tokens``, what DAPO's overlong shaping needs).
+entry per reply (``"length"`` = cut off by ``max_tokens``).
 
 A provider error mid-episode stops it and is recorded as a failure (``trajectory.failure``), never
 scored; so is a reward that cannot be computed (an answer with no scorable token).
@@ -292,7 +292,7 @@ class MemUpdateAgent:
                 break
             step = Step.from_response(messages, reply, role=self.name)
             traj.steps.append(step)
-            finish.append(reply.finish_reason)  # "length" = cut off (DAPO's overlong shaping needs it)
+            finish.append(reply.finish_reason)  # "length" = cut off by max_tokens
             messages.append(reply.to_message())
             if not reply.tool_calls:
                 result.stop_reason = "answered"

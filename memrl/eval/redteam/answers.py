@@ -33,7 +33,8 @@ def answer_policies(item: Item, hits: Sequence[SearchHit], frequent: Sequence[st
     top = hits[0].item if hits else None
     dates = [d for d in (spoken_date(h.item.metadata.get("date")) for h in hits) if d]
     return {
-        HONEST: str(q.answer),
+        # the gold as a perfect answerer gives it (open-domain golds carry a justification after ';')
+        HONEST: str(q.answer).split(";")[0].strip() if q.category_id == 3 else str(q.answer),
         "empty": "",
         "copy question": q.question,
         "copy memory": top.content if top else "",

@@ -99,7 +99,8 @@ async def test_memagent_loop_one_output_per_call_and_the_episode_reward_on_the_l
     for o, call in zip(outputs, server.calls, strict=True):
         assert o.prompt_ids == call["prompt_ids"] and o.response_ids == call["out"].token_ids
         assert set(o.response_mask) == {1}
-    assert len({c["request_id"] for c in server.calls}) == 1  # sticky: one episode, one server
+    ids = [c["request_id"] for c in server.calls]  # each call starts a new conversation: its own id,
+    assert len(set(ids)) == len(ids) and len({i.rsplit("-", 1)[0] for i in ids}) == 1  # one episode prefix
     check_tokens(outputs, server)
     final = server.engine.tokenizer.decode(outputs[-1].response_ids, skip_special_tokens=True)
     golds = json.loads(row["reward_model"]["ground_truth"])
@@ -118,22 +119,14 @@ async def test_memupdate_loop_one_sequence_with_tool_tokens_masked_and_memupdate
     outputs = await loop.run(SAMPLING, **row_kwargs(row))
     assert all("ebnf" in c["params"] for c in server.calls)  # memrl's tool grammar went to the server
     check_tokens(outputs, server)
-    # a turn continues the previous sequence when the previous call was read back as the model wrote it
-    # (a complete JSON call); a call cut off by max_tokens is shown differently, so a new sequence starts
-    tok = server.engine.tokenizer
-    complete = []
-    for c in server.calls[:-1]:
-        try:
-            complete.append(
-                isinstance(json.loads(tok.decode(c["out"].token_ids, skip_special_tokens=True)), dict)
-            )
-        except json.JSONDecodeError:
-            complete.append(False)
-    assert len(outputs) == 1 + complete.count(False)
-    for o in outputs:
-        if 0 in o.response_mask:  # the tool result sits between two model turns, masked
-            context = [t for t, m in zip(o.response_ids, o.response_mask, strict=True) if m == 0]
-            assert "tool" in tok.decode(context)
+    # every turn is shown back to the model as the text it wrote (a call cut off by max_tokens too), so
+    # each turn continues the previous one: the whole episode is one sequence
+    assert len(outputs) == 1 and len(server.calls) > 1
+    # one request id per conversation: a continued turn keeps its sequence's id (verl's sticky routing)
+    assert len({c["request_id"] for c in server.calls}) == len(outputs)
+    (o,) = outputs  # the tool results sit between the model's turns, masked
+    context = [t for t, m in zip(o.response_ids, o.response_mask, strict=True) if m == 0]
+    assert "tool" in server.engine.tokenizer.decode(context)
     info = outputs[-1].extra_fields["reward_extra_info"]
     assert outputs[-1].reward_score == pytest.approx((info["p_new"] - info["p_old"]) * info["efficiency"])
 
@@ -166,7 +159,7 @@ async def test_memrl_tools_load_from_the_yaml_through_verls_registry(tmp_path, s
     from memrl.tools.memupdate import MEMUPDATE_TOOLS
 
     text = (
-        (ROOT / "configs/verl/memupdate_tools.yaml")
+        (ROOT / "memrl/resources/verl/memupdate_tools.yaml")
         .read_text()
         .replace("embedder: minilm", "embedder: hashing")
     )
@@ -223,7 +216,7 @@ def test_configs_compose_with_hydra_on_verls_ppo_trainer():
     assert cfg.trainer.use_v1 and cfg.actor_rollout_ref.rollout.n == 16
     assert cfg.reward.custom_reward_function.path == "pkg://memrl.integrations.verl.reward"
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size  # verl's own defaults are there
-    assert update.actor_rollout_ref.rollout.multi_turn.tool_config_path == "configs/verl/memupdate_tools.yaml"
+    assert update.actor_rollout_ref.rollout.agent.default_agent_loop == "memupdate"
     loops = OmegaConf.load(ROOT / cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert {entry.name for entry in loops} == {"memagent", "memupdate", "membuilder"}
 

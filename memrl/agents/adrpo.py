@@ -151,6 +151,7 @@ async def score_session(
     config: ADRPOConfig | None = None,
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
+    answer_tokens: int = 48,
 ) -> SessionScore:
     """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
 
@@ -162,12 +163,18 @@ async def score_session(
     ``expert_chars`` maps a memory type to the length (characters) of the expert's reply for this
     session; without it the episodic/semantic/procedural agents get no length penalty (recorded as
     ``length_penalty`` 0 and ``expert_length`` missing in the trajectory's metrics).
+    ``answer_tokens`` caps each answer (one line is scored).
     Sets each trajectory's ``reward`` (``None`` on failure), ``metrics`` and ``info["advantage_weight"]``.
     """
     cfg = config or ADRPOConfig()
     score = SessionScore(result.session)
     answers = await asyncio.gather(
-        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k) for q in questions)
+        *(
+            answer_from_memory(
+                answer_llm, memory, namespace, conversation, q, top_k=top_k, max_tokens=answer_tokens
+            )
+            for q in questions
+        )
     )
     retrieved_types: list[list[str]] = []
     for q, a in zip(questions, answers, strict=True):

@@ -119,7 +119,7 @@ class KVStore:
         for i, key in enumerate(keys):
             self.tags[partition_id].setdefault(key, {}).update(tags[i] if tags else {})
         if fields is not None:
-            for name in fields.keys():
+            for name in fields.keys():  # noqa: SIM118 (iterating a TensorDict walks its batch)
                 for key, value in zip(keys, _values(fields.get(name), len(keys)), strict=True):
                     self.rows[partition_id].setdefault(key, {})[name] = value
         return KVBatchMeta(

@@ -139,7 +139,7 @@ def build_row(sample):  # rows are written outside any event loop, as memrl data
 async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny, build_row):
     server = FakeServerManager(LocalEngine(tiny))
     loop = make_loop("membuilder", server, server.engine.tokenizer, embedder="hashing", constraints="sglang",
-                     max_operations=1, max_item_chars=20)  # fmt: skip
+                     max_operations=1, max_item_chars=20, answer_tokens=7)  # fmt: skip
     row = build_row
     assert RowTask.from_kwargs(row).memory_lines()  # session 2 starts from the expert's memory of session 1
     outputs = await loop.run(SAMPLING, **row_kwargs(row))
@@ -151,6 +151,31 @@ async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny,
     info = outputs[0].extra_fields["reward_extra_info"]
     assert 0.0 <= outputs[0].reward_score <= 1.0 and info["score"] == outputs[0].reward_score
     assert outputs[0].extra_fields["advantage_weight"] in (1.0, 4.0)
+    # the scoring questions are answered greedily within answer_tokens, whatever the rollout temperature;
+    # the agents' own calls sample at verl's temperature
+    answers = [c for c in server.calls if c["params"]["max_tokens"] == 7]
+    assert answers and all(c["params"]["temperature"] == 0.0 for c in answers)
+    assert all(c["params"]["temperature"] == 1.0 for c in server.calls if c not in answers)
+    # ADRPO's length penalty compares with the expert's reply for this session, written into the row
+    expert = json.loads(row["extra_info"]["expert_chars"])["episodic"]
+    assert expert > 0 and info["expert_length"] == expert
+
+
+async def test_tool_episodes_in_a_database_file_delete_their_clone_when_dropped(tmp_path):
+    from memrl.integrations.verl.tools import EpisodeStores
+    from memrl.memory.facade import AsyncMemory
+
+    db = str(tmp_path / "memory.db")
+    seed = AsyncMemory(db, embedder="hashing")
+    await seed.add("Lena has a dog named Biscuit", namespace="initial")
+    episodes = EpisodeStores(max_episodes=1)
+    first = await episodes.get("episode-aaaaaaaa", {"db": db, "namespace": "initial"}, "hashing")
+    names = {n["name"] for n in await seed.namespaces()}
+    assert first.namespace in names
+    await episodes.get("episode-bbbbbbbb", {"db": db, "namespace": "initial"}, "hashing")  # evicts the first
+    names = {n["name"] for n in await seed.namespaces()}
+    assert first.namespace not in names and "initial" in names  # the clone is gone, the original kept
+    await seed.close()
 
 
 async def test_memrl_tools_load_from_the_yaml_through_verls_registry(tmp_path, sample):
@@ -294,6 +319,18 @@ def test_the_plugin_is_found_through_the_verl_plugins_entry_point():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stdout.strip().splitlines()[-1] == "['memagent', 'membuilder', 'memupdate']"
+
+
+def test_smoke_summary_reads_verls_own_console_log_lines():
+    from verl.utils.logger.aggregate_logger import concat_dict_to_str
+
+    from memrl.integrations.verl.smoke import reward_means, summary
+
+    lines = ["starting", concat_dict_to_str({"critic/score/mean": 0.25, "critic/score/max": 1.0}, step=1),
+             concat_dict_to_str({"actor/pg_loss": 0.1, "critic/score/mean": 0.75}, step=2)]  # fmt: skip
+    assert reward_means(lines) == {1: 0.25, 2: 0.75}
+    assert summary("read", reward_means(lines)).startswith("read: mean reward 0.500 over 2 steps")
+    assert "no reward lines" in summary("update", {})
 
 
 def test_sequences_join_continued_calls_and_mask_what_the_model_did_not_write():

@@ -3,7 +3,7 @@
 Each loop is a ``verl.experimental.agent_loop.agent_loop.AgentLoopBase`` registered with verl's own
 ``@register`` (found through the ``verl.plugins`` entry point, :mod:`memrl.integrations.verl.plugin`), or
 listed with keyword settings in ``actor_rollout_ref.rollout.agent.agent_loop_config_path``
-(``configs/verl/agent_loops.yaml``). A parquet row picks its loop by ``agent_name``
+(``memrl/resources/verl/agent_loops.yaml``). A parquet row picks its loop by ``agent_name``
 (:mod:`memrl.integrations.verl.rows`). Every loop runs memrl's own agent, unchanged, on a memrl LLM whose
 calls go to verl's rollout servers (:func:`memrl.integrations.verl.engine.verl_llm`), then turns the
 trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outputs`):

@@ -8,6 +8,10 @@ worker's working directory, then against the folder holding the verl package. A 
 repository (what memrl shipped before) therefore breaks on Ray nodes whose workers start elsewhere; the
 scripts pass this absolute path, and the configs' default (``memrl/resources/verl/...``, relative to
 site-packages) resolves on every node of a regular pip install.
+
+Run as a script it also imports memrl's verl plugin first, so a launch on a machine where the plugin
+cannot load (a missing dependency) stops here with the real error instead of verl's DEBUG-level log line
+(see :mod:`memrl.integrations.verl.plugin`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print(f"usage: python -m memrl.integrations.verl.resources {'|'.join(FILES)}", file=sys.stderr)
         return 2
+    import memrl.integrations.verl.plugin  # noqa: F401  (raises what verl would only log at DEBUG)
+
     print(resource(args[0]))
     return 0
 

@@ -1,7 +1,7 @@
 """MemUpdate's six memory tools as verl tools (``verl.tools.base_tool.BaseTool``), for verl's stock
 ``tool_agent`` loop and anything else that loads tools through verl's tool registry.
 
-``configs/verl/memupdate_tools.yaml`` lists one :class:`MemrlTool` per tool with only its name
+``memrl/resources/verl/memupdate_tools.yaml`` lists one :class:`MemrlTool` per tool with only its name
 (``config: {type: native, tool: search_memory}``): the schema is memrl's own, derived from the typed
 function (:data:`memrl.tools.memupdate.MEMUPDATE_TOOLS`), never copied into the yaml.
 

@@ -197,3 +197,41 @@ async def test_two_training_steps_of_verls_v1_pipeline_on_memrls_outputs(
     if task == "read":  # MemAgent's calls never continue each other: one id each
         assert len(set(balancer.request_ids)) == len(balancer.request_ids)
     assert {c["step"] for c in server.calls} == {1, 2}
+
+
+@pytest.mark.slow
+async def test_a_failed_rollout_is_no_sample_and_its_group_trains_on_the_others(
+    tiny, rows, tmp_path, monkeypatch
+):
+    """The first server call of the step is aborted: that MemAgent episode fails (memrl raises), verl marks
+    its prompt ``failure`` and stores nothing for it; verl 0.9.1's synchronous replay buffer still samples
+    the group, with the rollouts that finished (docs/verl.md, Failures)."""
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+    from verl.workers.rollout.llm_server import LLMServerClient
+
+    store = KVStore().install(monkeypatch)
+    cfg = compose("read", rows["read"], tiny, tmp_path)
+    server = TokenServer(LocalEngine(tiny))
+    server.abort_calls = {0}
+    client = LLMServerClient(cfg, load_balancer_handle=LoadBalancer(server))
+    worker = AgentLoopWorkerTQ.__ray_metadata__.modified_class(cfg, client, teacher_client=None,
+                                                               reward_loop_worker_handles=None)  # fmt: skip
+    trainer = make_trainer(cfg, worker.tokenizer)
+    trainer.global_steps = server.global_steps = 1
+    submitted = []
+    trainer.agent_loop_manager = SimpleNamespace(generate_sequences=submitted.append)
+    trainer._add_batch_to_generate()
+    await worker.generate_sequences(submitted[0])
+    await asyncio.gather(*list(worker.background_tasks))
+    prompts = {k: t["status"] for k, t in store.tags["train"].items() if t.get("is_prompt")}
+    assert sorted(prompts.values()) == ["failure", "finished"]
+    failed = next(k for k, v in prompts.items() if v == "failure")
+    stored = {k.rsplit("_", 1)[0] for k in store.rows["train"]}
+    assert len(stored) == 3 and stored <= {f"{uid}_{i}" for uid in prompts for i in (0, 1)}
+    assert len(stored & {f"{failed}_0", f"{failed}_1"}) == 1  # the failed session stored nothing
+    batch, metrics = trainer.replay_buffer.sample(global_steps=1, partition_id="train", batch_size=2)
+    assert {k.rsplit("_", 1)[0] for k in batch.keys} == stored  # 3 sessions: the failed one is no sample
+    actor_log_probs(batch, server.engine.hf)
+    batch = trainer._compute_advantage(batch, metrics)
+    trainer._compute_metrics(batch, metrics, {"step": 1.0, "gen": 0.5, "adv": 0.1}, global_steps=1, epoch=0)
+    assert metrics["training/off_policy/trajectory_spans/mean"] == 1.0

@@ -44,6 +44,7 @@ class TokenServer:
         self.engine = engine.load()
         self.global_steps = 0
         self.calls: list[dict[str, Any]] = []
+        self.abort_calls: set[int] = set()  # call numbers answered "aborted" (a server that lost the request)
         self.generate = _Remote(self._generate)
 
     async def _generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any],
@@ -54,6 +55,12 @@ class TokenServer:
         from memrl.llm.tokens import TokenRequest
 
         p = dict(sampling_params)
+        if len(self.calls) in self.abort_calls:
+            self.calls.append(
+                {"request_id": request_id, "params": p, "step": self.global_steps, "aborted": True}
+            )
+            return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted",
+                               extra_fields={"global_steps": self.global_steps})  # fmt: skip
         sampling = SamplingParams(temperature=p["temperature"], top_p=p["top_p"], max_tokens=p["max_tokens"],
                                   stop=tuple(p.get("stop") or ()) or None)  # fmt: skip
         res = await self.engine.generate(TokenRequest(tuple(prompt_ids), sampling, None))

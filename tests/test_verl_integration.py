@@ -58,7 +58,7 @@ def sample():
     return load_dataset("sample")[0]
 
 
-def make_loop(name: str, server, tokenizer, **options):
+def make_loop(name: str, server, tokenizer, *, trainer: dict | None = None, **options):
     """Instantiate a registered loop exactly as verl's AgentLoopWorker does (hydra.utils.instantiate)."""
     import hydra
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -66,7 +66,7 @@ def make_loop(name: str, server, tokenizer, **options):
     import memrl.integrations.verl.plugin  # noqa: F401  (what the verl.plugins entry point imports)
 
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}},
-                            "data": {"apply_chat_template_kwargs": {}}})  # fmt: skip
+                            "data": {"apply_chat_template_kwargs": {}}, "trainer": trainer or {"use_v1": True}})  # fmt: skip
     return hydra.utils.instantiate(
         config={**_agent_loop_registry[name], **options}, trainer_config=DictConfigWrap(cfg),
         server_manager=server, tokenizer=tokenizer, processor=None, hf_model_type=None,
@@ -319,6 +319,27 @@ def test_the_plugin_is_found_through_the_verl_plugins_entry_point():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stdout.strip().splitlines()[-1] == "['memagent', 'membuilder', 'memupdate']"
+
+
+def test_loops_refuse_verls_legacy_trainer_and_share_one_embedder_per_process(tiny):
+    from hydra.errors import InstantiationException
+
+    tok = FakeServerManager(LocalEngine(tiny)).engine.tokenizer
+    with pytest.raises(
+        InstantiationException, match="trainer.use_v1=true"
+    ):  # Hydra wraps memrl's ConfigError
+        make_loop("memupdate", None, tok, trainer={"use_v1": False})
+    a, b = (make_loop("memupdate", None, tok, embedder="hashing:16") for _ in range(2))  # two samples
+    assert a.memory().embedder is b.memory().embedder  # built once, not per episode
+
+
+def test_reward_server_override_needs_no_plus():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(version_base=None, config_dir=str(ROOT / "configs/verl")):
+        cfg = compose(config_name="memagent",
+                      overrides=["reward.custom_reward_function.reward_kwargs.reward_server=http://h:8765"])  # fmt: skip
+    assert cfg.reward.custom_reward_function.reward_kwargs.reward_server == "http://h:8765"
 
 
 def test_smoke_summary_reads_verls_own_console_log_lines():

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from memrl.memory.facade import AsyncMemory
+from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
 from memrl.tools.base import Tool
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
@@ -86,7 +87,16 @@ class _BearerScope:
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer, tokens: Tokens, namespace: str, limits: Limits | None = None) -> Any:
-    """The streamable-HTTP ASGI app (``/mcp``) behind bearer tokens and limits."""
+def http_app(
+    server: MCPServer,
+    tokens: Tokens,
+    namespace: str,
+    limits: Limits | None = None,
+    *,
+    policy: Policy | None = None,
+) -> Any:
+    """The streamable-HTTP ASGI app (``/mcp``) behind the browser guard (Host and Origin checks, JSON
+    bodies only), bearer tokens and limits."""
     app = server.streamable_http_app(streamable_http_path="/mcp")
-    return LimitsMiddleware(_BearerScope(app, tokens, namespace), limits or Limits())
+    guarded = BrowserGuard(_BearerScope(app, tokens, namespace), policy or Policy.for_server("127.0.0.1"))
+    return LimitsMiddleware(guarded, limits or Limits())

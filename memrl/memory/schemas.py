@@ -68,6 +68,8 @@ EvidenceId = Name(200)
 Evidence = Annotated[list[EvidenceId], Field(max_length=100)]
 Content = Annotated[StrictStr, Field(min_length=1, max_length=MAX_CONTENT), AfterValidator(_text)]
 ItemType = Literal["episodic", "semantic", "procedural"]
+#: The type of a new memory when none is given, over REST, MCP and the Python API alike.
+DEFAULT_TYPE: ItemType = "semantic"
 Metadata = Annotated[dict[Name(200), Any], AfterValidator(_json_object)]
 Timestamp = StrictFloat | StrictInt
 FilterValue = StrictStr | StrictBool | StrictInt | StrictFloat | None

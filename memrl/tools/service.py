@@ -20,8 +20,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from memrl.memory.schemas import (
+    DEFAULT_TYPE,
+    Evidence,
+    Filters,
+    ItemType,
+    MemoryId,
+    Metadata,
+    Offset,
+    Session,
+)
 from memrl.memory.schemas import Content as Text
-from memrl.memory.schemas import Evidence, Filters, ItemType, MemoryId, Metadata, Offset, Session
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext, Query, format_item
 
@@ -34,7 +43,7 @@ __all__ = ["SERVICE_TOOLS", "SearchMode"]
 async def add_memory(
     ctx: MemoryContext,
     content: Text,
-    memory_type: ItemType = "semantic",
+    memory_type: ItemType = DEFAULT_TYPE,
     metadata: Metadata | None = None,
     evidence: Evidence | None = None,
     session: Session | None = None,

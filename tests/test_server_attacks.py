@@ -93,7 +93,9 @@ def _store(db) -> str:
 def _items(db) -> list[tuple]:
     con = sqlite3.connect(db)
     try:
-        return con.execute("SELECT id, deleted FROM memories WHERE namespace = 'alice' ORDER BY id").fetchall()
+        return con.execute(
+            "SELECT id, deleted FROM memories WHERE namespace = 'alice' ORDER BY id"
+        ).fetchall()
     finally:
         con.close()
 
@@ -151,7 +153,9 @@ def test_cross_port_delete_form_is_refused_while_logged_in(browser, attacker, tm
         browser.delete_all_cookies()
         browser.get(url + "/ns/alice")
         browser.find_element(By.NAME, "token").send_keys(ALICE, Keys.ENTER)
-        WebDriverWait(browser, 10).until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), "Core memory"))
+        WebDriverWait(browser, 10).until(
+            EC.text_to_be_present_in_element((By.TAG_NAME, "main"), "Core memory")
+        )
         form = (
             f'<form method="post" action="{url}/ns/alice/item/{mid}/delete"></form>'
             "<script>document.forms[0].submit()</script>"
@@ -170,7 +174,9 @@ def test_the_browser_cannot_be_framed(browser, attacker, tmp_path) -> None:
     db = tmp_path / "m.db"
     _store(db)
     with memory_server(db, tokens=[]) as (url, _):
-        browser.get(attacker.page("frame", f'<iframe src="{url}/ns/alice" width="800" height="600"></iframe>'))
+        browser.get(
+            attacker.page("frame", f'<iframe src="{url}/ns/alice" width="800" height="600"></iframe>')
+        )
         frame = WebDriverWait(browser, 10).until(EC.presence_of_element_located((By.TAG_NAME, "iframe")))
         time.sleep(1.0)
         browser.switch_to.frame(frame)

@@ -53,7 +53,9 @@ async def session(client: Client) -> dict:
         seen["bad"] = (bad.is_error, bad.content[0].text)
         unknown = await c.call_tool("delete_memory", {"memory_id": "nope"})
         seen["unknown"] = (unknown.is_error, unknown.content[0].text)
-        stray = await c.call_tool("manage_memory", {"operation": "create", "content": "Bob's", "namespace": "bob"})
+        stray = await c.call_tool(
+            "manage_memory", {"operation": "create", "content": "Bob's", "namespace": "bob"}
+        )
         seen["stray"] = (stray.is_error, stray.content[0].text)
         sample = await c.call_tool("sample_memory", {"k": 5, "strategy": "recent"})
         seen["sample"] = sample.content[0].text

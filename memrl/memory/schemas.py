@@ -142,8 +142,9 @@ class HistoryLine(_Line):
     batch: Annotated[StrictStr, Field(max_length=100)] | None = None
     undone: StrictBool = False
 
-    @pydantic.model_validator(mode="after")
-    def _snapshots_fit(self) -> HistoryLine:
+    def misfit(self) -> tuple[str, str] | None:
+        """(field, message) when the snapshots do not fit the entry (checked by the import, which names
+        the field), else None."""
         from memrl.memory.history import CORE_ID
 
         want = CoreSnapshot if self.memory_id == CORE_ID else ItemSnapshot
@@ -151,12 +152,12 @@ class HistoryLine(_Line):
             snap = getattr(self, name)
             if snap is not None and not isinstance(snap, want):
                 what = "a core memory {content}" if want is CoreSnapshot else "an item snapshot"
-                raise ValueError(f"{name} must be {what} for memory_id {self.memory_id!r}")
+                return name, f"must be {what} for memory_id {self.memory_id!r}"
             if isinstance(snap, ItemSnapshot) and snap.id != self.memory_id:
-                raise ValueError(f"{name}.id {snap.id!r} is not the entry's memory_id {self.memory_id!r}")
+                return name, f"holds item {snap.id!r}, not the entry's memory_id {self.memory_id!r}"
         if self.old is None and self.new is None:
-            raise ValueError("old and new cannot both be null")
-        return self
+            return "new", "old and new cannot both be null"
+        return None
 
 
 class KeysLine(_Line):
@@ -180,6 +181,8 @@ def describe(e: pydantic.ValidationError, prefix: str = "") -> tuple[str, str]:
     for err in e.errors():
         loc = [str(x) for x in err.get("loc", ()) if not str(x).startswith("function-")]
         loc = [x for x in loc if x not in _UNION_TAGS and "[" not in x and not x.startswith("constrained-")]
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc = [*loc, "kind"]
         path = ".".join([prefix, *loc] if prefix else loc) or "value"
         msg = (
             "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")

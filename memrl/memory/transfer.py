@@ -179,6 +179,9 @@ class ImportReader:
             if line.seq is not None:
                 self._item_seqs.append((n, line.seq))
         elif kind == "history":
+            misfit = line.misfit()
+            if misfit is not None:
+                return self.error(n, kind, *misfit)
             if line.seq in self.seqs:
                 return self.error(n, kind, "seq", f"sequence number {line.seq} appears twice")
             self.seqs.add(line.seq)

@@ -290,5 +290,8 @@ def test_add_edit_forms_confirmed_undo_and_small_bm25_scores(browser, tmp_path) 
         assert browser.current_url.startswith(item_url)
 
         browser.get(url + "/ns/alice/search?q=Lisbon&mode=bm25")
-        cells = [r.find_elements(By.TAG_NAME, "td")[4].text for r in browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
+        cells = [
+            r.find_elements(By.TAG_NAME, "td")[4].text
+            for r in browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")
+        ]
         assert cells and all(float(c) > 0 for c in cells), cells  # 1e-06-ish, shown, not "0.000"

@@ -312,3 +312,24 @@ def test_concurrent_requests_with_checks_on_lose_nothing(api) -> None:
     for t in threads:
         t.join()
     assert errors == [] and client(url, None).get("/v1/namespaces/alice/memories").json()["total"] == 80
+
+
+def test_one_tenants_writes_do_not_move_anothers_scores_over_rest(tmp_path) -> None:
+    """The side channel of the issue: alice's bm25_score for a word must not drop when bob stores it."""
+    from tests.server_helpers import BOB
+
+    with memory_server(tmp_path / "m.db") as (url, _):
+        alice, bob = client(url, ALICE), client(url, BOB)
+        for text in ("Alice moved to Lisbon", "Alice likes tea", "Alice paints", "Alice runs"):
+            alice.post("/v1/namespaces/alice/memories", json={"content": text}).raise_for_status()
+
+        def seen() -> list:
+            hits = alice.post("/v1/namespaces/alice/search", json={"query": "Lisbon", "mode": "bm25"}).json()
+            return [(h["id"], h["bm25_score"]) for h in hits]
+
+        before = seen()
+        assert before and before[0][1] > 0
+        for i in range(20):
+            bob.post("/v1/namespaces/bob/memories", json={"content": f"Lisbon Lisbon {i}"}).raise_for_status()
+        assert bob.post("/v1/namespaces/alice/search", json={"query": "Lisbon"}).status_code == 403
+        assert seen() == before

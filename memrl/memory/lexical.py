@@ -18,8 +18,10 @@ per namespace, an inverted index in memory:
   (:mod:`memrl.memory.keys`), rebuilt when the namespace's keys version changes.
 
 Nothing is written at insert time (the store's inserts got faster without FTS5); a clone or an import is
-indexed on its first search. Any back-end that offers ``changes_since``, ``generation`` and
-``keys_version`` gets the same scores.
+indexed on its first search. Any back-end that offers what this module reads (``generation(ns)``,
+``changes_since(ns, seq)`` with each row's ``live`` flag and content, ``keys_state(ns)`` = (generation,
+a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
+scores: the statistics are computed here, not by the database.
 
 :func:`tokens` mirrors FTS5's ``porter unicode61`` tokenizer: runs of letters and digits (``_`` and
 punctuation separate), lower-cased, Latin diacritics removed, tokens of 3 to 64 bytes
@@ -82,7 +84,12 @@ _STEMMER = _LazyStemmer()
 
 def tokens(text: str) -> list[str]:
     """The indexed terms of ``text``, in order (see the module docstring)."""
-    return [_term(w) for w in _WORD.findall(text.lower())]
+    stems = _STEMS
+    out = []
+    for w in _WORD.findall(text.lower()):
+        t = stems.get(w)
+        out.append(_term(w) if t is None else t)
+    return out
 
 
 def query_terms(query: str) -> list[str]:

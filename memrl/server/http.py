@@ -317,8 +317,13 @@ def install_error_handlers(app: Any) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Any, exc: RequestValidationError) -> Any:
-        status, message = validation_message(exc.errors())
-        return reply(status, "invalid_json" if status == 400 else "invalid_request", message)
+        errors = list(exc.errors())
+        status, message = validation_message(errors)
+        body = error_body("invalid_json" if status == 400 else "invalid_request", message)
+        loc = [str(x) for x in (errors[0].get("loc", ()) if errors else ())]
+        if status == 422 and len(loc) > 1:
+            body["error"]["field"] = loc[1]  # the first bad field (loc[0] is body/query/path)
+        return JSONResponse(body, status_code=status)
 
     @app.exception_handler(MemrlError)
     async def _memrl(request: Any, exc: MemrlError) -> Any:

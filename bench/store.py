@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import StoreError
-from memrl.memory.embedders import Embedder
+from memrl.memory.embedder import Embedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 

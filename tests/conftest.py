@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrl.memory.embedders import Embedder, HashingEmbedder
+from memrl.memory.embedder import Embedder
+from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory, Memory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,6 +39,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.lexical import tokens as tokens_of
 from memrl.memory.schemas import Name, check
 from memrl.memory.transfer import ImportReader
 from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
@@ -304,5 +305,6 @@ def create_app(
 
         app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens()))
     app.state.memory = memory
+    tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
     return LimitsMiddleware(guarded, limits or Limits())

@@ -107,14 +107,11 @@ def ui_router(
     # ---------------------------------------------------------------------------------------- login
     @router.get("/login")
     async def login_form(request: Request, next: str = "/") -> HTMLResponse:
-        csrf_input = f'<input type="hidden" name="csrf" value="{esc(csrf_for_login(request))}">'
+        csrf_input = f'<input type="hidden" name="csrf" value="{esc(ui.csrf.token("login"))}">'
         body = f"""<form method="post" action="/login"><input type="hidden" name="next" value="{esc(next)}">{csrf_input}
 <label>Bearer token <input type="password" name="token" autofocus required></label>
 <button class="primary">Open</button></form>"""
         return HTMLResponse(page("Log in", body, error=request.query_params.get("error", "")))
-
-    def csrf_for_login(request: Request) -> str:
-        return ui.csrf.token("login")
 
     @router.post("/login")
     async def login(request: Request) -> Any:

@@ -209,7 +209,9 @@ def _serve_reward(args: argparse.Namespace) -> int:
 
         kw = {"base_url": args.judge_base_url} if args.judge_base_url else {}
         judge = create_llm(args.judge_provider, args.judge_model, **kw)
-    app = create_reward_app(_tokens(args), _limits(args), judge=judge, max_batch=args.max_batch)
+    app = create_reward_app(
+        _tokens(args), _limits(args), judge=judge, max_batch=args.max_batch, policy=_policy(args)
+    )
     return _run(app, args.host, args.port, "the reward server")
 
 

@@ -93,6 +93,7 @@ class ImportReader:
         self.store = store
         self.n = 0
         self.errors: list[dict[str, Any]] = []
+        self.errors_dropped = 0  # bad lines past max_errors: counted, not listed
         self.header: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
         self.core: dict[str, Any] | None = None
@@ -108,7 +109,7 @@ class ImportReader:
         if len(self.errors) < self.max_errors:
             self.errors.append({"line": n, "kind": kind, "field": field, "message": message})
         else:
-            self.errors_dropped = getattr(self, "errors_dropped", 0) + 1
+            self.errors_dropped += 1
 
     def feed_bytes(self, chunk: bytes) -> None:
         """Part of a UTF-8 JSONL body; lines are parsed as soon as they are complete."""
@@ -207,7 +208,7 @@ class ImportReader:
             if seq not in self.seqs:
                 self.error(n, "item", "seq", f"no history line has sequence number {seq}")
         if self.errors:
-            more = getattr(self, "errors_dropped", 0)
+            more = self.errors_dropped
             first = self.errors[0]
             where = f"line {first['line']}" + (f" ({first['kind']})" if first["kind"] else "")
             where += f" {first['field']}" if first["field"] != "line" else ""

@@ -86,7 +86,8 @@ def test_bm25_scores_equal_fts5_in_a_single_namespace_store():
     for rid, text in enumerate(texts, 1):
         idx.upsert(rid, text)
     queries = [*QUERIES, "run runner", "cafe resume", "snake case", "2023 numbers", "don't stop"]
-    queries += [t for t in texts[-40:]]
+    # (a word with "_" is one FTS5 phrase of adjacent tokens but separate terms here: left out)
+    queries += [t for t in texts[-40:] if "_" not in t]
     for q in queries:
         expected = fts.execute(
             "SELECT rowid, rank FROM f WHERE f MATCH ? ORDER BY rank, rowid LIMIT 10", [fts_query(q)]

@@ -253,3 +253,45 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         browser.find_element(By.NAME, "token").send_keys(ROOT, Keys.ENTER)
         wait_text(browser, "Namespaces")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
+
+
+def test_add_edit_forms_confirmed_undo_and_small_bm25_scores(browser, tmp_path) -> None:
+    """Add a memory and edit it with the page's forms; undo the edit, then undo again: reverting the creation
+    asks first (it used to delete without asking); BM25 scores below 0.001 still show (not 0.000)."""
+    db = tmp_path / "m.db"
+    with Memory(db, embedder=HashingEmbedder(128), namespace="alice") as m:
+        for i in range(3):  # "Lisbon" in 4 of 5 items: its idf is floored, the BM25 score tiny
+            m.add(f"Alice went to Lisbon, trip {i}")
+        m.add("Alice likes tea")
+    with memory_server(db, tokens=[]) as (url, _):
+        browser.get(url + "/ns/alice")
+        browser.find_element(By.TAG_NAME, "summary").click()  # "Add a memory"
+        browser.find_element(By.NAME, "content").send_keys("Alice flew to Lisbon in June")
+        browser.find_element(By.XPATH, "//button[text()='Add']").click()
+        wait_text(browser, "Added.")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in June"
+        item_url = browser.current_url.split("?")[0]
+        browser.find_element(By.XPATH, "//summary[text()='Edit this memory']").click()
+        box = browser.find_element(By.NAME, "content")
+        box.clear()
+        box.send_keys("Alice flew to Lisbon in July")
+        browser.find_element(By.XPATH, "//button[text()='Save']").click()
+        wait_text(browser, "Saved")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in July"
+        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        wait_text(browser, "Undid")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in June"
+        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        wait_text(browser, "removes the memory")  # asks first: the item is still there
+        with Memory(db, embedder=HashingEmbedder(128)) as m:
+            assert [i.content for i in m.list(namespace="alice")][-1] == "Alice flew to Lisbon in June"
+        browser.find_element(By.XPATH, "//button[text()='Yes, undo and remove it']").click()
+        wait_text(browser, "search never returns it")
+        assert browser.current_url.startswith(item_url)
+
+        browser.get(url + "/ns/alice/search?q=Lisbon&mode=bm25")
+        cells = [
+            r.find_elements(By.TAG_NAME, "td")[4].text
+            for r in browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")
+        ]
+        assert cells and all(float(c) > 0 for c in cells), cells  # 1e-06-ish, shown, not "0.000"

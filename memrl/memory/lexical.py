@@ -18,8 +18,10 @@ per namespace, an inverted index in memory:
   (:mod:`memrl.memory.keys`), rebuilt when the namespace's keys version changes.
 
 Nothing is written at insert time (the store's inserts got faster without FTS5); a clone or an import is
-indexed on its first search. Any back-end that offers ``changes_since``, ``generation`` and
-``keys_version`` gets the same scores.
+indexed on its first search. Any back-end that offers what this module reads (``generation(ns)``,
+``changes_since(ns, seq)`` with each row's ``live`` flag and content, ``keys_state(ns)`` = (generation,
+a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
+scores: the statistics are computed here, not by the database.
 
 :func:`tokens` mirrors FTS5's ``porter unicode61`` tokenizer: runs of letters and digits (``_`` and
 punctuation separate), lower-cased, Latin diacritics removed, tokens of 3 to 64 bytes
@@ -32,13 +34,13 @@ import math
 import re
 import threading
 import unicodedata
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from memrl.memory.fusion import STOPWORDS, TOKEN
+from memrl.memory.terms import _stemmer  # one Porter stemmer (the original algorithm, as FTS5's)
 
 K1, B = 1.2, 0.75
 #: FTS5 floors a term's idf at this (a term in more than half the rows would otherwise score negative).
@@ -48,12 +50,6 @@ _WORD = re.compile(r"[^\W_]+")
 _STEMS: dict[str, str] = {}
 
 
-def _stemmer() -> Any:
-    from nltk.stem.porter import PorterStemmer
-
-    return PorterStemmer(PorterStemmer.ORIGINAL_ALGORITHM)  # FTS5's porter tokenizer is the original one
-
-
 def _term(word: str) -> str:
     """One token (lower-cased) as FTS5's ``porter unicode61`` indexes it."""
     out = _STEMS.get(word)
@@ -61,28 +57,36 @@ def _term(word: str) -> str:
         w = word
         if not w.isascii():
             w = "".join(c for c in unicodedata.normalize("NFD", w) if unicodedata.category(c) != "Mn")
-        out = _STEMMER.stem(w) if 3 <= len(w.encode()) <= 64 else w
+        out = _stemmer().stem(w) if 3 <= len(w.encode()) <= 64 else w
         if len(_STEMS) < 1_000_000:
             _STEMS[word] = out
     return out
 
 
-class _LazyStemmer:
-    def __init__(self) -> None:
-        self._s: Any = None
-
-    def stem(self, w: str) -> str:
-        if self._s is None:
-            self._s = _stemmer()
-        return self._s.stem(w)
-
-
-_STEMMER = _LazyStemmer()
-
-
 def tokens(text: str) -> list[str]:
     """The indexed terms of ``text``, in order (see the module docstring)."""
-    return [_term(w) for w in _WORD.findall(text.lower())]
+    stems = _STEMS
+    out = []
+    for w in _WORD.findall(text.lower()):
+        t = stems.get(w)
+        out.append(_term(w) if t is None else t)
+    return out
+
+
+#: A text's terms with their counts, and its length in tokens.
+TermCounts = tuple[dict[str, int], int]
+
+
+def term_counts(text: str) -> TermCounts:
+    """(term -> count, number of tokens) of ``text``: what the index stores of it."""
+    stems, counts = _STEMS, {}
+    words = _WORD.findall(text.lower())
+    for w in words:
+        t = stems.get(w)
+        if t is None:
+            t = _term(w)
+        counts[t] = counts.get(t, 0) + 1
+    return counts, len(words)
 
 
 def query_terms(query: str) -> list[str]:
@@ -118,9 +122,12 @@ class LexicalIndex:
         """Live items."""
         return len(self.slot_of)
 
-    def upsert(self, rid: int, text: str, type_code: int = 0) -> None:
+    def upsert(self, rid: int, text: str, type_code: int = 0, counts: TermCounts | None = None) -> None:
+        """Index ``text`` as item ``rid`` (replacing what it was). ``counts``: its :func:`term_counts`,
+        when the caller has them already (a cache shared by namespaces: a clone's texts are not
+        tokenized again)."""
         self.remove(rid)
-        self._add_terms(rid, tokens(text), type_code)
+        self._add(rid, counts or term_counts(text), type_code)
 
     def remove(self, rid: int) -> None:
         slot = self.slot_of.pop(rid, None)
@@ -134,36 +141,37 @@ class LexicalIndex:
             self._compact()
 
     def _compact(self) -> None:
-        live = [(self._rids[s], self._types[s]) for s in sorted(self.slot_of.values())]
-        texts = self._texts()
+        """Drop dead slots: the live items' term counts, rebuilt from the postings, indexed afresh."""
+        counts: dict[int, dict[str, int]] = {s: {} for s in self.slot_of.values()}
+        for term, (slots, tfs) in self._postings.items():
+            for s, tf in zip(slots, tfs, strict=True):
+                if s in counts:
+                    counts[s][term] = tf
         fresh = LexicalIndex(self.generation, self.version)
-        for rid, type_code in live:
-            fresh._add_terms(rid, texts[rid], type_code)
+        for s in sorted(counts):
+            fresh._add(self._rids[s], (counts[s], self._lengths[s]), self._types[s])
         fresh.seq = self.seq
         self.__dict__.update(fresh.__dict__)
 
-    def _texts(self) -> dict[int, list[str]]:
-        """rid -> its terms (with repeats), rebuilt from the postings (for compaction)."""
-        out: dict[int, list[str]] = {self._rids[s]: [] for s in self.slot_of.values()}
-        for term, (slots, tfs) in self._postings.items():
-            for s, tf in zip(slots, tfs, strict=True):
-                if self._alive[s]:
-                    out[self._rids[s]].extend([term] * tf)
-        return out
-
-    def _add_terms(self, rid: int, terms: list[str], type_code: int) -> None:
+    def _add(self, rid: int, counts: TermCounts, type_code: int) -> None:
+        tf_of, length = counts
         slot = len(self._rids)
         self._rids.append(rid)
         self._types.append(type_code)
-        self._lengths.append(len(terms))
+        self._lengths.append(length)
         self._alive.append(True)
         self.slot_of[rid] = slot
-        self.total_length += len(terms)
-        for term, tf in Counter(terms).items():
-            post = self._postings.setdefault(term, ([], []))
-            post[0].append(slot)
-            post[1].append(tf)
-            self._arrays.pop(term, None)
+        self.total_length += length
+        postings, arrays = self._postings, self._arrays
+        for term, tf in tf_of.items():
+            post = postings.get(term)
+            if post is None:
+                postings[term] = ([slot], [tf])
+            else:
+                post[0].append(slot)
+                post[1].append(tf)
+                if term in arrays:
+                    del arrays[term]
         self._cols = None
 
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -272,6 +280,18 @@ class LexicalIndexes:
         self._content: dict[str, LexicalIndex] = {}
         self._keys: dict[str, LexicalIndex] = {}
         self._lock = threading.RLock()
+        # text -> its term counts, shared by namespaces: RL episodes clone one namespace again and again,
+        # and a clone's index is then built without tokenizing anything. Bounded: cleared when full.
+        self._counts: dict[str, TermCounts] = {}
+        self.max_cached_texts = 50_000
+
+    def _counted(self, text: str) -> TermCounts:
+        got = self._counts.get(text)
+        if got is None:
+            if len(self._counts) >= self.max_cached_texts:
+                self._counts.clear()
+            got = self._counts[text] = term_counts(text)
+        return got
 
     def content(self, ns: str) -> LexicalIndex:
         """The content index of ``ns``, brought up to date with the database."""
@@ -282,7 +302,7 @@ class LexicalIndexes:
                 idx = self._content[ns] = LexicalIndex(gen)
             for r in self.store.changes_since(ns, idx.seq):
                 if r.live:
-                    idx.upsert(r.rid, r.content, self.type_code[r.type])
+                    idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(r.content))
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)

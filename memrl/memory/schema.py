@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memrl.errors import StoreError
+from memrl.errors import BusyError, StoreError
 
 #: Each entry upgrades the schema by one version (``PRAGMA user_version``). Never edit a released entry:
 #: append a new one.
@@ -221,7 +221,7 @@ def store_error(e: sqlite3.Error, name: str) -> StoreError:
     """Translate a :mod:`sqlite3` error into a :class:`StoreError` that names the database file."""
     msg = str(e)
     if "locked" in msg or "busy" in msg:
-        return StoreError(
+        return BusyError(
             f"{name} is locked by another writer ({msg}); it stayed locked longer than the busy timeout. "
             "Retry, or raise busy_timeout"
         )

@@ -22,7 +22,7 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import WebDriverException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -114,7 +114,19 @@ def site(tmp_path_factory, runs):
 
 
 def wait_text(driver, text: str) -> None:
-    WebDriverWait(driver, 10).until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), text))
+    """Wait until the page's <main> shows ``text``. A page that is being replaced (a form posted, a
+    redirect followed) can drop the element between finding and reading it: Chromium then answers "node
+    does not belong to the document", which only means "not yet"; any other error is raised."""
+
+    def shown(d) -> bool:
+        try:
+            return text in d.find_element(By.TAG_NAME, "main").text
+        except WebDriverException as e:  # StaleElementReferenceException is one
+            if isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e):
+                return False
+            raise
+
+    WebDriverWait(driver, 10).until(shown)
 
 
 def test_browse_search_history_and_undo(browser, site) -> None:

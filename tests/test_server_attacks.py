@@ -25,7 +25,6 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("no browser: install Debian's packages chromium and chromium-driver "
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
 
-from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -37,7 +36,7 @@ from starlette.routing import Route  # noqa: E402
 from memrl.memory.embedders import HashingEmbedder  # noqa: E402
 from memrl.memory.facade import Memory  # noqa: E402
 from memrl.server.http import ServerThread  # noqa: E402
-from tests.server_helpers import ALICE, memory_server, snapshot  # noqa: E402
+from tests.server_helpers import ALICE, chromium, memory_server, snapshot  # noqa: E402
 
 #: A text/plain form body is ``name=value``: this name and value make it a header-only memrl export.
 _HEADER_NAME = '{"kind": "header", "format": "memrl-export", "version": 1, "namespace": "alice", "pad": "'
@@ -46,18 +45,10 @@ _HEADER_VALUE = '"}'
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 "--host-resolver-rules=MAP evil.example 127.0.0.1",  # DNS rebinding, without a DNS server
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-attacks')}"):  # fmt: skip
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with chromium(
+        tmp_path_factory.mktemp("chromium-attacks"), "--host-resolver-rules=MAP evil.example 127.0.0.1"
+    ) as driver:  # DNS rebinding, no DNS server
+        yield driver
 
 
 class Attacker:

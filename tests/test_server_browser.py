@@ -21,7 +21,6 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("no browser: install Debian's packages chromium and chromium-driver "
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
 
-from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -34,7 +33,7 @@ from memrl.memory.embedders import HashingEmbedder  # noqa: E402
 from memrl.memory.facade import Memory  # noqa: E402
 from memrl.server.runs import is_wrong, load_train  # noqa: E402
 from memrl.train.loop import _report  # noqa: E402
-from tests.server_helpers import ROOT, memory_server  # noqa: E402
+from tests.server_helpers import ROOT, chromium, memory_server  # noqa: E402
 from tests.test_qa_eval import config, oracle, question_of  # noqa: E402
 from tests.tiny_lm import make_tiny_lm  # noqa: E402
 
@@ -43,17 +42,8 @@ SHOTS = os.environ.get("MEMRL_SCREENSHOTS")
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):  # fmt: skip
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
 
 
 def shot(driver, name: str) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from memrl.errors import ConfigError
 from memrl.memory.embedders import Embedder
-from memrl.memory.store import SQLiteStore, content_hash
+from memrl.memory.store import Store, content_hash
 from memrl.memory.types import MemoryType
 
 TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
@@ -123,6 +123,14 @@ class DenseIndex:
             idx = np.argsort(-scores, kind="stable")
         return self.rids[idx], scores[idx]
 
+    def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """Cosine with ``query`` of those of ``rids`` that have a vector here."""
+        have = [r for r in rids if r in self.row_of]
+        if not have:
+            return {}
+        sims = self.matrix[np.array([self.row_of[r] for r in have])] @ query
+        return dict(zip(have, sims.tolist(), strict=True))
+
     def _faiss_top(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         try:
             import faiss
@@ -139,7 +147,7 @@ class DenseIndex:
 class DenseIndexes:
     """One :class:`DenseIndex` per namespace of a store, kept in step with it; the embedding cache."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
+    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
         if backend not in ("numpy", "faiss"):
             raise ConfigError(f"unknown dense backend {backend!r}; use 'numpy' or 'faiss'")
         self.store = store

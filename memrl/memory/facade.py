@@ -186,7 +186,7 @@ class AsyncMemory:
         evidence = tuple(dict.fromkeys([*(e for s in sources for e in s.evidence), *evidence]))
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
-        with self.store.transaction(batch=True):
+        with self.store.transaction(ns, batch=True):
             self._unchanged(ns, sources)
             merged = self.store.update(
                 ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
@@ -213,7 +213,7 @@ class AsyncMemory:
         src = self.store.get(ns, memory_id)
         await self.index.vectors(parts)
         meta = {**strip_derived(src.metadata), "split_from": src.id}
-        with self.store.transaction(batch=True):
+        with self.store.transaction(ns, batch=True):
             self._unchanged(ns, [src])
             first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
             rest = self.store.insert(

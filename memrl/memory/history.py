@@ -25,6 +25,7 @@ class HistoryMixin:
     """History, undo and rollback for :class:`~memrl.memory.store.SQLiteStore`."""
 
     _conn: Any
+    _NO_LIMIT: Any
 
     @staticmethod
     def _row_to_entry(r: Sequence[Any]) -> HistoryEntry:
@@ -51,7 +52,7 @@ class HistoryMixin:
         else:
             sql = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND memory_id = ?"
             params = [ns, memory_id]
-        rows = self.read(sql + " ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit])
+        rows = self.read(sql + " ORDER BY seq DESC LIMIT ?", [*params, self._NO_LIMIT if limit is None else limit])
         if memory_id is not None and not rows and memory_id != CORE_ID:
             self.get(ns, memory_id, include_deleted=True)  # raises NotFoundError for unknown ids
         return [self._row_to_entry(r) for r in reversed(rows)]
@@ -62,7 +63,7 @@ class HistoryMixin:
         Returns the entries that were undone. Undo itself is recorded (op ``UNDO``) and is not undone by a
         later undo: repeated calls walk further back.
         """
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             where, params = "namespace = ? AND undone = 0 AND op != 'UNDO'", [ns]
             if memory_id is not None:
                 where += " AND memory_id = ?"
@@ -105,7 +106,7 @@ class HistoryMixin:
 
         This is how an interrupted build resumes: the partial session is rolled back, then rebuilt.
         """
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             rows = c.execute(
                 f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? AND undone = 0 "
                 "AND op != 'UNDO' ORDER BY seq DESC",

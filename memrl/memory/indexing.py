@@ -28,6 +28,10 @@ class Change(NamedTuple):
 class IndexSupportMixin:
     """Search-index support for :class:`~memrl.memory.store.SQLiteStore`."""
 
+    read: Any
+    json_value: Any
+    json_key: Any
+
     #: The embedding-cache key of a row: its own vector's key when it was added with one, else its content.
     _VECTOR_KEY = "COALESCE(json_extract(metadata, '$.vector_key'), content_hash)"
     #: Whether a row belongs in dense search: live and not lexical-only (metadata {"dense": false}).
@@ -66,16 +70,17 @@ class IndexSupportMixin:
             )
         ]
 
-    @staticmethod
-    def metadata_where(filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
+    def metadata_where(self, filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
+        """SQL (`` AND ...`` terms) restricting the item ``alias`` to metadata matching every ``key: value``
+        (a list value: any of them), with its parameters."""
         if not filters:
             return "", []
         if not isinstance(filters, dict):
             raise ValidationError("filters must be a dict of metadata key -> value (or list of values)")
         sql, params = [], []
         for key, value in filters.items():
-            col = f"json_extract({alias}.metadata, ?)"
-            kparams = ['$."' + str(key).replace('"', '""') + '"']
+            col = self.json_value(f"{alias}.metadata")
+            kparams = [self.json_key(key)]
             if isinstance(value, (list, tuple, set)):
                 vals = list(value)
                 if not vals:
@@ -104,6 +109,6 @@ class IndexSupportMixin:
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
         with self.transaction() as c:
             c.executemany(
-                "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                "INSERT INTO embeddings (model, hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(model, h, v) for h, v in vectors.items()],
             )

@@ -25,7 +25,7 @@ from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.rerank import Rescorer
-from memrl.memory.store import SQLiteStore
+from memrl.memory.store import Store
 from memrl.memory.terms import TermIndex, content_terms
 from memrl.memory.types import MemoryType, SearchHit
 
@@ -202,10 +202,10 @@ PLAIN: dict[str, Any] = {
 
 
 class SearchIndex(DenseIndexes):
-    """Hybrid search over a :class:`SQLiteStore`: the dense indexes (:class:`DenseIndexes`), BM25 (FTS5),
-    fusion and query priors."""
+    """Hybrid search over a :class:`Store`: the dense indexes (:class:`DenseIndexes`), BM25 (the back-end's
+    :meth:`Store.lexical`), fusion and query priors."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
+    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
         super().__init__(store, embedder, backend=backend)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
@@ -227,21 +227,10 @@ class SearchIndex(DenseIndexes):
         return self._fts(ns, query, k, opts, "memory_keys_fts")
 
     def _fts(self, ns: str, query: str, k: int, opts: SearchOptions, table: str) -> list[tuple[int, float]]:
-        """The ``k`` best live items of ``ns`` by BM25 over the FTS5 index ``table`` (its rowid is the item's
-        rid), negated so higher is better, with ``opts``' type and metadata filters."""
-        match = fts_query(query)
-        if not match or k <= 0:
-            return []
+        """The ``k`` best live items of ``ns`` by BM25 over their content (``table`` ``memories_fts``) or their
+        keys, higher better, with ``opts``' type and metadata filters (:meth:`Store.lexical`)."""
         where, params = self._where(opts)
-        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
-        # join stops after k rows that pass the filters (no temp B-tree over every match).
-        rows = self.store.read(
-            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            f"ORDER BY {table}.rank LIMIT ?",
-            [match, ns, *params, k],
-        )
-        return [(r[0], -r[1]) for r in rows]
+        return self.store.lexical(ns, query, k, keys=table == "memory_keys_fts", where=where, params=params)
 
     def _where(self, opts: SearchOptions) -> tuple[str, list[Any]]:
         """SQL restricting the joined item (alias ``m``) to ``opts.types`` and ``opts.filters``."""
@@ -261,10 +250,10 @@ class SearchIndex(DenseIndexes):
         cache = self._fact_cache.get(ns)
         if cache is None or cache.generation != gen or cache.keys != keys:
             cache = self._fact_cache[ns] = _Facts(gen, keys)
-        paths = ['$."' + str(k or "").replace('"', '""') + '"' for k in keys]
+        paths = [self.store.json_key(k) for k in keys]
+        j = self.store.json_value("metadata")
         rows = self.store.read(
-            "SELECT rid, deleted, seq, json_extract(metadata, ?), json_extract(metadata, ?), session, "
-            "json_extract(metadata, ?), json_extract(metadata, ?) FROM memories WHERE namespace = ? AND seq > ?",
+            f"SELECT rid, deleted, seq, {j}, {j}, session, {j}, {j} FROM memories WHERE namespace = ? AND seq > ?",
             [*paths, ns, cache.seq],
         )
         for rid, deleted, seq, unit, speaker, session, date, when in rows:
@@ -464,11 +453,9 @@ class SearchIndex(DenseIndexes):
             )
         # cosine for every candidate (bm25-only hits too), for the threshold and the report
         if qv is not None:
-            missing = [rid for rid in rep.values() if rid not in dense_score and rid in idx.row_of]
+            missing = [rid for rid in rep.values() if rid not in dense_score]
             if missing:
-                rows = np.array([idx.row_of[r] for r in missing])
-                for rid, s in zip(missing, (idx.matrix[rows] @ qv).tolist(), strict=True):
-                    dense_score[rid] = s
+                dense_score.update(idx.cosines(missing, qv))
             if opts.threshold is not None:
                 fused = {k: s for k, s in fused.items() if dense_score.get(rep[k], -1.0) >= opts.threshold}
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.errors import NotFoundError, ValidationError
+from memrl.memory.fusion import fts_query
 from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
 from memrl.memory.keys import KeysMixin
@@ -37,7 +38,7 @@ from memrl.memory.types import MemoryItem, MemoryType
 from memrl.memory.validation import CONTENT_DERIVED_KEYS, ValidationMixin, content_hash, new_id, strip_derived
 
 __all__ = [
-    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "SQLiteStore", "content_hash", "new_id",
+    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "SQLiteStore", "Store", "content_hash", "new_id",
     "strip_derived",
 ]  # fmt: skip
 
@@ -61,80 +62,66 @@ class NewItem:
     vector: Any = None
 
 
-class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
-    """Items, core memory, namespaces and history in one SQLite database (a file or ``:memory:``).
+class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
+    """Items, core memory, namespaces and history, written once over SQL both back-ends run.
 
-    Thread-safe (one connection behind a lock); several processes may share one file.
+    A back-end (:class:`SQLiteStore`, :class:`memrl.memory.postgres.PostgresStore`) supplies the small
+    interface below: connection and transactions (``transaction``, ``read``, ``_conn``, ``close``), the
+    lexical list (``lexical``: BM25 over an item's content or its retrieval keys), the few SQL fragments
+    whose spelling differs (JSON access, "no limit", the dense-row expressions of
+    :class:`~memrl.memory.indexing.IndexSupportMixin`) and ``_lex_changed`` for a back-end that keeps
+    its own lexical postings (SQLite's FTS5 follows the table by triggers). Everything else (items,
+    history and undo, namespaces, keys, transfer, and all of search's ranking) is shared.
     """
 
-    def __init__(
-        self,
-        path: str | Path = ":memory:",
-        *,
-        busy_timeout: float = 5.0,
-        core_limit: int = 5000,
-        max_content_chars: int = 10_000,
-    ) -> None:
-        self.path = str(path)
-        self.core_limit = core_limit
-        self.max_content_chars = max_content_chars
-        self._conn = connect(self.path, busy_timeout=busy_timeout)
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._batch: str | None = None
+    #: The LIMIT parameter meaning "no limit".
+    _NO_LIMIT: Any = -1
+    path: str
+    _batch: str | None
 
-    # ------------------------------------------------------------------ plumbing
+    # ------------------------------------------------------------------ the back-end interface
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        raise NotImplementedError
 
-    @contextmanager
-    def transaction(self, *, batch: bool = False) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction; nested calls join the outer one.
+    def transaction(self, ns: str | Sequence[str] | None = None, *, batch: bool = False) -> Any:
+        """Context manager: one atomic write transaction (nested calls join the outer one), yielding a
+        connection whose ``execute(sql, params)`` takes ``?`` placeholders. ``ns``: the namespace(s) it
+        writes; a back-end with concurrent writers serialises writers of one namespace (so the history
+        sequence numbers of a namespace commit in order) and lets other namespaces' writers run."""
+        raise NotImplementedError
 
-        With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
-        them together.
-        """
-        with self._lock:
-            outer = self._depth == 0
-            if outer:
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as e:
-                    raise store_error(e, self.path) from e
-            opened_batch = batch and self._batch is None
-            if opened_batch:
-                self._batch = uuid.uuid4().hex
-            self._depth += 1
-            try:
-                yield self._conn
-            except BaseException:
-                self._depth -= 1
-                if opened_batch:
-                    self._batch = None
-                if outer:
-                    self._conn.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if opened_batch:
-                self._batch = None
-            if outer:
-                try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error as e:
-                    self._conn.execute("ROLLBACK")
-                    raise store_error(e, self.path) from e
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one query (``?`` placeholders); inside a transaction it sees that transaction's writes."""
+        raise NotImplementedError
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as e:
-                raise store_error(e, self.path) from e
+    def lexical(
+        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best live items of ``ns`` by BM25 (FTS5's formula) of ``query`` over their content, or
+        over their retrieval keys (``keys``), best first, as (rid, score) with higher better. ``where``
+        (with ``params``) restricts the joined item, alias ``m``."""
+        raise NotImplementedError
+
+    def json_value(self, column: str) -> str:
+        """SQL for the JSON value of ``column`` (a JSON text) at a key given as one parameter
+        (:meth:`json_key`)."""
+        return f"json_extract({column}, ?)"
+
+    @staticmethod
+    def json_key(key: Any) -> Any:
+        return '$."' + str(key or "").replace('"', '""') + '"'
+
+    def json_text(self, column: str, key: str) -> str:
+        """SQL for the text at constant ``key`` of JSON ``column`` (NULL when absent)."""
+        return f"json_extract({column}, '$.{key}')"
+
+    def _lex_changed(self, rids: Sequence[int]) -> None:
+        """Inside a write transaction: the content or the deleted flag of rows ``rids`` changed."""
 
     def _log(self, ns: str, memory_id: str, op: str, old: Any, new: Any, actor: str | None) -> int:
         cur = self._conn.execute(
-            "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES (?,?,?,?,?,?,?,?) "
+            "RETURNING seq",
             (
                 ns,
                 memory_id,
@@ -146,7 +133,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 self._batch,
             ),
         )
-        return int(cur.lastrowid)
+        return int(cur.fetchone()[0])
 
     # ------------------------------------------------------------------ items
     def validate(
@@ -194,8 +181,9 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         self._check_namespace(ns)
         out = []
         now = time.time()
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             self._ensure_namespace(ns)
+            rids = []
             for mid, mtype, content, meta, evidence, session in prepared:
                 row = None  # a generated id is free by construction: no row to look up
                 if mid is None:
@@ -213,13 +201,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                     self._write_state(ns, self.get(ns, mid, include_deleted=True), item, "ADD", actor)
                 else:
                     seq = self._log(ns, mid, "ADD", None, item.to_dict(), actor)
-                    c.execute(
+                    rids.append(c.execute(
                         "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
-                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,0,?)",
+                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,0,?) RETURNING rid",
                         (ns, mid, mtype.value, content, content_hash(content), json.dumps(meta),
                          json.dumps(list(evidence)), session, now, now, seq),
-                    )  # fmt: skip
+                    ).fetchone()[0])  # fmt: skip
                 out.append(item)
+            self._lex_changed(rids)
         return out
 
     @staticmethod
@@ -275,7 +264,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         order = "DESC" if newest_first else "ASC"
         sql = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY created_at {order}, rid {order}"
         sql += " LIMIT ? OFFSET ?"
-        params += [-1 if limit is None else int(limit), int(offset)]
+        params += [self._NO_LIMIT if limit is None else int(limit), int(offset)]
         return [self._row_to_item(r) for r in self.read(sql, params)]
 
     def count(self, ns: str, *, types: Sequence[MemoryType | str] | None = None) -> int:
@@ -290,12 +279,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         self, ns: str, old: MemoryItem, new: MemoryItem, op: str, actor: str | None
     ) -> MemoryItem:
         seq = self._log(ns, old.id, op, old.to_dict(), new.to_dict(), actor)
-        self._conn.execute(
+        row = self._conn.execute(
             "UPDATE memories SET type = ?, content = ?, content_hash = ?, metadata = ?, evidence = ?, session = ?, "
-            "updated_at = ?, deleted = ?, seq = ? WHERE namespace = ? AND id = ?",
+            "updated_at = ?, deleted = ?, seq = ? WHERE namespace = ? AND id = ? RETURNING rid",
             (new.type.value, new.content, content_hash(new.content), json.dumps(new.metadata),
              json.dumps(list(new.evidence)), new.session, new.updated_at, int(new.deleted), seq, ns, old.id),
-        )  # fmt: skip
+        ).fetchone()  # fmt: skip
+        if old.content != new.content or old.deleted != new.deleted:
+            self._lex_changed([row[0]])
         return new
 
     def update(
@@ -312,7 +303,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         actor: str | None = None,
     ) -> MemoryItem:
         """Replace fields of a live item; the previous version is kept in its history."""
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id)
             meta = old.metadata if metadata is None else self._check_metadata(metadata)
             if content is not None and content != old.content:
@@ -342,16 +333,107 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         """Soft-delete: the item leaves search and listings but can be restored or undone.
 
         A ``reason`` is kept in the deleted version's metadata (``delete_reason``)."""
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id)
             meta = old.metadata if reason is None else {**old.metadata, "delete_reason": str(reason)}
             new = replace(old, deleted=True, metadata=meta, updated_at=time.time())
             return self._write_state(ns, old, new, op, actor)
 
     def restore(self, ns: str, memory_id: str, *, actor: str | None = None) -> MemoryItem:
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id, include_deleted=True)
             if not old.deleted:
                 raise ValidationError(f"memory {memory_id!r} is not deleted")
             new = replace(old, deleted=False, updated_at=time.time())
             return self._write_state(ns, old, new, "RESTORE", actor)
+
+
+class SQLiteStore(Store):
+    """The store in one SQLite database (a file or ``:memory:``), BM25 by FTS5.
+
+    Thread-safe (one connection behind a lock); several processes may share one file.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        busy_timeout: float = 5.0,
+        core_limit: int = 5000,
+        max_content_chars: int = 10_000,
+    ) -> None:
+        self.path = str(path)
+        self.core_limit = core_limit
+        self.max_content_chars = max_content_chars
+        self._conn = connect(self.path, busy_timeout=busy_timeout)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._batch: str | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def transaction(
+        self, ns: str | Sequence[str] | None = None, *, batch: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        """One atomic write transaction; nested calls join the outer one. ``BEGIN IMMEDIATE`` takes the
+        database's one write lock up front: ``ns`` needs no lock of its own.
+
+        With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
+        them together.
+        """
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as e:
+                    raise store_error(e, self.path) from e
+            opened_batch = batch and self._batch is None
+            if opened_batch:
+                self._batch = uuid.uuid4().hex
+            self._depth += 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._depth -= 1
+                if opened_batch:
+                    self._batch = None
+                if outer:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if opened_batch:
+                self._batch = None
+            if outer:
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    self._conn.execute("ROLLBACK")
+                    raise store_error(e, self.path) from e
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as e:
+                raise store_error(e, self.path) from e
+
+    def lexical(
+        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
+    ) -> list[tuple[int, float]]:
+        table = "memory_keys_fts" if keys else "memories_fts"
+        match = fts_query(query)
+        if not match or k <= 0:
+            return []
+        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
+        # join stops after k rows that pass the filters (no temp B-tree over every match).
+        rows = self.read(
+            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
+            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
+            f"ORDER BY {table}.rank LIMIT ?",
+            [match, ns, *params, k],
+        )
+        return [(r[0], -r[1]) for r in rows]

@@ -148,7 +148,7 @@ def import_namespace(
         if line["id"] not in known or not isinstance(line["keys"], str):
             raise ValidationError(f"import line {n} (keys): no item {line['id']!r}, or keys not a string")
     now = time.time()
-    with store.transaction() as c:
+    with store.transaction(ns) as c:
         if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (ns,)).fetchone():
             if not overwrite and ns in {x["name"] for x in store.namespaces()}:
                 raise ValidationError(
@@ -164,26 +164,29 @@ def import_namespace(
         for h in history:
             cur = c.execute(
                 "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch, undone) "
-                "VALUES (?,?,?,?,?,?,?,?,?)",
+                "VALUES (?,?,?,?,?,?,?,?,?) RETURNING seq",
                 (ns, h["memory_id"], h["op"],
                  None if h["old"] is None else json.dumps(_renamed(h["old"], ns)),
                  None if h["new"] is None else json.dumps(_renamed(h["new"], ns)),
                  h["at"], h["actor"], h["batch"], int(bool(h["undone"]))),
             )  # fmt: skip
-            new_seq[h["seq"]] = int(cur.lastrowid)
+            new_seq[h["seq"]] = int(cur.fetchone()[0])
+        rids = []
         for item, seq in items:
-            c.execute(
+            rids.append(c.execute(
                 "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, session, "
-                "created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rid",
                 (ns, item.id, item.type.value, item.content, content_hash(item.content), json.dumps(item.metadata),
                  json.dumps(list(item.evidence)), item.session, item.created_at, item.updated_at,
                  int(item.deleted), new_seq.get(seq, 0)),
-            )  # fmt: skip
+            ).fetchone()[0])  # fmt: skip
+        store._lex_changed(rids)
         c.executemany(
             "INSERT INTO memory_keys (rid, keys, updated_at) SELECT rid, ?, ? FROM memories "
             "WHERE namespace = ? AND id = ?",
             [(line["keys"], now, ns, line["id"]) for _, line in keys],
         )
+        store._keys_changed(rids)
         if core is not None:
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?)",

@@ -52,7 +52,9 @@ class HistoryMixin:
         else:
             sql = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND memory_id = ?"
             params = [ns, memory_id]
-        rows = self.read(sql + " ORDER BY seq DESC LIMIT ?", [*params, self._NO_LIMIT if limit is None else limit])
+        rows = self.read(
+            sql + " ORDER BY seq DESC LIMIT ?", [*params, self._NO_LIMIT if limit is None else limit]
+        )
         if memory_id is not None and not rows and memory_id != CORE_ID:
             self.get(ns, memory_id, include_deleted=True)  # raises NotFoundError for unknown ids
         return [self._row_to_entry(r) for r in reversed(rows)]

@@ -28,7 +28,8 @@ class NamespaceMixin:
 
     def _ensure_namespace(self, ns: str) -> None:
         self._conn.execute(
-            "INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (ns, time.time())
+            "INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (ns, time.time()),
         )
 
     def namespaces(self) -> list[dict[str, Any]]:

@@ -28,13 +28,11 @@ from memrl.errors import ConfigError
 
 def bundled_bin_dir() -> tuple[Path | None, str]:
     """The directory of the bundled Postgres binaries, or None and why not."""
-    try:
-        import pgserver  # noqa: F401  (only located: its own server wrapper is not used)
-    except ImportError:
-        return None, "pgserver is not installed (pip install 'memrl[postgres]')"
     import importlib.util
 
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec("pgserver")  # located, not imported: its own server wrapper is not used
+    if spec is None:
+        return None, "pgserver is not installed (pip install 'memrl[postgres]')"
     root = Path(spec.origin).parent / "pginstall" / "bin" if spec and spec.origin else None
     if root is None or not (root / "postgres").is_file():
         return None, "pgserver is installed but carries no postgres binary"
@@ -114,7 +112,9 @@ class LocalPostgres:
 
     def stop(self) -> None:
         if self._started:
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=60)
+            self._run(
+                str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=60
+            )
             self._started = False
         shutil.rmtree(self.dir, ignore_errors=True)
 

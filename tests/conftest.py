@@ -57,8 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
     uses = {"db_path", "amem", "mem", "new_db"} & set(metafunc.fixturenames)
     if module in STORE_SUITE and uses:
-        if not any(m.name == "sqlite_only" for m in metafunc.definition.iter_markers()):
-            metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 
 @pytest.fixture

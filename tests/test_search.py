@@ -156,11 +156,11 @@ _WORDS = ["tea", "jazz", "lisbon", "porto", "cat", "dog", "paint", "hike", "lake
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "update", "delete", "restore", "undo", "merge", "split"]),
                               st.integers(0, 10_000)), min_size=1, max_size=30))  # fmt: skip
-def test_random_operations_keep_indexes_consistent(tmp_path_factory, ops):
-    """After any sequence of changes, FTS5 passes its integrity check and both retrievers see exactly
-    the live items with their current content."""
-    path = tmp_path_factory.mktemp("prop") / "m.db"
-    with Memory(path, embedder=HashingEmbedder(32)) as m:
+def test_random_operations_keep_indexes_consistent(new_db, backend, ops):
+    """After any sequence of changes, the lexical index is consistent (FTS5's integrity check; on Postgres
+    the postings, their per-namespace statistics and pgvector's rows) and both retrievers see exactly the
+    live items with their current content."""
+    with Memory(new_db(), embedder=HashingEmbedder(32)) as m:
         m.search("warm", mode="dense")  # the cache exists from the start and must follow every change
         for op, r in ops:
             rnd = random.Random(r)
@@ -185,12 +185,20 @@ def test_random_operations_keep_indexes_consistent(tmp_path_factory, ops):
                     m.split(rnd.choice(live).id, [text, text + " more"])
             except Exception as e:  # undo may refuse (later change); that must leave things unchanged
                 assert "changed again later" in str(e) or "nothing to undo" in str(e), e
-        conn = m.store._conn
-        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
         live = {i.id: i.content for i in m.list()}
-        indexed = {r[0] for r in conn.execute(
-            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [" OR ".join(_WORDS)])}  # fmt: skip
-        assert indexed == {r[0] for r in conn.execute("SELECT rid FROM memories WHERE deleted = 0")}
+        live_rids = {r[0] for r in m.store.read("SELECT rid FROM memories WHERE deleted = 0")}
+        if backend == "sqlite":
+            conn = m.store._conn
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+            indexed = {r[0] for r in conn.execute(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [" OR ".join(_WORDS)])}  # fmt: skip
+        else:
+            indexed = {r[0] for r in m.store.read("SELECT rid FROM lex_docs WHERE field = 0")}
+            stats = m.store.read("SELECT docs, tokens FROM lex_stats WHERE namespace = 'default' AND field = 0")
+            assert stats == m.store.read("SELECT count(*), COALESCE(sum(dl), 0) FROM lex_docs WHERE field = 0")
+            vectors = {r[0] for r in m.store.read("SELECT rid FROM memory_vectors")}
+            assert vectors == live_rids
+        assert indexed == live_rids
         for word in _WORDS:
             expected = {i for i, c in live.items() if word in c.split()}
             got = {h.item.id for h in m.search(word, mode="bm25", top_k=100)}

@@ -87,8 +87,8 @@ def test_import_refuses_existing_namespace_and_bad_lines_and_changes_nothing(mem
     assert got["items"] == 4 and _comparable(mem.export_lines()) == _comparable(before)
 
 
-def test_cli_export_import(tmp_path, capsys) -> None:
-    db, out = tmp_path / "m.db", tmp_path / "alice.jsonl"
+def test_cli_export_import(new_db, tmp_path, capsys) -> None:
+    db, out = new_db(), tmp_path / "alice.jsonl"
     with Memory(db, embedder=HashingEmbedder(64), namespace="alice") as m:
         _fill(m)
     assert main(["memory", "export", "--db", str(db), "-n", "alice", "-o", str(out)]) == 0

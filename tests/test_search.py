@@ -194,8 +194,12 @@ def test_random_operations_keep_indexes_consistent(new_db, backend, ops):
                 "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [" OR ".join(_WORDS)])}  # fmt: skip
         else:
             indexed = {r[0] for r in m.store.read("SELECT rid FROM lex_docs WHERE field = 0")}
-            stats = m.store.read("SELECT docs, tokens FROM lex_stats WHERE namespace = 'default' AND field = 0")
-            assert stats == m.store.read("SELECT count(*), COALESCE(sum(dl), 0) FROM lex_docs WHERE field = 0")
+            stats = m.store.read(
+                "SELECT docs, tokens FROM lex_stats WHERE namespace = 'default' AND field = 0"
+            )
+            assert stats == m.store.read(
+                "SELECT count(*), COALESCE(sum(dl), 0) FROM lex_docs WHERE field = 0"
+            )
             vectors = {r[0] for r in m.store.read("SELECT rid FROM memory_vectors")}
             assert vectors == live_rids
         assert indexed == live_rids

@@ -158,21 +158,20 @@ class PostgresStore(PgLexicalMixin, Store):
         with psycopg.connect(self._url, autocommit=True, connect_timeout=10) as conn:
             conn.execute("SELECT pg_advisory_lock(7231987)")  # one migrating process at a time
             try:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                    "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                )
-                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-                if not done:
+                if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
                     foreign = conn.execute(
-                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() "
-                        "AND table_name <> 'schema_migrations'"
+                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
                     ).fetchone()[0]
                     if foreign:
                         raise StoreError(
                             f"{self.path} holds tables of another application (no memrl schema); pass an empty "
                             "database (or another schema) or an existing memrl database"
                         )
+                    conn.execute(
+                        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    )
+                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
                 newest = max((v for v, _, _ in known), default=0)
                 if done and max(done) > newest:
                     raise StoreError(

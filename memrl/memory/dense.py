@@ -172,7 +172,7 @@ class ServerIndex:
         if k <= 0 or (allowed is not None and len(allowed) == 0):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         types = None if type_codes is None else [TYPE_NAME[c] for c in type_codes]
-        rows = self.store.vector_top(self.ns, self.model, query, 2 * k + self.MARGIN, types, allowed)
+        rows = self.store.vector_top(self.ns, self.model, query, k + self.MARGIN, types, allowed)
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         rows.sort(key=lambda r: r[0])

@@ -235,12 +235,13 @@ class PostgresStore(PgLexicalMixin, Store):
             finally:
                 tx.conn, tx.depth, tx.batch, tx.locked = None, 0, None, frozenset()
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
+        """``binary``: results in Postgres' binary format (vectors load as numpy without text parsing)."""
         if self._tx.conn is not None:  # inside a transaction: see its writes
             with self._errors():
-                return self._tx.conn.execute(_pg_sql(sql), list(params)).fetchall()
+                return self._tx.conn.execute(_pg_sql(sql), list(params), binary=binary).fetchall()
         with self._errors(), self.pool.connection() as conn:
-            return conn.execute(_pg_sql(sql), list(params)).fetchall()
+            return conn.execute(_pg_sql(sql), list(params), binary=binary).fetchall()
 
     # ------------------------------------------------------------------ SQL fragments
     def json_value(self, column: str) -> str:
@@ -279,6 +280,7 @@ class PostgresStore(PgLexicalMixin, Store):
             rows = self.read(
                 "SELECT hash, vector FROM embeddings WHERE model = ? AND hash = ANY(?::text[])",
                 [model, hashes[i : i + 5000]],
+                binary=True,
             )
             out.update({h: _np(v).tobytes() for h, v in rows})
         return out
@@ -302,6 +304,7 @@ class PostgresStore(PgLexicalMixin, Store):
                 f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
                 "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
                 (ns, model),
+                binary=True,
             )
         ]
 
@@ -351,6 +354,7 @@ class PostgresStore(PgLexicalMixin, Store):
             f"SELECT rid, embedding FROM memory_vectors WHERE model = ? AND namespace = ?{where} "
             "ORDER BY embedding <#> ?, rid LIMIT ?",
             [model, ns, *params, q, k],
+            binary=True,
         )
         return [(r[0], _np(r[1])) for r in rows]
 
@@ -361,6 +365,7 @@ class PostgresStore(PgLexicalMixin, Store):
         rows = self.read(
             "SELECT rid, embedding FROM memory_vectors WHERE model = ? AND rid = ANY(?::bigint[])",
             [model, [int(r) for r in rids]],
+            binary=True,
         )
         return {r[0]: _np(r[1]) for r in rows}
 

@@ -124,6 +124,10 @@ class DenseIndex:
             idx = np.argsort(-scores, kind="stable")
         return self.rids[idx], scores[idx]
 
+    def vectors(self) -> dict[int, np.ndarray]:
+        """Every indexed item's vector, by rid."""
+        return {rid: self.matrix[row] for rid, row in self.row_of.items()}
+
     def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         """Cosine with ``query`` of those of ``rids`` that have a vector here."""
         have = [r for r in rids if r in self.row_of]
@@ -180,6 +184,9 @@ class ServerIndex:
         scores = np.stack([v for _, v in rows]) @ query
         order = np.argsort(-scores, kind="stable")[:k]
         return rids[order], scores[order]
+
+    def vectors(self) -> dict[int, np.ndarray]:
+        return self.store.vector_rows(self.model, None, ns=self.ns)
 
     def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         vecs = self.store.vector_rows(self.model, rids)

@@ -358,8 +358,17 @@ class PostgresStore(PgLexicalMixin, Store):
         )
         return [(r[0], _np(r[1])) for r in rows]
 
-    def vector_rows(self, model: str, rids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The ``model`` vectors of those of ``rids`` that have one."""
+    def vector_rows(
+        self, model: str, rids: Sequence[int] | None, *, ns: str | None = None
+    ) -> dict[int, np.ndarray]:
+        """The ``model`` vectors of those of ``rids`` that have one (``rids`` None: all of namespace ``ns``)."""
+        if rids is None:
+            rows = self.read(
+                "SELECT rid, embedding FROM memory_vectors WHERE model = ? AND namespace = ?",
+                [model, ns],
+                binary=True,
+            )
+            return {r[0]: _np(r[1]) for r in rows}
         if not rids:
             return {}
         rows = self.read(

@@ -22,21 +22,24 @@ from memrl.memory.analyzer import analyze, query_terms
 
 CONTENT, KEYS = 0, 1
 
-#: FTS5's BM25 (fts5_aux.c): score = sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
+#: FTS5's BM25 (fts5_aux.c): score = sum idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avgdl)), per
+#: query phrase (``mult``: phrases that analyse to the same term count apart). One scan of the postings
+#: gives both each term's document frequency (the window count, before any filter, as FTS5's) and the hits.
 _BM25 = """
-WITH q AS (SELECT unnest(?::text[]) AS term),
-st AS (SELECT docs::float8 AS n, tokens::float8 / GREATEST(docs, 1) AS avgdl
-       FROM lex_stats WHERE namespace = ? AND field = ?),
-hit AS (SELECT term, count(*)::float8 AS n FROM lex_terms
-        WHERE namespace = ? AND field = ? AND term = ANY(?::text[]) GROUP BY term),
-w AS (SELECT q.term, sum(CASE WHEN ln((st.n - hit.n + 0.5) / (hit.n + 0.5)) > 0
-                             THEN ln((st.n - hit.n + 0.5) / (hit.n + 0.5)) ELSE 1e-6 END) AS idf,
-             min(st.avgdl) AS avgdl
-      FROM q JOIN hit ON hit.term = q.term CROSS JOIN st GROUP BY q.term)
-SELECT x.rid, sum(w.idf * x.tf * 2.2 / (x.tf + 1.2 * (0.25 + 0.75 * x.dl / w.avgdl))) AS score
-FROM lex_terms x JOIN w ON w.term = x.term {join}
-WHERE x.namespace = ? AND x.field = ? AND x.term = ANY(?::text[]) {where}
-GROUP BY x.rid ORDER BY score DESC, x.rid LIMIT ?
+WITH p AS MATERIALIZED (
+    SELECT rid, term, tf, dl, count(*) OVER (PARTITION BY term)::float8 AS n FROM lex_terms
+    WHERE namespace = ? AND field = ? AND term = ANY(?::text[])),
+st AS MATERIALIZED (
+    SELECT docs::float8 AS docs, tokens::float8 / GREATEST(docs, 1) AS avgdl FROM lex_stats
+    WHERE namespace = ? AND field = ?),
+q AS MATERIALIZED (SELECT term, count(*)::float8 AS mult FROM unnest(?::text[]) AS t(term) GROUP BY term)
+SELECT p.rid, sum(q.mult * (CASE WHEN ln((st.docs - p.n + 0.5) / (p.n + 0.5)) > 0
+                                 THEN ln((st.docs - p.n + 0.5) / (p.n + 0.5)) ELSE 1e-6::float8 END)
+                  * ((p.tf * 2.2::float8) / (p.tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * p.dl / st.avgdl))))
+       AS score
+FROM p JOIN q ON q.term = p.term CROSS JOIN st {join}
+{where}
+GROUP BY p.rid ORDER BY score DESC, p.rid LIMIT ?
 """
 
 
@@ -55,9 +58,9 @@ class PgLexicalMixin:
         field = KEYS if keys else CONTENT
         distinct = sorted(set(terms))
         # Filters need the item row; without them the postings alone answer (they hold live items only).
-        join = "JOIN memories m ON m.rid = x.rid" if where else ""
-        sql = _BM25.format(join=join, where=f"AND m.deleted = 0{where}" if where else "")
-        rows = self.read(sql, [terms, ns, field, ns, field, distinct, ns, field, distinct, *params, k])
+        join = "JOIN memories m ON m.rid = p.rid" if where else ""
+        sql = _BM25.format(join=join, where=f"WHERE m.deleted = 0{where}" if where else "")
+        rows = self.read(sql, [ns, field, distinct, ns, field, terms, *params, k])
         return [(r[0], float(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ keeping the postings

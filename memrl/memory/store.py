@@ -158,17 +158,29 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
         return prepared
 
     @staticmethod
-    def _free_id(c: sqlite3.Connection, ns: str, content: str) -> str:
-        """The first :func:`new_id` attempt not taken in ``ns`` (deleted rows included: a generated id
-        never brings back a deleted memory's row)."""
-        for attempt in range(1000):
+    def _free_id(c: Any, ns: str, content: str, taken: set[str], start: int = 0) -> str:
+        """The first :func:`new_id` attempt from ``start`` not taken in ``ns`` (deleted rows included: a
+        generated id never brings back a deleted memory's row) nor in ``taken`` (this call's)."""
+        for attempt in range(start, 1000):
             mid = new_id(ns, content, attempt)
-            if (
-                c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone()
-                is None
+            if mid not in taken and (
+                c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone() is None
             ):
                 return mid
         raise ValidationError(f"no free id for a new memory in namespace {ns!r}")  # pragma: no cover
+
+    def _existing(self, c: Any, ns: str, ids: Sequence[str]) -> dict[str, int]:
+        """``{id: deleted}`` of the rows of ``ns`` among ``ids``."""
+        out: dict[str, int] = {}
+        ids = list(dict.fromkeys(ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            rows = c.execute(
+                f"SELECT id, deleted FROM memories WHERE namespace = ? AND id IN ({','.join('?' * len(chunk))})",
+                [ns, *chunk],
+            ).fetchall()
+            out.update({r[0]: r[1] for r in rows})
+        return out
 
     def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
         """Insert items atomically (all or none)."""
@@ -177,39 +189,80 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
     def insert_valid(
         self, prepared: Sequence[tuple], ns: str, *, actor: str | None = None
     ) -> list[MemoryItem]:
-        """Insert what :meth:`validate` returned (so a caller that validated first does not pay twice)."""
+        """Insert what :meth:`validate` returned (so a caller that validated first does not pay twice).
+
+        Set-based: the ids are checked in one query, the history entries and rows of new items are
+        written by one multi-row statement each (per 200 items), in item order; an item taking back the id
+        of a deleted memory is written on its own, in its place in that order."""
         self._check_namespace(ns)
-        out = []
+        out: list[MemoryItem] = []
         now = time.time()
         with self.transaction(ns) as c:
             self._ensure_namespace(ns)
-            rids = []
-            for mid, mtype, content, meta, evidence, session in prepared:
-                row = None  # a generated id is free by construction: no row to look up
+            given = self._existing(c, ns, [p[0] for p in prepared if p[0] is not None])
+            # generated ids: the first attempt of all of them checked at once; a taken one tries further
+            first = {i: new_id(ns, p[2], 0) for i, p in enumerate(prepared) if p[0] is None}
+            busy = self._existing(c, ns, list(first.values()))
+            taken: set[str] = set()
+            rids: list[int] = []
+            pending: list[MemoryItem] = []
+            for i, (mid, mtype, content, meta, evidence, session) in enumerate(prepared):
                 if mid is None:
-                    mid = self._free_id(c, ns, content)
-                else:
-                    row = c.execute(
-                        "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)
-                    ).fetchone()
+                    mid = first[i]
+                    if mid in busy or mid in taken:
+                        mid = self._free_id(c, ns, content, taken, start=1)
+                elif mid in taken or (mid in given and not given[mid]):
+                    raise ValidationError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
-                if row is not None:
-                    if not row[0]:
-                        raise ValidationError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
+                taken.add(mid)
+                if mid in given:
                     # The id of a deleted memory is taken again (a rolled-back build re-adding turn D1:3): the
                     # row comes back with the new content; its history keeps the deleted version.
+                    rids += self._insert_rows(c, ns, pending, actor)
+                    pending = []
                     self._write_state(ns, self.get(ns, mid, include_deleted=True), item, "ADD", actor)
                 else:
-                    seq = self._log(ns, mid, "ADD", None, item.to_dict(), actor)
-                    rids.append(c.execute(
-                        "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
-                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,0,?) RETURNING rid",
-                        (ns, mid, mtype.value, content, content_hash(content), json.dumps(meta),
-                         json.dumps(list(evidence)), session, now, now, seq),
-                    ).fetchone()[0])  # fmt: skip
+                    pending.append(item)
                 out.append(item)
+            rids += self._insert_rows(c, ns, pending, actor)
             self._lex_changed(rids)
         return out
+
+    def _insert_rows(self, c: Any, ns: str, items: Sequence[MemoryItem], actor: str | None) -> list[int]:
+        """History entries (op ADD) and rows of new ``items``, in order; returns their rids."""
+        rids: list[int] = []
+        for i in range(0, len(items), 200):
+            chunk = items[i : i + 200]
+            at = time.time()
+            hist = [
+                (ns, it.id, "ADD", None, json.dumps(it.to_dict()), at, actor, self._batch) for it in chunk
+            ]
+            seq_of = dict(
+                (r[1], r[0])
+                for r in c.execute(
+                    "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES "
+                    + ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
+                    + " RETURNING seq, memory_id",
+                    [v for h in hist for v in h],
+                ).fetchall()
+            )
+            rows = [
+                (ns, it.id, it.type.value, it.content, content_hash(it.content), json.dumps(it.metadata),
+                 json.dumps(list(it.evidence)), it.session, it.created_at, it.updated_at, seq_of[it.id])
+                for it in chunk
+            ]  # fmt: skip
+            rid_of = dict(
+                (r[1], r[0])
+                for r in c.execute(
+                    "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
+                    "session, created_at, updated_at, deleted, seq) VALUES "
+                    + ",".join(["(?,?,?,?,?,?,?,?,?,?,0,?)"] * len(chunk))
+                    + " RETURNING rid, id",
+                    [v for r in rows for v in r],
+                ).fetchall()
+            )
+            rids += [rid_of[it.id] for it in chunk]
+        return rids
 
     @staticmethod
     def _row_to_item(r: Sequence[Any]) -> MemoryItem:

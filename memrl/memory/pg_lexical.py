@@ -78,17 +78,14 @@ class PgLexicalMixin:
                     col.append(v)
         if not docs[0]:
             return
-        self._conn.execute(
-            "INSERT INTO lex_docs (rid, field, namespace, dl) "
-            "SELECT r, ?, n, d FROM unnest(?::bigint[], ?::text[], ?::int[]) AS t(r, n, d)",
-            [field, *docs],
-        )
-        self._conn.execute(
-            "INSERT INTO lex_terms (rid, field, namespace, term, tf, dl) "
-            "SELECT r, ?, n, w, f, d FROM unnest(?::bigint[], ?::text[], ?::text[], ?::int[], ?::int[]) "
-            "AS t(r, n, w, f, d)",
-            [field, *terms],
-        )
+        # COPY: several times faster than INSERT for the ~15 term rows of each item
+        cur = self._conn.conn.cursor()
+        with cur.copy("COPY lex_docs (rid, field, namespace, dl) FROM STDIN") as copy:
+            for rid, ns, dl in zip(*docs, strict=True):
+                copy.write_row((rid, field, ns, dl))
+        with cur.copy("COPY lex_terms (rid, field, namespace, term, tf, dl) FROM STDIN") as copy:
+            for rid, ns, term, tf, dl in zip(*terms, strict=True):
+                copy.write_row((rid, field, ns, term, tf, dl))
 
     def _lex_changed(self, rids: Sequence[int]) -> None:
         """Re-index the content of ``rids`` (live ones only, as FTS5 indexes live items only)."""

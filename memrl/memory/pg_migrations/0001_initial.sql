@@ -94,12 +94,11 @@ CREATE TABLE lex_docs (
 CREATE TABLE lex_terms (
     rid        BIGINT NOT NULL,
     field      SMALLINT NOT NULL,
-    namespace  TEXT NOT NULL,
+    namespace  TEXT COLLATE "C" NOT NULL,
     term       TEXT NOT NULL,
     tf         INTEGER NOT NULL,
     dl         INTEGER NOT NULL,
-    PRIMARY KEY (rid, field, term),
-    FOREIGN KEY (rid, field) REFERENCES lex_docs (rid, field) ON DELETE CASCADE
+    PRIMARY KEY (rid, field, term)  -- no foreign key (a check per term row): the trigger below deletes them
 );
 CREATE INDEX lex_terms_lookup ON lex_terms (namespace, field, term) INCLUDE (rid, tf, dl);
 CREATE TABLE lex_stats (
@@ -123,6 +122,7 @@ BEGIN
     UPDATE lex_stats s SET docs = s.docs - r.docs, tokens = s.tokens - r.tokens
     FROM (SELECT namespace, field, count(*) AS docs, sum(dl) AS tokens FROM removed GROUP BY namespace, field) r
     WHERE s.namespace = r.namespace AND s.field = r.field;
+    DELETE FROM lex_terms t USING removed r WHERE t.rid = r.rid AND t.field = r.field;
     RETURN NULL;
 END $$;
 CREATE TRIGGER lex_docs_added AFTER INSERT ON lex_docs REFERENCING NEW TABLE AS added

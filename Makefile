@@ -1,6 +1,6 @@
 # memrl: two commands for a fresh machine.
 #   make demo   build memory for the bundled sample conversation with the offline model, answer, score
-#   make test   lint (ruff) and run the test suite
+#   make test   lint (ruff), run the test suite, build the docs site (mkdocs --strict)
 # Both create .venv and install everything they need, once: a second run installs nothing.
 
 PYTHON ?= python3
@@ -13,8 +13,9 @@ export MEMRL_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test lint unit install bench clean browser
+.PHONY: demo test lint unit docs install bench clean browser
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +38,12 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q
 
-test: lint unit
+# The docs site (mkdocs.yml over docs/, API pages from the docstrings): a broken link or anchor, a page
+# missing from the nav or a bad API reference fails the build.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
+test: lint docs unit
 
 bench: $(STAMP)
 	$(PY) bench/store.py
@@ -51,4 +57,4 @@ browser:
 	else echo "web tests will be skipped: install chromium and chromium-driver (apt-get install chromium chromium-driver)"; fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from memrl.agents.base import SessionResult, create_builder  # noqa: E402
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig  # noqa: E402
 from memrl.data.types import Conversation  # noqa: E402
-from memrl.eval.qa import QAEvalConfig, QAEvaluation, load_conversations  # noqa: E402
+from memrl.eval.qa import QAEvaluation  # noqa: E402
+from memrl.eval.qa_config import QAEvalConfig, load_conversations  # noqa: E402
 from memrl.memory.facade import AsyncMemory  # noqa: E402
 
 BUILDERS = ("membuilder-full", "membuilder-retrieved", "raw")

@@ -27,7 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich, llm_from_spec  # noqa: E402
-from memrl.eval.retrieval import RetrievalConfig, build_conversation, load_conversations, namespace_of  # noqa: E402
+from memrl.eval.retrieval import load_conversations  # noqa: E402
+from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
+from memrl.eval.retrieval_search import build_conversation, namespace_of  # noqa: E402
 from memrl.memory.facade import AsyncMemory  # noqa: E402
 
 

@@ -29,9 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memrl.eval.metrics import recall_at_k  # noqa: E402
-from memrl.eval.retrieval import RetrievalConfig, aevaluate, load_conversations, namespace_of, open_memory  # noqa: E402
-from memrl.memory import rerank  # noqa: E402
+from memrl.eval.retrieval import aevaluate, load_conversations, open_memory  # noqa: E402
+from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
+from memrl.eval.retrieval_search import namespace_of  # noqa: E402
+from memrl.memory import rerank_model  # noqa: E402
+from memrl.scoring.metrics import recall_at_k  # noqa: E402
 
 L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 OBJECTIVES = ("pointwise", "pairwise")
@@ -60,20 +62,20 @@ def _recall10(groups: list[tuple[np.ndarray, list[str], tuple[str, ...], Any]], 
 async def collect(config: RetrievalConfig) -> tuple[list[Any], Recorder]:
     convs = load_conversations(config)
     rec = Recorder()
-    rerank.register("record", rec)
+    rerank_model.register("record", rec)
     memory = open_memory(config)
     try:
         await aevaluate(convs, dataclasses.replace(config, rerank="record"), memory=memory, progress=True)
     finally:
         await memory.close()
-        rerank.register("record", None)
+        rerank_model.register("record", None)
     return convs, rec
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--embed-cache", default="auto", help="embedding cache file (as memrl eval retrieval)")
-    ap.add_argument("--out", default=str(rerank.RESOURCE), help="where the fitted model goes")
+    ap.add_argument("--out", default=str(rerank_model.RESOURCE), help="where the fitted model goes")
     ap.add_argument("--depth", type=int, default=50, help="candidates re-ordered per question")
     ap.add_argument(
         "--embedder", default="minilm", help="embedder spec (as memrl eval retrieval): minilm, mpnet"
@@ -111,10 +113,10 @@ def main() -> None:
     base = _recall10(groups, lambda x: np.arange(len(x)))
     cv: dict[tuple[str, float], float] = {}
 
-    def fit(objective: str, gs: list[Any], l2: float) -> rerank.LogisticModel:
+    def fit(objective: str, gs: list[Any], l2: float) -> rerank_model.LogisticModel:
         if objective == "pairwise":
-            return rerank.fit_pairwise([(g[0], labels(g)) for g in gs], l2=l2)
-        return rerank.fit_logistic(
+            return rerank_model.fit_pairwise([(g[0], labels(g)) for g in gs], l2=l2)
+        return rerank_model.fit_logistic(
             np.vstack([g[0] for g in gs]), np.concatenate([labels(g) for g in gs]), l2=l2
         )
 
@@ -152,7 +154,7 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(model.to_json(), indent=1) + "\n")
     print(json.dumps({"out": args.out, "objective": objective, "l2": best, "cv_recall_at_10": cv[objective, best], "recall_at_10_before": base,
                       "questions": len(groups), "rows": int(len(y_all)), "positives": int(y_all.sum()),
-                      "coef": dict(zip(rerank.FEATURES, [round(float(c), 3) for c in model.coef], strict=True)),
+                      "coef": dict(zip(rerank_model.FEATURES, [round(float(c), 3) for c in model.coef], strict=True)),
                       "wall_s": round(time.perf_counter() - t0, 1)}))  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 def answer_prompts(n: int, top_k: int, db: Path) -> tuple[list, list]:
     """``n`` answer-task items of LoCoMo conv-48 and their chat prompts (memrl eval's prompt)."""
-    from memrl.eval.qa import QAEvalConfig, load_conversations
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import AnswerTasks
 
     convs = load_conversations(QAEvalConfig(dataset="locomo", conv_id=("conv-48",), questions=n))
@@ -65,8 +65,8 @@ def run_trl(path: str, items: list, messages: list, args: argparse.Namespace, ou
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from memrl.eval.answer import clean_prediction
-    from memrl.eval.qa import score
+    from memrl.scoring.answer import clean_prediction
+    from memrl.scoring.metrics import score
 
     index = {m[-1]["content"]: i for i, m in enumerate(messages)}
 

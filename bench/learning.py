@@ -54,7 +54,8 @@ def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
 def eval_only(args: argparse.Namespace) -> None:
     import asyncio
 
-    from memrl.eval.qa import QAEvalConfig, QAEvaluation
+    from memrl.eval.qa import QAEvaluation
+    from memrl.eval.qa_config import QAEvalConfig
     from memrl.llm.local import LocalLLM
 
     llm = LocalLLM(args.eval_model, max_batch_size=16).load()
@@ -91,7 +92,8 @@ def guard(folder: Path, answer_tokens: int) -> dict:
 
 def trick_baselines(eval_questions: int | None) -> dict:
     """What an empty answer and a copy of the question score, by memrl eval's ``score``, on the held-out items."""
-    from memrl.eval.qa import QAEvalConfig, load_conversations, score
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.scoring.metrics import score
     from memrl.train.tasks import _questions
 
     items = _questions(
@@ -223,7 +225,8 @@ def main() -> None:
         return eval_only(args)
     import asyncio
 
-    from memrl.eval.qa import QAEvalConfig, QAEvaluation, load_conversations
+    from memrl.eval.qa import QAEvaluation
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.llm.local import LocalLLM
     from memrl.train.loop import LoopConfig, train
     from memrl.train.tasks import AnswerTasks

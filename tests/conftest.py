@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memrl.memory.embedders import Embedder, HashingEmbedder
+from memrl.memory.embedder import Embedder
+from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory, Memory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests of memrl.eval.metrics and memrl.eval.stats against hand-computed values and the real LoCoMo file."""
+"""Tests of memrl.scoring.metrics and memrl.eval.stats against hand-computed values and the real LoCoMo file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memrl.eval.metrics import (
+from memrl.eval.stats import bootstrap_ci, category_table, to_markdown
+from memrl.scoring.metrics import (
     LOCOMO_CATEGORIES,
     best_over_golds,
     bleu1,
@@ -27,7 +28,6 @@ from memrl.eval.metrics import (
     sub_em,
     token_f1,
 )
-from memrl.eval.stats import bootstrap_ci, category_table, to_markdown
 
 LOCOMO = Path(os.environ.get("MEMRL_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")) / (
     "locomo/locomo10.json"

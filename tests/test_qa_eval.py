@@ -11,7 +11,8 @@ from memrl.agents import base as agents_base
 from memrl.agents.base import Builder, SessionResult
 from memrl.data import load_dataset
 from memrl.errors import ConfigError, ProviderError
-from memrl.eval.qa import QAEvalConfig, QAEvaluation, load_conversations, run_qa_eval
+from memrl.eval.qa import QAEvaluation, run_qa_eval
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
 from memrl.llm import ScriptedLLM
 
 SAMPLE = load_dataset("sample")[0][0]

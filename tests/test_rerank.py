@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memrl.errors import ConfigError
-from memrl.memory import rerank
+from memrl.memory import rerank_model
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
@@ -64,16 +64,16 @@ async def test_window_view_lifts_the_neighbours_of_a_similar_turn(db_path):
 
 def test_fit_logistic_learns_the_informative_feature():
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(400, len(rerank.FEATURES)))
+    x = rng.normal(size=(400, len(rerank_model.FEATURES)))
     y = (x[:, 3] + 0.1 * rng.normal(size=400) > 0).astype(float)
-    model = rerank.fit_logistic(x, y, l2=1.0)
+    model = rerank_model.fit_logistic(x, y, l2=1.0)
     assert int(np.argmax(np.abs(model.coef))) == 3 and model.coef[3] > 0
     acc = ((model.score(x, [], "", "") > 0.5) == (y > 0)).mean()
     assert acc > 0.95
-    again = rerank.LogisticModel.from_json(json.loads(json.dumps(model.to_json())))
+    again = rerank_model.LogisticModel.from_json(json.loads(json.dumps(model.to_json())))
     np.testing.assert_allclose(again.score(x, [], "", ""), model.score(x, [], "", ""), atol=1e-4)
     with pytest.raises(ConfigError, match="both classes"):
-        rerank.fit_logistic(x, np.zeros(400))
+        rerank_model.fit_logistic(x, np.zeros(400))
 
 
 async def test_rerank_reorders_candidates_by_the_model(db_path, tmp_path):
@@ -85,22 +85,25 @@ async def test_rerank_reorders_candidates_by_the_model(db_path, tmp_path):
     class ByDateFit:  # a model that trusts only the date-fit feature (and records what it was given)
         def score(self, x, keys, query, ns):
             seen.append((keys, x))
-            return x[:, rerank.FEATURES.index("date_fit")] + 0.01 * x[:, rerank.FEATURES.index("fused")]
+            return (
+                x[:, rerank_model.FEATURES.index("date_fit")]
+                + 0.01 * x[:, rerank_model.FEATURES.index("fused")]
+            )
 
-    rerank.register("by-date", ByDateFit())
+    rerank_model.register("by-date", ByDateFit())
     try:
         hits = await m.search(q, mode="hybrid", top_k=3, rerank="by-date")
     finally:
-        rerank.register("by-date", None)
+        rerank_model.register("by-date", None)
     assert hits[0].item.id == "D2:1"
     keys, x = seen[0]
-    assert x.shape == (len(keys), len(rerank.FEATURES))
-    row = dict(zip(rerank.FEATURES, x[keys.index(("u", "D2:1"))], strict=True))
+    assert x.shape == (len(keys), len(rerank_model.FEATURES))
+    row = dict(zip(rerank_model.FEATURES, x[keys.index(("u", "D2:1"))], strict=True))
     assert row["date_fit"] == 1.0 and row["date_asked"] == 1.0 and row["speaker"] == 1.0
     assert row["near_top"] in (0.0, 1.0) and 0 < row["coverage"] <= 1
     # a model file: the JSON a fit writes; a wrong one is one clear error
-    model = rerank.LogisticModel(np.eye(len(rerank.FEATURES))[rerank.FEATURES.index("date_fit")] * 5, 0.0,
-                                 np.zeros(len(rerank.FEATURES)), np.ones(len(rerank.FEATURES)))  # fmt: skip
+    model = rerank_model.LogisticModel(np.eye(len(rerank_model.FEATURES))[rerank_model.FEATURES.index("date_fit")] * 5, 0.0,
+                                 np.zeros(len(rerank_model.FEATURES)), np.ones(len(rerank_model.FEATURES)))  # fmt: skip
     path = tmp_path / "m.json"
     path.write_text(json.dumps(model.to_json()))
     hits = await m.search(q, mode="hybrid", top_k=3, rerank=str(path))
@@ -117,8 +120,8 @@ async def test_rerank_reorders_candidates_by_the_model(db_path, tmp_path):
 
 @pytest.mark.parametrize("name", ["locomo", "locomo-mpnet"])
 def test_shipped_model_loads_and_matches_the_features(name):
-    model = rerank.load(name)
-    assert isinstance(model, rerank.LogisticModel) and model.coef.shape == (len(rerank.FEATURES),)
+    model = rerank_model.load(name)
+    assert isinstance(model, rerank_model.LogisticModel) and model.coef.shape == (len(rerank_model.FEATURES),)
     assert "conversations 0-4" in model.meta["fitted_on"]
     assert model.meta.get("embedder", "minilm") == ("mpnet" if name == "locomo-mpnet" else "minilm")
 
@@ -127,13 +130,13 @@ def test_fit_pairwise_orders_evidence_first():
     rng = np.random.default_rng(1)
     groups = []
     for _ in range(60):
-        x = rng.normal(size=(10, len(rerank.FEATURES)))
+        x = rng.normal(size=(10, len(rerank_model.FEATURES)))
         y = np.zeros(10)
         y[int(np.argmax(x[:, 5] - 0.5 * x[:, 0]))] = 1.0  # evidence: high feature 5, low feature 0
         groups.append((x, y))
-    model = rerank.fit_pairwise(groups, l2=0.1)
+    model = rerank_model.fit_pairwise(groups, l2=0.1)
     assert model.coef[5] > 0 > model.coef[0] and abs(model.coef[5]) > abs(model.coef[2])
     top1 = np.mean([y[np.argmax(model.score(x, [], "", ""))] for x, y in groups])
     assert top1 > 0.9
     with pytest.raises(ConfigError, match="both classes"):
-        rerank.fit_pairwise([(groups[0][0], np.zeros(10))])
+        rerank_model.fit_pairwise([(groups[0][0], np.zeros(10))])

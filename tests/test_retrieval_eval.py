@@ -14,13 +14,9 @@ from memrl.cli.eval_cmd import config_from_args, register
 from memrl.data.types import Conversation, Question, Session, Turn
 from memrl.errors import ConfigError
 from memrl.eval.ablation import ablation_markdown
-from memrl.eval.retrieval import (
-    RetrievalConfig,
-    evaluate_retrieval,
-    headline,
-    load_conversations,
-    summarize,
-)
+from memrl.eval.retrieval import evaluate_retrieval, load_conversations
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_report import headline, summarize
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.query import asks_when, date_matches, mentioned_dates, mentions_time, named_in
@@ -236,7 +232,8 @@ class _CountingEmbedder(HashingEmbedder):
 
 
 async def test_everything_is_embedded_once_up_front():
-    from memrl.eval.retrieval import aevaluate, build_conversation, evaluate_conversation
+    from memrl.eval.retrieval import aevaluate
+    from memrl.eval.retrieval_search import build_conversation, evaluate_conversation
 
     cfg = RetrievalConfig(**FAST)
     emb = _CountingEmbedder()

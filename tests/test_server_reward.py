@@ -14,11 +14,11 @@ pytest.importorskip(
 
 import httpx  # noqa: E402
 
-from memrl.eval import metrics as M  # noqa: E402
 from memrl.llm import ScriptedLLM  # noqa: E402
 from memrl.llm.openai_backend import OpenAILLM  # noqa: E402
 from memrl.llm.server import serve  # noqa: E402
 from memrl.rewards.memupdate import score_memupdate  # noqa: E402
+from memrl.scoring import metrics as M  # noqa: E402
 from memrl.server.http import Limits, ServerThread, Tokens  # noqa: E402
 from memrl.server.load import run_load  # noqa: E402
 from memrl.server.reward_api import create_reward_app  # noqa: E402

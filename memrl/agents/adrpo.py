@@ -3,7 +3,7 @@
 MemBuilder trains its four agents with dense per-session rewards (REFERENCE.md section 2). After the
 agents' actions for session *s* are applied to the pre-session memory, up to five questions about the
 session are answered from that memory (core memory + the top-10 retrieved items, the answer prompt of
-:mod:`memrl.eval.answer`) and judged 0/1 by an LLM judge (:mod:`memrl.eval.judge`), or, without one, by
+:mod:`memrl.scoring.answer`) and judged 0/1 by an LLM judge (:mod:`memrl.scoring.judge`), or, without one, by
 the official metric against a threshold (see :func:`score_session`). Then per agent::
 
     task = correct / 5                       (0 for an agent whose JSON did not parse; a session
@@ -41,9 +41,6 @@ from typing import Any
 from memrl.agents.base import Builder, SessionResult
 from memrl.data.types import Conversation, Question, Session
 from memrl.errors import NotFoundError
-from memrl.eval.answer import answer_from_memory
-from memrl.eval.judge import judge_answer
-from memrl.eval.qa import score as official_score
 from memrl.llm.base import LLM
 from memrl.memory.facade import AsyncMemory
 from memrl.rewards.membuilder import (
@@ -56,6 +53,9 @@ from memrl.rewards.membuilder import (
     task_reward,
 )
 from memrl.rewards.outcome import RewardOutcome
+from memrl.scoring.answer import answer_from_memory
+from memrl.scoring.judge import judge_answer
+from memrl.scoring.metrics import score as official_score
 
 __all__ = ["SessionScore", "rollout_group", "score_session", "session_questions"]
 

@@ -25,8 +25,8 @@ from memrl.agents.trajectory import Step, Trajectory
 from memrl.config import option
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError, MemrlError
-from memrl.eval.metrics import boxed_answer
 from memrl.llm.base import LLM, SamplingParams
+from memrl.scoring.metrics import boxed_answer
 
 CHUNK_PROMPT = """You are reading a long document, one section at a time, to answer a question. You keep a \
 memory of what you have read; it is all you will have when you answer.
@@ -195,7 +195,7 @@ async def answer_by_reading(
     A reply without ``\\boxed{}`` is a *format failure* of the model: its prediction is empty (scored 0)
     and it is counted in the report. A provider error is an answer failure (not scored).
     """
-    from memrl.eval.answer import AnswerResult
+    from memrl.scoring.answer import AnswerResult
 
     t0 = time.perf_counter()
     agent = MemAgent(llm, config or MemAgentConfig(chunk_tokens=1500, memory_tokens=256))

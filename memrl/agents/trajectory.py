@@ -32,7 +32,7 @@ class Step:
     error: str | None = None
     role: str = ""  # which sub-agent made the call (e.g. "episodic" in MemBuilder)
     # what the reply was sampled under, so a trainer can rebuild the behaviour distribution:
-    # the constraint record (memrl.llm.grammar.constraint_of; None = unconstrained) and the temperature
+    # the constraint record (memrl.llm.base.constraint_of; None = unconstrained) and the temperature
     constraint: dict[str, Any] | None = None
     temperature: float | None = None
 

@@ -5,7 +5,7 @@
     memrl eval retrieval --ablation            # the table of what each retrieval idea buys
     memrl eval --dataset locomo --conv-id conv-26 --builder raw --questions 20   # = memrl eval qa ...
 
-Every flag maps onto a field of :class:`memrl.eval.retrieval.RetrievalConfig` or of the ``raw`` builder's
+Every flag maps onto a field of :class:`memrl.eval.retrieval_config.RetrievalConfig` or of the ``raw`` builder's
 :class:`memrl.agents.raw.RawConfig`; list flags take commas or spaces (``--k 1,5,10`` = ``--k 1 5 10``).
 Progress goes to stderr; the last line on stdout is always one JSON object (``recall_at_10``: hybrid,
 categories 1-4 pooled; per-mode ``recall_at_k`` and per-category figures; ``n_questions``;
@@ -22,8 +22,8 @@ from typing import Any
 
 from memrl.agents.raw import RawConfig
 from memrl.config import add_arguments
-from memrl.eval.qa import QAEvalConfig
-from memrl.eval.retrieval import RetrievalConfig
+from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.retrieval_config import RetrievalConfig
 
 #: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.
 SUBCOMMANDS = ("qa", "retrieval")
@@ -115,7 +115,8 @@ def config_from_args(args: argparse.Namespace) -> RetrievalConfig:
 
 
 def _retrieval(args: argparse.Namespace) -> int:
-    from memrl.eval.retrieval import evaluate_retrieval, headline, load_conversations, report_markdown
+    from memrl.eval.retrieval import evaluate_retrieval, load_conversations
+    from memrl.eval.retrieval_report import headline, report_markdown
 
     config = config_from_args(args)
     convs = load_conversations(config)

@@ -169,7 +169,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
 def _conversations(args: argparse.Namespace) -> list:
     """The conversations to train on, selected by the same code as ``memrl eval``."""
-    from memrl.eval.qa import QAEvalConfig, load_conversations
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
 
     conv_ids: tuple[str, ...] = (
         () if args.all_conversations or args.split else (args.conv_id,) if args.conv_id else ()

@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from memrl.data.types import Conversation
-from memrl.eval.metrics import LOCOMO_CATEGORIES
-from memrl.eval.retrieval import CORE_CATEGORIES, RetrievalConfig, aevaluate, open_memory
+from memrl.eval.retrieval import aevaluate, open_memory
+from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
 from memrl.eval.retrieval_report import halves
 from memrl.eval.stats import to_markdown
 from memrl.memory.terms import spacy_model_installed
+from memrl.scoring.metrics import LOCOMO_CATEGORIES
 
 
 def ablation_steps(final: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:

@@ -33,182 +33,12 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from memrl.config import option
-from memrl.data.documents import is_documents
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
-
-Mode = Literal["full", "build", "answer"]
-
-
-@dataclasses.dataclass(frozen=True)
-class QAEvalConfig:
-    """Everything a QA evaluation run depends on; ``memrl eval`` flags map 1:1 onto these fields."""
-
-    dataset: str = option(
-        "locomo",
-        "benchmark: locomo, longmemeval, perltqa, hotpotqa, ruler-hotpotqa, ruler-locomo or sample (bundled)",
-    )
-    data_path: str | None = option(
-        None, "data file or folder (default: $MEMRL_DATA_DIR, then ~/.cache/memrl/data)"
-    )
-    lengths: tuple[str, ...] = option(
-        (), "ruler-hotpotqa / ruler-locomo: context lengths to build, e.g. 7k,14k,28k or 50docs (default 7k)"
-    )
-    seed: int = option(0, "seed of the RULER contexts (which distractors, in which order)")
-    conv_id: tuple[str, ...] = option(
-        (), "only these conversations (LoCoMo sample ids, LongMemEval question ids, PerLTQA names)",
-        aliases=("--sample-id", "--character-id"),
-    )  # fmt: skip
-    split: str | None = option(
-        None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
-    )
-    mode: Mode = option("full", "build memory, answer questions, or both")
-    builder: Literal["raw", "membuilder", "memagent"] = option(
-        "raw", "how memory is built (memagent reads instead)"
-    )
-    builder_option: tuple[str, ...] = option(
-        (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"
-    )
-    updater: Literal["none", "memupdate"] = option(
-        "none", "edit the built memory with this agent before answering"
-    )
-    provider: str = option("local", "LLM back-end for building and answering: local, openai, scripted")
-    model: str | None = option(None, "model name (local default: SmolLM2-135M-Instruct, offline)")
-    base_url: str | None = option(None, "OpenAI-compatible server URL (vLLM, SGLang, Ollama, ...)")
-    judge_provider: str | None = option(None, "LLM back-end of the judge (default: same as --provider)")
-    judge_model: str | None = option(None, "judge model; without it no LLM judge runs (F1/EM only)")
-    judge_base_url: str | None = option(None, "judge server URL (default: --base-url)")
-    top_k: int = option(10, "memories retrieved per question")
-    db_path: str | None = option(None, "memory store file (default: OUTPUT_DIR/memory.db)")
-    namespace_format: str = option(
-        "{conv}@{builder}",
-        "namespace of a conversation's memory; '{conv}' answers from a `memrl build` store",
-    )
-    questions: int | None = option(
-        None, "at most this many questions per conversation (documents data sets: in all, per length)"
-    )
-    sessions: int | None = option(None, "build only the first N sessions (and ask only about them)")
-    concurrency: int = option(4, "questions answered at once")
-    output_dir: str | None = option(None, "where results go (default: runs/DATASET-BUILDER)")
-    resume: bool = option(False, "continue an interrupted run in OUTPUT_DIR")
-    overwrite: bool = option(False, "delete earlier results in OUTPUT_DIR first")
-    include_adversarial: bool = option(False, "LoCoMo: also ask category-5 questions (gold: not answerable)")
-    embedder: str = option("minilm", "embedder for memory search: minilm, hashing, openai:MODEL")
-    max_answer_tokens: int = option(48, "token budget of an answer")
-    cache: bool = option(True, "cache deterministic LLM calls on disk (OUTPUT_DIR/llm_cache.sqlite)")
-
-    def __post_init__(self) -> None:
-        if self.resume and self.overwrite:
-            raise ConfigError("--resume keeps earlier results and --overwrite deletes them: pass one")
-        if self.top_k < 1 or self.concurrency < 1:
-            raise ConfigError("--top-k and --concurrency must be at least 1")
-        for name in ("questions", "sessions"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"--{name} must be at least 1")
-        if self.builder == "memagent" and self.mode == "build":
-            raise ConfigError(
-                "memagent reads the conversation per question; it builds no memory (use --mode full)"
-            )
-        if self.builder == "memagent" and self.updater != "none":
-            raise ConfigError("--updater edits a memory store; memagent keeps none")
-        if "{conv}" not in self.namespace_format:
-            raise ConfigError("--namespace-format must contain {conv} (one namespace per conversation)")
-        try:
-            self.namespace_format.format(conv="c", builder="b")
-        except (KeyError, IndexError, ValueError) as e:
-            raise ConfigError(
-                f"--namespace-format {self.namespace_format!r}: unknown field {e}; use {{conv}} and {{builder}}"
-            ) from None
-        from memrl.data.catalog import LENGTH_DATASETS, canonical
-
-        object.__setattr__(self, "dataset", canonical(self.dataset))
-        if self.lengths:
-            from memrl.data.ruler import parse_lengths
-
-            if self.dataset not in LENGTH_DATASETS:
-                raise ConfigError(
-                    f"--lengths is for {' and '.join(LENGTH_DATASETS)}, not --dataset {self.dataset}"
-                )
-            parse_lengths(self.lengths)  # a bad length fails here, before anything runs
-        if self.builder == "memagent" and self.builder_option:
-            self.memagent_config()  # a bad option fails here
-
-    @property
-    def out(self) -> Path:
-        return Path(self.output_dir or f"runs/{self.dataset}-{self.builder}")
-
-    def namespace(self, conv: Conversation) -> str:
-        return self.namespace_format.format(conv=conv.id, builder=self.builder)
-
-    def memagent_config(self) -> Any:
-        """MemAgent's reading settings: ``--builder-option chunk_tokens=5000 memory_tokens=1024 ...``."""
-        from memrl.agents.memagent import MemAgentConfig
-        from memrl.config import parse_options
-
-        return parse_options(MemAgentConfig, self.builder_option, chunk_tokens=1500, memory_tokens=256)
-
-
-# ---------------------------------------------------------------------------------------------- data
-def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
-    """The conversations of the run, with their questions selected (split, ids, sessions, count)."""
-    from memrl.data import DOCUMENT_DATASETS
-    from memrl.data import load_conversations as load
-    from memrl.data.splits import LOCOMO_UPDATE_SPLIT, MEMBUILDER_LONGMEMEVAL_SPLIT
-
-    documents = cfg.dataset in DOCUMENT_DATASETS
-    convs, _report = load(
-        cfg.dataset, cfg.data_path, lengths=cfg.lengths, seed=cfg.seed, include_adversarial=cfg.include_adversarial,
-        questions=cfg.questions if documents and not cfg.conv_id else None,
-    )  # fmt: skip
-    wanted: set[str] | None = set(cfg.conv_id) if cfg.conv_id else None
-    if cfg.split:
-        table = {"locomo": LOCOMO_UPDATE_SPLIT, "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT}.get(cfg.dataset)
-        if table is None or cfg.split not in table:
-            raise ConfigError(f"dataset {cfg.dataset!r} has no split {cfg.split!r}")
-        ids = set(table[cfg.split])
-        wanted = ids if wanted is None else wanted & ids
-    if wanted is not None:
-        missing = wanted - {c.id for c in convs}
-        if cfg.conv_id and missing and not cfg.split:
-            raise ConfigError(f"unknown conversation ids: {', '.join(sorted(missing))}")
-        convs = [c for c in convs if c.id in wanted]
-    out = []
-    for c in convs:
-        sessions = c.sessions if cfg.sessions is None else c.sessions[: cfg.sessions]
-        built = {s.index for s in sessions}
-        qs = [q for q in c.questions if set(q.evidence_sessions) <= built]
-        if cfg.questions is not None:
-            qs = qs[: cfg.questions]
-        out.append(dataclasses.replace(c, sessions=tuple(sessions), questions=tuple(qs)))
-    if not out:
-        raise ConfigError("no conversation selected: check --conv-id / --split")
-    if not any(c.questions for c in out):
-        raise ConfigError("no question selected: check --questions / --sessions / --conv-id")
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- scoring
-def score(conv: Conversation, q: Question, prediction: str) -> dict[str, float]:
-    """The data set's official metric (LoCoMo F1 with its category rules) plus EM and BLEU-1."""
-    from memrl.eval import metrics as M
-
-    if is_documents(conv):  # MemAgent's evaluation: its match (accuracy), sub-EM, EM, F1
-        return {
-            "accuracy": float(M.answer_match(prediction, q.answers)),
-            **M.squad_scores(prediction, q.answers),
-        }
-    if conv.source in ("locomo", "sample") and q.category_id is not None:
-        f1 = M.locomo_f1(prediction, q.answer, q.category_id)
-    else:
-        f1 = M.best_over_golds(M.token_f1, prediction, q.answers)
-    return {
-        "f1": f1,
-        "em": M.best_over_golds(M.exact_match, prediction, q.answers),
-        "bleu1": M.best_over_golds(M.bleu1, prediction, q.answers),
-    }
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.scoring.metrics import score
 
 
 class JsonlLog:
@@ -344,9 +174,9 @@ class QAEvaluation:
     async def answer(self, convs: Sequence[Conversation]) -> None:
         from tqdm.auto import tqdm
 
-        from memrl.eval.answer import answer_from_memory
-        from memrl.eval.judge import judge_answer
         from memrl.eval.report import latest_rows
+        from memrl.scoring.answer import answer_from_memory
+        from memrl.scoring.judge import judge_answer
 
         done = {r["question_id"]: r for r in latest_rows(self.predictions.read()) if not r.get("error")}
         todo = [(c, q) for c in convs for q in c.questions if q.id not in done]

@@ -1,7 +1,6 @@
 """The retrieval evaluation's figures and outputs: recall@k per mode and category with bootstrap
 intervals (:func:`summarize`), the markdown report, the recall plot, the files of ``output_dir`` and the
-compact JSON the CLI prints (:func:`headline`). Used by :mod:`memrl.eval.retrieval`, which re-exports
-these names::
+compact JSON the CLI prints (:func:`headline`). Used by :mod:`memrl.eval.retrieval`::
 
     report = summarize(rows, config)        # rows: one dict per question (evaluate_conversation)
     write_outputs(Path("runs/retrieval"), report, rows)
@@ -12,15 +11,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memrl.eval.metrics import LOCOMO_CATEGORIES
+from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
 from memrl.eval.stats import bootstrap_ci, to_markdown
-
-if TYPE_CHECKING:
-    from memrl.eval.retrieval import RetrievalConfig
-
-CORE_CATEGORIES = (1, 2, 3, 4)
+from memrl.scoring.metrics import LOCOMO_CATEGORIES
 
 
 def _stat(values: list[float | None], config: RetrievalConfig) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The retrieval evaluation's work on the store: embed every text up front, build each conversation with
 the ``raw`` builder, search each question in every mode and score what it found.
 
-Used by :func:`memrl.eval.retrieval.aevaluate` (which also re-exports these names)::
+Used by :func:`memrl.eval.retrieval.aevaluate`::
 
     await prefetch_embeddings(memory, conversations, config)   # every turn, then every question, once
     for conv in conversations:
@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
-from memrl.eval.metrics import locomo_session_of, recall_at_k, session_recall_at_k
+from memrl.eval.retrieval_config import RetrievalConfig
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.search import SearchOptions
-
-if TYPE_CHECKING:
-    from memrl.eval.retrieval import RetrievalConfig
+from memrl.scoring.metrics import locomo_session_of, recall_at_k, session_recall_at_k
 
 _PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front
 

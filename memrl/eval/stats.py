@@ -85,7 +85,7 @@ def category_table(
     """One row per category, sorted by category, then an ``"overall"`` row.
 
     Each row is ``{"category", "n", "mean", "ci_low", "ci_high"}``; ``labels`` (e.g.
-    ``memrl.eval.metrics.LOCOMO_CATEGORIES``) replaces category ids by names in the ``category`` column.
+    ``memrl.scoring.metrics.LOCOMO_CATEGORIES``) replaces category ids by names in the ``category`` column.
     Rows without ``value_key`` or with a missing value are skipped.
     """
     groups: dict[Any, list[float]] = {}

@@ -88,7 +88,7 @@ class ChatResponse:
     """A model reply. Token ids and per-token logprobs of the sampled tokens are filled in by back-ends
     that know them (local: under the distribution each token was drawn from, grammar mask and
     temperature applied, see :mod:`memrl.llm.decoding`; vLLM-style servers: what the server returns).
-    ``constraint`` records what constrained the reply (:func:`memrl.llm.grammar.constraint_of`: a JSON
+    ``constraint`` records what constrained the reply (:func:`constraint_of`: a JSON
     schema, tools + tool_choice, an EBNF grammar, or None) and ``temperature`` the sampling temperature,
     so a trainer can rebuild the behaviour distribution."""
 
@@ -178,10 +178,26 @@ class ChatRequest:
 
     @property
     def constraint(self) -> dict[str, Any] | None:
-        """The JSON-safe record of what constrains the reply (:func:`memrl.llm.grammar.constraint_of`)."""
-        from memrl.llm.grammar import constraint_of
-
+        """The JSON-safe record of what constrains the reply (:func:`constraint_of`)."""
         return constraint_of(self.json_schema, self.tools, self.tool_choice, self.grammar)
+
+
+def constraint_of(
+    json_schema: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str = "auto",
+    grammar: str | None = None,
+) -> dict[str, Any] | None:
+    """The JSON-safe record of what constrains a reply: ``{"json_schema": ...}``, ``{"tools": [...],
+    "tool_choice": ...}``, ``{"grammar": "<ebnf>"}``, or None when nothing does. It lives here, beside the
+    request it describes; :meth:`memrl.llm.grammar.GrammarBook.for_constraint` compiles it back."""
+    if grammar is not None:
+        return {"grammar": grammar}
+    if json_schema is not None:
+        return {"json_schema": json_schema}
+    if tools and tool_choice != "none":
+        return {"tools": tools, "tool_choice": tool_choice}
+    return None
 
 
 def check_messages(messages: Any) -> list[Message]:

@@ -11,7 +11,7 @@ guided grammar) may be given instead (``grammar=``). Grammars are compiled once 
     matcher = book.matcher(book.for_schema({"type": "object", ...}))     # one matcher per sequence
 
 **Constraint records.** Every reply records the constraint that produced it as a JSON-safe dict
-(:func:`constraint_of`: ``{"json_schema": ...}``, ``{"tools": [...], "tool_choice": ...}``,
+(:func:`memrl.llm.base.constraint_of`: ``{"json_schema": ...}``, ``{"tools": [...], "tool_choice": ...}``,
 ``{"grammar": "<ebnf>"}``, or ``None``); ``book.for_constraint(record)`` compiles the same grammar again,
 so a trainer can replay it over the reply's tokens and rebuild each position's mask
 (:func:`memrl.llm.decoding.replay_masks`).
@@ -96,22 +96,6 @@ def parse_tool_call(text: str, tools: list[dict[str, Any]], call_id: str | None 
     return ToolCall.from_raw(call_id, name, obj.get("arguments") if isinstance(obj, dict) else None)
 
 
-def constraint_of(
-    json_schema: dict[str, Any] | None = None,
-    tools: list[dict[str, Any]] | None = None,
-    tool_choice: str = "auto",
-    grammar: str | None = None,
-) -> dict[str, Any] | None:
-    """The JSON-safe record of what constrains a reply (None: nothing does); see the module docstring."""
-    if grammar is not None:
-        return {"grammar": grammar}
-    if json_schema is not None:
-        return {"json_schema": json_schema}
-    if tools and tool_choice != "none":
-        return {"tools": tools, "tool_choice": tool_choice}
-    return None
-
-
 class GrammarBook:
     """Compiles and caches grammars for one tokenizer (thread-safe; LRU of ``max_entries``)."""
 
@@ -165,7 +149,7 @@ class GrammarBook:
         return self._get("ebnf:" + ebnf, lambda: self.compiler.compile_grammar(ebnf))
 
     def for_constraint(self, constraint: dict[str, Any]) -> Any:
-        """The compiled grammar of a constraint record (:func:`constraint_of`)."""
+        """The compiled grammar of a constraint record (:func:`memrl.llm.base.constraint_of`)."""
         if "grammar" in constraint:
             return self.for_grammar(constraint["grammar"])
         if "json_schema" in constraint:

@@ -8,7 +8,7 @@
   ``data.apply_chat_template_kwargs``); templates that cannot render ``tools`` (SmolLM2's) get the tool
   list and the call format in the system prompt, and assistant tool calls in the history are shown as the
   JSON text the model itself emits (:mod:`memrl.llm.grammar`);
-* **constraint**: the request's constraint record (:func:`memrl.llm.grammar.constraint_of`) goes to the
+* **constraint**: the request's constraint record (:func:`memrl.llm.base.constraint_of`) goes to the
   engine, which enforces it (or says it did not);
 * **parsing**: with tools, a reply that is a JSON call becomes a ``ToolCall`` (malformed ones carry
   ``error``), with a deterministic id (a hash of prompt and completion), so cached replays match;

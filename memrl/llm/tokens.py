@@ -11,7 +11,7 @@ token ids::
 
 Engines: :class:`memrl.llm.local.LocalEngine` (transformers + xgrammar, batched) and
 :class:`memrl.integrations.verl.engine.ServerManagerEngine` (verl's ``server_manager.generate``).
-``constraint`` is the JSON-safe record of :func:`memrl.llm.grammar.constraint_of` (a JSON schema, tools +
+``constraint`` is the JSON-safe record of :func:`memrl.llm.base.constraint_of` (a JSON schema, tools +
 tool_choice, an EBNF grammar, or None); a result says which constraint the engine actually enforced and
 which temperature it actually sampled at (a verl engine samples at verl's rollout temperature, and may
 be configured not to forward constraints), so a trainer can rebuild the distribution the tokens came from.

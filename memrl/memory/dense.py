@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import ConfigError
-from memrl.memory.embedders import Embedder
+from memrl.memory.embedder import Embedder
 from memrl.memory.store import Store, content_hash
 from memrl.memory.types import MemoryType
 

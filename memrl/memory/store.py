@@ -164,7 +164,8 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
         for attempt in range(start, 1000):
             mid = new_id(ns, content, attempt)
             if mid not in taken and (
-                c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone() is None
+                c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone()
+                is None
             ):
                 return mid
         raise ValidationError(f"no free id for a new memory in namespace {ns!r}")  # pragma: no cover

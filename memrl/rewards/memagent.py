@@ -13,7 +13,7 @@ boxed answer (an answer without a box is scored as the empty string, i.e. 0 ever
 
 from __future__ import annotations
 
-from memrl.eval.metrics import best_over_golds, boxed_answer, boxed_match, exact_match, sub_em, token_f1
+from memrl.scoring.metrics import best_over_golds, boxed_answer, boxed_match, exact_match, sub_em, token_f1
 
 __all__ = ["memagent_eval", "memagent_reward"]
 

@@ -10,7 +10,7 @@
   change = max(0.8, 1 - 0.5 * |N_new - N_old| / max(N_old, 1)); lengths are in characters.
 
 Tokenisation (ours, documented because the original split raw lower-cased text on whitespace, so
-``"Paris."`` never matched ``"Paris"``): :func:`memrl.eval.metrics.normalize_answer` (lower-case, no
+``"Paris."`` never matched ``"Paris"``): :func:`memrl.scoring.metrics.normalize_answer` (lower-case, no
 punctuation, no a/an/the/and), then split on whitespace, as a set.
 
 Failures: the original returned -0.1 whenever anything raised. Here :func:`score_memupdate` returns a
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from memrl.eval.metrics import normalize_answer
 from memrl.rewards.outcome import RewardOutcome
+from memrl.scoring.metrics import normalize_answer
 
 __all__ = [
     "answer_coverage",

@@ -2,7 +2,7 @@
 
 MemBuilder's design: rewards that need an LLM judge are computed by a separate server that RL workers
 call, so the trainer's GPUs never wait on a judge model. Here it scores with the same functions memrl's
-trainers and evaluations use (:mod:`memrl.eval.metrics`, :mod:`memrl.rewards`, :mod:`memrl.eval.judge`).
+trainers and evaluations use (:mod:`memrl.scoring.metrics`, :mod:`memrl.rewards`, :mod:`memrl.scoring.judge`).
 
     memrl serve reward --port 8765 --token verl=SECRET123 --judge-provider openai --judge-model gpt-4o-mini
 
@@ -30,10 +30,10 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from memrl.eval import metrics as M
-from memrl.eval.judge import judge_answer
 from memrl.rewards.memagent import memagent_eval
 from memrl.rewards.memupdate import score_memupdate
+from memrl.scoring import metrics as M
+from memrl.scoring.judge import judge_answer
 from memrl.server.http import (
     HTTPError,
     Limits,

@@ -5,7 +5,7 @@ A rollout drawn under a grammar mask and/or a temperature was drawn from the *be
 the raw softmax. Every log-probability the trainer uses (new, old, reference) is therefore computed by
 :class:`PolicyLogProbs` under the sample's own recorded constraint and temperature:
 
-* the grammar (``Sample.constraint``, the record :func:`memrl.llm.grammar.constraint_of` made) is compiled
+* the grammar (``Sample.constraint``, the record :func:`memrl.llm.base.constraint_of` made) is compiled
   again and replayed over the completion with xgrammar (:func:`memrl.llm.decoding.replay_masks`), which
   rebuilds each position's allowed-token mask exactly; the masks are cached per sample (packed bits);
 * the logits are divided by the sample's temperature (1 for greedy), as when drawing.

@@ -11,7 +11,7 @@ memory type for ``build``). A rollout that fails (provider error, a reward that 
   0/1 match or a denser score of the same box (``f1``, ``sub_em``).
 * :class:`AnswerTasks` (``answer``): a question answered from the top-k memories of a store the ``raw``
   builder filled, with the very prompt, answer clean-up and scoring of ``memrl eval``
-  (:mod:`memrl.eval.answer`, :func:`memrl.eval.qa.score`); reward = the data set's official metric (LoCoMo
+  (:mod:`memrl.scoring.answer`, :func:`memrl.scoring.metrics.score`); reward = the data set's official metric (LoCoMo
   F1 with its category rules).
 * :class:`UpdateTasks` (``update``): a MemUpdate tool episode on LoCoMo's observation memory, focused on
   one question; the local back-end constrains every reply to a tool call or plain text; reward MemUpdate's
@@ -90,7 +90,7 @@ class ReadTasks(GroupedTasks):
         result = await MemAgent(llm, cfg).run(q.question, document, golds=list(q.answers), task_id=q.id)
         traj = result.trajectory
         if traj.failure is None and self.reward == "f1_unboxed":
-            from memrl.eval.metrics import best_over_golds, boxed_answer, token_f1
+            from memrl.scoring.metrics import best_over_golds, boxed_answer, token_f1
 
             final = result.final_text
             answer = boxed_answer(final)
@@ -134,8 +134,8 @@ class AnswerTasks(GroupedTasks):
         """Build each conversation's store with the ``raw`` builder (once; an existing namespace is reused)
         and render every question's prompt (retrieval is deterministic, so it is done once)."""
         from memrl.agents.base import create_builder
-        from memrl.eval.answer import answer_messages
         from memrl.memory.facade import AsyncMemory
+        from memrl.scoring.answer import answer_messages
 
         if self._ready:
             return
@@ -167,9 +167,9 @@ class AnswerTasks(GroupedTasks):
                 for (conv, q), msgs in zip(self.items, self.messages, strict=True)]  # fmt: skip
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
-        from memrl.eval.answer import clean_prediction
-        from memrl.eval.qa import score
         from memrl.llm.base import SamplingParams
+        from memrl.scoring.answer import clean_prediction
+        from memrl.scoring.metrics import score
 
         conv, q = self.items[index]
         msgs = self.messages[index]

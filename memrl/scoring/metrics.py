@@ -1,8 +1,9 @@
-"""Answer and retrieval metrics: LoCoMo's official F1, SQuAD-style EM/F1/sub-EM, BLEU-1, ``\\boxed{}``.
+"""Answer and retrieval metrics: LoCoMo's official F1, SQuAD-style EM/F1/sub-EM, BLEU-1, ``\\boxed{}``, and
+:func:`score`, the data set's own metric for one answered question.
 
 All functions are pure and cheap; none needs a model or any nltk data download. Use::
 
-    from memrl.eval.metrics import locomo_f1, squad_scores, recall_at_k
+    from memrl.scoring.metrics import locomo_f1, squad_scores, recall_at_k
     locomo_f1("She was running", "run", category="single-hop")   # 0.5 (stemmed token F1)
 
 LoCoMo scoring mirrors ``task_eval/evaluation.py`` of snap-research/locomo, read at commits 9228632
@@ -38,7 +39,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from memrl.data.documents import is_documents
 from memrl.data.locomo import LOCOMO_CATEGORIES  # the one definition of the official mapping
+from memrl.data.types import Conversation, Question
 
 __all__ = [
     "LOCOMO_CATEGORIES",
@@ -54,6 +57,7 @@ __all__ = [
     "locomo_session_of",
     "normalize_answer",
     "recall_at_k",
+    "score",
     "session_recall_at_k",
     "squad_scores",
     "sub_em",
@@ -360,3 +364,25 @@ def session_recall_at_k(
         return None
     top_sessions = {s for s in (lookup(r) for r in _top(retrieved_ids, k)) if s is not None}
     return sum(s in top_sessions for s in evidence_sessions) / len(evidence_sessions)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One question, by its data set
+
+
+def score(conv: Conversation, q: Question, prediction: str) -> dict[str, float]:
+    """The data set's official metric (LoCoMo F1 with its category rules) plus EM and BLEU-1."""
+    if is_documents(conv):  # MemAgent's evaluation: its match (accuracy), sub-EM, EM, F1
+        return {
+            "accuracy": float(answer_match(prediction, q.answers)),
+            **squad_scores(prediction, q.answers),
+        }
+    if conv.source in ("locomo", "sample") and q.category_id is not None:
+        f1 = locomo_f1(prediction, q.answer, q.category_id)
+    else:
+        f1 = best_over_golds(token_f1, prediction, q.answers)
+    return {
+        "f1": f1,
+        "em": best_over_golds(exact_match, prediction, q.answers),
+        "bleu1": best_over_golds(bleu1, prediction, q.answers),
+    }

@@ -65,6 +65,23 @@ class LocalPostgres:
             self._user = (nobody.pw_uid, nobody.pw_gid)
             os.chown(self.dir, *self._user)
             self.dir.chmod(0o700)
+            try:
+                reachable = self._run(str(self.bin / "postgres"), "-V").returncode == 0
+            except PermissionError:
+                reachable = False
+            if not reachable:
+                # the binaries sit where nobody cannot reach them (a checkout under /root): run a copy, with
+                # the wheel's vendored libraries where the binaries' rpath looks ($ORIGIN/../../../pgserver.libs)
+                site = self.bin.parents[2]
+                copy = self.dir / "site"
+                shutil.copytree(
+                    site / "pgserver" / "pginstall", copy / "pgserver" / "pginstall", symlinks=True
+                )
+                if (site / "pgserver.libs").is_dir():
+                    shutil.copytree(site / "pgserver.libs", copy / "pgserver.libs", symlinks=True)
+                for path in [copy, *copy.rglob("*")]:
+                    os.lchown(path, *self._user)
+                self.bin = copy / "pgserver" / "pginstall" / "bin"
         self._started = False
 
     def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -29,7 +29,8 @@ from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import create_embedder
 from memrl.memory.postgres import is_postgres_url
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
-from memrl.memory.store import NewItem, SQLiteStore, Store, strip_derived
+from memrl.memory.sqlite_store import SQLiteStore
+from memrl.memory.store import NewItem, Store, strip_derived
 from memrl.memory.transfer import export_namespace, import_namespace
 from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
 

@@ -1,6 +1,6 @@
 """The history side of the store: every change is recorded with before/after snapshots, and can be undone.
 
-:class:`HistoryMixin` is part of :class:`~memrl.memory.store.SQLiteStore` (it uses its connection,
+:class:`HistoryMixin` is part of :class:`~memrl.memory.store.Store` (it uses its connection,
 transactions and item writes): ``history`` lists changes, ``undo`` reverts the latest change of an item
 or of a namespace (a merge or a split, written as one batch, is undone as a whole), and ``rollback``
 reverts everything after a point, which is how an interrupted build resumes.
@@ -22,7 +22,7 @@ CORE_ID = "__core__"
 
 
 class HistoryMixin:
-    """History, undo and rollback for :class:`~memrl.memory.store.SQLiteStore`."""
+    """History, undo and rollback for :class:`~memrl.memory.store.Store`."""
 
     _conn: Any
     _NO_LIMIT: Any

@@ -1,6 +1,6 @@
 """What search indexes read from the store: changed rows, rows for dense search, filters, the vector cache.
 
-:class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.SQLiteStore`. Dense indexes stay in step
+:class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.Store`. Dense indexes stay in step
 with the database by asking for the rows changed since the history sequence number they last saw
 (``changes_since``); vectors are cached per embedder model and content hash (``get_vectors`` /
 ``put_vectors``), so nothing is embedded twice.
@@ -26,7 +26,7 @@ class Change(NamedTuple):
 
 
 class IndexSupportMixin:
-    """Search-index support for :class:`~memrl.memory.store.SQLiteStore`."""
+    """Search-index support for :class:`~memrl.memory.store.Store`."""
 
     read: Any
     json_value: Any

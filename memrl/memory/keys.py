@@ -30,7 +30,7 @@ MAX_KEYS_CHARS = 2000
 
 
 class KeysMixin:
-    """Retrieval keys of :class:`~memrl.memory.store.SQLiteStore` (see the module docstring)."""
+    """Retrieval keys of :class:`~memrl.memory.store.Store` (see the module docstring)."""
 
     read: Any
     transaction: Any

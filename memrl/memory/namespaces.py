@@ -1,6 +1,6 @@
 """Namespaces and their core memory blocks: the per-user (or per-episode) side of the store.
 
-:class:`NamespaceMixin` is part of :class:`~memrl.memory.store.SQLiteStore` (it uses its connection,
+:class:`NamespaceMixin` is part of :class:`~memrl.memory.store.Store` (it uses its connection,
 transactions and history log): list namespaces, clone one (how an RL episode starts from a copy), drop
 one, and read or change a namespace's core memory block (versioned in the history under ``CORE_ID``).
 """
@@ -17,7 +17,7 @@ from memrl.memory.keys import copy_keys_sql
 
 
 class NamespaceMixin:
-    """Namespaces and core memory for :class:`~memrl.memory.store.SQLiteStore`."""
+    """Namespaces and core memory for :class:`~memrl.memory.store.Store`."""
 
     _conn: Any
     core_limit: int

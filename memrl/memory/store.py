@@ -1,4 +1,4 @@
-"""The embedded memory store: items, core memory, namespaces and an undoable history, in one SQLite file.
+"""The memory store: items, core memory, namespaces and an undoable history, over SQL any back-end runs.
 
 This layer is synchronous and knows nothing about embeddings beyond storing cached vectors; search lives
 in :mod:`memrl.memory.search` and the user-facing API in :mod:`memrl.memory.facade`.
@@ -8,37 +8,32 @@ change itself, so a crash never leaves a change without its history. Deletes are
 ``undo`` reverts the latest change of an item, or a whole batch (a merge or a split) at once.
 Namespaces isolate users and RL episodes; ``clone_namespace`` copies one with a single SQL statement.
 
-:class:`SQLiteStore` is assembled from one part per job: this module holds the connection, transactions and
-item writes; :mod:`~memrl.memory.validation` the input checks, :mod:`~memrl.memory.history` history and
+:class:`Store` is assembled from one part per job: this module holds the back-end interface and the item
+writes; :mod:`~memrl.memory.validation` the input checks, :mod:`~memrl.memory.history` history and
 undo, :mod:`~memrl.memory.namespaces` namespaces and core memory, :mod:`~memrl.memory.indexing` what search
-indexes read, and :mod:`~memrl.memory.transfer` export and import.
+indexes read, :mod:`~memrl.memory.keys` retrieval keys, and :mod:`~memrl.memory.transfer` export and import.
+The back-ends: :class:`~memrl.memory.sqlite_store.SQLiteStore` (one file, the default) and
+:class:`~memrl.memory.postgres.PostgresStore` (Postgres with pgvector, by URL).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from memrl.errors import NotFoundError, ValidationError
-from memrl.memory.fusion import fts_query
 from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
 from memrl.memory.keys import KeysMixin
 from memrl.memory.namespaces import NamespaceMixin
-from memrl.memory.schema import connect, store_error
 from memrl.memory.types import MemoryItem, MemoryType
 from memrl.memory.validation import CONTENT_DERIVED_KEYS, ValidationMixin, content_hash, new_id, strip_derived
 
 __all__ = [
-    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "SQLiteStore", "Store", "content_hash", "new_id",
+    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "Store", "content_hash", "new_id",
     "strip_derived",
 ]  # fmt: skip
 
@@ -400,94 +395,3 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
                 raise ValidationError(f"memory {memory_id!r} is not deleted")
             new = replace(old, deleted=False, updated_at=time.time())
             return self._write_state(ns, old, new, "RESTORE", actor)
-
-
-class SQLiteStore(Store):
-    """The store in one SQLite database (a file or ``:memory:``), BM25 by FTS5.
-
-    Thread-safe (one connection behind a lock); several processes may share one file.
-    """
-
-    def __init__(
-        self,
-        path: str | Path = ":memory:",
-        *,
-        busy_timeout: float = 5.0,
-        core_limit: int = 5000,
-        max_content_chars: int = 10_000,
-    ) -> None:
-        self.path = str(path)
-        self.core_limit = core_limit
-        self.max_content_chars = max_content_chars
-        self._conn = connect(self.path, busy_timeout=busy_timeout)
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._batch: str | None = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def transaction(
-        self, ns: str | Sequence[str] | None = None, *, batch: bool = False
-    ) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction; nested calls join the outer one. ``BEGIN IMMEDIATE`` takes the
-        database's one write lock up front: ``ns`` needs no lock of its own.
-
-        With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
-        them together.
-        """
-        with self._lock:
-            outer = self._depth == 0
-            if outer:
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as e:
-                    raise store_error(e, self.path) from e
-            opened_batch = batch and self._batch is None
-            if opened_batch:
-                self._batch = uuid.uuid4().hex
-            self._depth += 1
-            try:
-                yield self._conn
-            except BaseException:
-                self._depth -= 1
-                if opened_batch:
-                    self._batch = None
-                if outer:
-                    self._conn.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if opened_batch:
-                self._batch = None
-            if outer:
-                try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error as e:
-                    self._conn.execute("ROLLBACK")
-                    raise store_error(e, self.path) from e
-
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as e:
-                raise store_error(e, self.path) from e
-
-    def lexical(
-        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
-    ) -> list[tuple[int, float]]:
-        table = "memory_keys_fts" if keys else "memories_fts"
-        match = fts_query(query)
-        if not match or k <= 0:
-            return []
-        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
-        # join stops after k rows that pass the filters (no temp B-tree over every match).
-        rows = self.read(
-            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            f"ORDER BY {table}.rank LIMIT ?",
-            [match, ns, *params, k],
-        )
-        return [(r[0], -r[1]) for r in rows]

@@ -23,12 +23,15 @@ from memrl.memory.analyzer import analyze, query_terms
 CONTENT, KEYS = 0, 1
 
 #: FTS5's BM25 (fts5_aux.c): score = sum idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avgdl)), per
-#: query phrase (``mult``: phrases that analyse to the same term count apart). One scan of the postings
-#: gives both each term's document frequency (the window count, before any filter, as FTS5's) and the hits.
+#: query phrase (``mult``: phrases that analyse to the same term count apart). One index scan per query term
+#: (equality on the whole key, whatever the planner's statistics) gives both the term's document frequency
+#: (the window count, before any filter, as FTS5's) and its hits.
 _BM25 = """
 WITH p AS MATERIALIZED (
-    SELECT rid, term, tf, dl, count(*) OVER (PARTITION BY term)::float8 AS n FROM lex_terms
-    WHERE namespace = ? AND field = ? AND term = ANY(?::text[])),
+    SELECT x.rid, x.term, x.tf, x.dl, count(*) OVER (PARTITION BY x.term)::float8 AS n
+    FROM unnest(?::text[]) AS q(term) CROSS JOIN LATERAL (
+        SELECT rid, term, tf, dl FROM lex_terms WHERE namespace = ? AND field = ? AND term = q.term
+        OFFSET 0) x),  -- OFFSET 0: not flattened into a join, so each term is one index lookup
 st AS MATERIALIZED (
     SELECT docs::float8 AS docs, tokens::float8 / GREATEST(docs, 1) AS avgdl FROM lex_stats
     WHERE namespace = ? AND field = ?),
@@ -60,7 +63,7 @@ class PgLexicalMixin:
         # Filters need the item row; without them the postings alone answer (they hold live items only).
         join = "JOIN memories m ON m.rid = p.rid" if where else ""
         sql = _BM25.format(join=join, where=f"WHERE m.deleted = 0{where}" if where else "")
-        rows = self.read(sql, [ns, field, distinct, ns, field, terms, *params, k])
+        rows = self.read(sql, [distinct, ns, field, ns, field, terms, *params, k])
         return [(r[0], float(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ keeping the postings

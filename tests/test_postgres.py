@@ -86,33 +86,28 @@ async def test_every_mode_ranks_and_scores_as_on_sqlite(pg_server, tmp_path):
 
 async def test_one_namespaces_writes_change_neither_anothers_ranking_nor_its_scores(pg_server):
     m = AsyncMemory(fresh(pg_server), embedder=HashingEmbedder(64))
-    await m.add_many(
-        [
-            NewItem(t)
-            for t in ["Alice adopted a greyhound", "Alice went hiking by the lake", "Bob plays cello"]
-        ],
-        namespace="tenant-a",
-    )
-    before = {
-        mode: [
-            (h.item.id, h.score, h.bm25_score)
-            for h in await m.search("greyhound lake", namespace="tenant-a", mode=mode)
-        ]
-        for mode in ("bm25", "hybrid")
-    }
-    assert before["bm25"][0][2] > 0
-    # Another tenant writes a lot, all about the same words: its own statistics change, tenant-a's do not.
-    await m.add_many([NewItem(f"greyhound {i} lake greyhound") for i in range(200)], namespace="tenant-b")
-    after = {
-        mode: [
-            (h.item.id, h.score, h.bm25_score)
-            for h in await m.search("greyhound lake", namespace="tenant-a", mode=mode)
-        ]
-        for mode in ("bm25", "hybrid")
-    }
-    assert after == before
+    texts = ["Alice adopted a greyhound", "Alice went hiking by the lake", "Bob plays cello"]
+    a = await m.add_many([NewItem(t) for t in texts], namespace="tenant-a")
+    await m.set_keys({a[0].id: "dog pet", a[2].id: "music pet"}, namespace="tenant-a")
+
+    async def ranking() -> dict[str, list[tuple]]:
+        out = {}
+        for mode in ("bm25", "hybrid"):
+            for q, keys in (("greyhound lake", 0.0), ("pet dog", 0.5)):
+                hits = await m.search(q, namespace="tenant-a", mode=mode, keys=keys)
+                out[f"{mode} {q}"] = [(h.item.id, h.score, h.bm25_score) for h in hits]
+        return out
+
+    before = await ranking()
+    assert before["bm25 greyhound lake"][0][2] > 0 and before["bm25 pet dog"][0][0] == a[0].id
+    # Another tenant writes a lot, all about the same words, items and keys: its own statistics change,
+    # tenant-a's do not.
+    b = await m.add_many([NewItem(f"greyhound {i} lake greyhound") for i in range(200)], namespace="tenant-b")
+    await m.set_keys({it.id: "pet dog pet" for it in b}, namespace="tenant-b")
+    assert await ranking() == before
     stats = dict(((r[0], r[1]), r[2]) for r in m.store.read("SELECT namespace, field, docs FROM lex_stats"))
-    assert stats == {("tenant-a", 0): 3, ("tenant-b", 0): 200}
+    assert stats == {("tenant-a", 0): 3, ("tenant-a", 1): 2, ("tenant-b", 0): 200, ("tenant-b", 1): 200}
+    before = {"bm25": before["bm25 greyhound lake"]}
     # and the idf really is the namespace's: in tenant-b "greyhound" is in every document (idf floored)
     b = await m.search("greyhound", namespace="tenant-b", mode="bm25", top_k=1)
     assert b[0].bm25_score < 1e-3 < before["bm25"][0][2]

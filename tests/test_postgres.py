@@ -4,7 +4,6 @@ the same ranking as SQLite, per-namespace BM25 statistics, concurrent writers, m
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 import uuid
@@ -14,10 +13,8 @@ import pytest
 from memrl.data import load_conversations
 from memrl.errors import StoreError
 from memrl.eval.retrieval import RetrievalConfig, build_conversation, namespace_of
-from memrl.memory.analyzer import analyze, query_terms
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory
-from memrl.memory.fusion import fts_query
 from memrl.memory.store import NewItem
 
 
@@ -28,28 +25,6 @@ def fresh(pg) -> str:
     with psycopg.connect(pg.url(), autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE memrl_template')
     return pg.url(name)
-
-
-def _sample_texts() -> list[str]:
-    conv = load_conversations("sample", None)[0][0]
-    return [t.text for s in conv.sessions for t in s.turns] + [
-        "Café naïve ÉCOLE straße 🤩 x_y İstanbul",
-        "incredibly psychology ecology possibly bubbly",
-    ]
-
-
-def test_analyzer_indexes_what_fts5_indexes():
-    texts = _sample_texts()
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE f USING fts5(x, tokenize='porter unicode61')")
-    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
-    db.executemany("INSERT INTO f (rowid, x) VALUES (?, ?)", list(enumerate(texts, 1)))
-    fts: dict[int, list[str]] = {}
-    for doc, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
-        fts.setdefault(doc, []).append(term)
-    assert [analyze(t) for t in texts] == [fts.get(i, []) for i in range(1, len(texts) + 1)]
-    assert query_terms("Where did Caroline go camping?") == ["carolin", "go", "camp"]
-    assert fts_query("Where did Caroline go camping?") == '"caroline" OR "go" OR "camping"'
 
 
 async def test_every_mode_ranks_and_scores_as_on_sqlite(pg_server, tmp_path):

@@ -23,6 +23,7 @@ class Change(NamedTuple):
     vector_key: str  # embedding-cache key: metadata vector_key, else the content hash
     seq: int
     content: str
+    live: bool = True  # not deleted (lexical search indexes every live row, lexical-only ones too)
 
 
 class IndexSupportMixin:
@@ -42,7 +43,7 @@ class IndexSupportMixin:
         return [
             Change(*r)
             for r in self.read(
-                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content FROM memories "
+                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content, deleted = 0 FROM memories "
                 "WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, seq),
             )

@@ -24,7 +24,7 @@ class NamespaceMixin:
 
     def _lex_copy(self, src: str, dst: str) -> None:
         """Inside ``clone_namespace``, after the items were copied: copy what the back-end indexes lexically
-        (SQLite's FTS5 follows the table by triggers: nothing to do)."""
+        (a back-end with its own postings; nothing to do otherwise)."""
 
     def _ensure_namespace(self, ns: str) -> None:
         self._conn.execute(

@@ -1,31 +1,34 @@
 """BM25 on Postgres: the lexical list of :class:`~memrl.memory.postgres.PostgresStore`, ranked as FTS5 ranks.
 
-Each live item's content (field 0), and each item's retrieval keys (field 1), are analysed exactly as FTS5's
-``porter unicode61`` tokenizer does (:mod:`memrl.memory.analyzer`) and stored as postings: ``lex_docs``
+Each live item's content (field 0), and each item's retrieval keys (field 1), are analysed with the
+tokenizer the in-process indexes use (:func:`memrl.memory.lexical.tokens`) and stored as postings: ``lex_docs``
 (one row per text: its length in tokens) and ``lex_terms`` (one row per distinct term: its frequency).
 ``lex_stats`` holds each namespace's document count and total length, kept by triggers on ``lex_docs``.
 
-A query scores with FTS5's ``bm25()`` formula, term for term (k1 = 1.2, b = 0.75, idf
-``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, each OR-ed query phrase counted apart), but ``N``, ``n``
-and the average length are those of the namespace searched: one tenant's writes change neither another's
-ranking nor its scores. The postings are written in the same transaction as the item, by the store's
+A query scores as :class:`memrl.memory.lexical.LexicalIndex` scores (FTS5's ``bm25()`` formula: k1 = 1.2,
+b = 0.75, idf ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, each query term counted apart), with the
+statistics of the namespace searched: one tenant's writes change neither another's ranking nor its scores.
+The same hits and scores as the in-process index, computed in the database: no per-process copy of the
+postings, nothing to rebuild when a worker starts. The postings are written in the same transaction as the item, by the store's
 write paths (``_lex_changed``, ``_keys_changed``, ``_lex_copy``); deletes follow by foreign keys.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from memrl.memory.analyzer import analyze, query_terms
+from memrl.memory.lexical import IDF_FLOOR, K1, B, query_terms, tokens
 
 CONTENT, KEYS = 0, 1
 
-#: FTS5's BM25 (fts5_aux.c): score = sum idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avgdl)), per
-#: query phrase (``mult``: phrases that analyse to the same term count apart). One index scan per query term
-#: (equality on the whole key, whatever the planner's statistics) gives both the term's document frequency
-#: (the window count, before any filter, as FTS5's) and its hits.
+#: Candidates by BM25 (k1 1.2, b 0.75, idf floored at 1e-6; each query term counted as often as the query
+#: has it), with what re-scoring them needs: their terms, term frequencies and length, each term's document
+#: frequency and the namespace's statistics. One index lookup per query term (equality on the whole key,
+#: whatever the planner's statistics) gives a term's document frequency (the window count, before any
+#: filter) and its hits.
 _BM25 = """
 WITH p AS MATERIALIZED (
     SELECT x.rid, x.term, x.tf, x.dl, count(*) OVER (PARTITION BY x.term)::float8 AS n
@@ -39,11 +42,39 @@ q AS MATERIALIZED (SELECT term, count(*)::float8 AS mult FROM unnest(?::text[]) 
 SELECT p.rid, sum(q.mult * (CASE WHEN ln((st.docs - p.n + 0.5) / (p.n + 0.5)) > 0
                                  THEN ln((st.docs - p.n + 0.5) / (p.n + 0.5)) ELSE 1e-6::float8 END)
                   * ((p.tf * 2.2::float8) / (p.tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * p.dl / st.avgdl))))
-       AS score
+       AS score,
+       array_agg(p.term), array_agg(p.tf), array_agg(p.n), min(p.dl), min(st.docs), min(st.avgdl)
 FROM p JOIN q ON q.term = p.term CROSS JOIN st {join}
 {where}
 GROUP BY p.rid ORDER BY score DESC, p.rid LIMIT ?
 """
+#: Candidates fetched beyond k: the database's sum runs in another order than the in-process index's, so
+#: scores may differ in the last bit; the candidates are re-scored here exactly as
+#: :meth:`memrl.memory.lexical.LexicalIndex.scores` scores, and the k best kept.
+MARGIN = 32
+
+
+def rescore(terms: Sequence[str], rows: Sequence[Sequence[Any]], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best of ``rows`` (from :data:`_BM25`) scored as the in-process index does: the same float
+    operations in the same order (query terms in query order, each added to 0.0), ties by lower rid."""
+    out = []
+    for rid, _, hit_terms, tfs, ns_, dl, docs, avgdl in rows:
+        tf_of = dict(zip(hit_terms, tfs, strict=True))
+        df_of = dict(zip(hit_terms, ns_, strict=True))
+        n = int(docs)
+        total = 0.0
+        for term in terms:
+            tf = tf_of.get(term)
+            if tf is None:
+                continue
+            df = int(df_of[term])
+            idf = math.log((n - df + 0.5) / (df + 0.5))
+            idf = idf if idf > 0 else IDF_FLOOR
+            norm = K1 * (1 - B + B * float(dl) / avgdl) if avgdl > 0 else K1
+            total += idf * float(tf) * (K1 + 1) / (float(tf) + norm)
+        out.append((int(rid), total))
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out[:k]
 
 
 class PgLexicalMixin:
@@ -53,18 +84,36 @@ class PgLexicalMixin:
     _conn: Any
 
     def lexical(
-        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
+        self,
+        ns: str,
+        query: str,
+        k: int,
+        *,
+        keys: bool = False,
+        types: Sequence[str] | None = None,
+        allowed: Any = None,
     ) -> list[tuple[int, float]]:
+        """The ``k`` best live items of ``ns`` by BM25 of ``query`` over their content, or over their
+        retrieval keys (``keys``), best first as (rid, score), higher better; only items of ``types`` and
+        rids in ``allowed`` when given. The statistics are the namespace's (all its indexed texts)."""
         terms = query_terms(query)
-        if not terms or k <= 0:
+        if not terms or k <= 0 or (allowed is not None and len(allowed) == 0):
             return []
         field = KEYS if keys else CONTENT
-        distinct = sorted(set(terms))
-        # Filters need the item row; without them the postings alone answer (they hold live items only).
-        join = "JOIN memories m ON m.rid = p.rid" if where else ""
-        sql = _BM25.format(join=join, where=f"WHERE m.deleted = 0{where}" if where else "")
-        rows = self.read(sql, [distinct, ns, field, ns, field, terms, *params, k])
-        return [(r[0], float(r[1])) for r in rows]
+        where, params = [], []
+        if keys:  # keys postings cover deleted items too (their statistics count them): hits must be live
+            where.append("m.deleted = 0")
+        if types is not None:
+            where.append("m.type = ANY(?::text[])")
+            params.append(list(types))
+        if allowed is not None:
+            where.append("p.rid = ANY(?::bigint[])")
+            params.append([int(r) for r in allowed])
+        # The postings of content hold live items only: without restrictions they alone answer.
+        join = "JOIN memories m ON m.rid = p.rid" if keys or types is not None else ""
+        sql = _BM25.format(join=join, where=("WHERE " + " AND ".join(where)) if where else "")
+        rows = self.read(sql, [sorted(set(terms)), ns, field, ns, field, terms, *params, k + MARGIN])
+        return rescore(terms, rows, k)
 
     # ------------------------------------------------------------------ keeping the postings
     def _index(self, field: int, rows: Sequence[tuple[int, str, str]]) -> None:
@@ -72,7 +121,7 @@ class PgLexicalMixin:
         docs: list[list[Any]] = [[], [], []]
         terms: list[list[Any]] = [[], [], [], [], []]
         for rid, ns, text in rows:
-            toks = analyze(text)
+            toks = tokens(text)
             docs[0].append(rid)
             docs[1].append(ns)
             docs[2].append(len(toks))

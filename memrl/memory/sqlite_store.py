@@ -1,9 +1,9 @@
-"""The SQLite back-end of the store: one database file (or ``:memory:``), FTS5 for BM25.
+"""The SQLite back-end of the store: one database file (or ``:memory:``).
 
 :class:`SQLiteStore` supplies the back-end interface of :class:`~memrl.memory.store.Store`: one connection
-behind a lock, ``BEGIN IMMEDIATE`` transactions (the file's one write lock, taken up front), the schema and
-its migrations (:mod:`memrl.memory.schema`), and the lexical list by FTS5, whose triggers keep the index in
-step with the items. Everything else is the shared :class:`~memrl.memory.store.Store`.
+behind a lock, ``BEGIN IMMEDIATE`` transactions (the file's one write lock, taken up front), and the schema
+and its migrations (:mod:`memrl.memory.schema`). BM25 runs in the search process
+(:mod:`memrl.memory.lexical`). Everything else is the shared :class:`~memrl.memory.store.Store`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memrl.memory.fusion import fts_query
 from memrl.memory.schema import connect, store_error
 from memrl.memory.store import Store
 
 
 class SQLiteStore(Store):
-    """The store in one SQLite database (a file or ``:memory:``), BM25 by FTS5.
+    """The store in one SQLite database (a file or ``:memory:``).
 
     Thread-safe (one connection behind a lock); several processes may share one file.
     """
@@ -93,20 +92,3 @@ class SQLiteStore(Store):
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as e:
                 raise store_error(e, self.path) from e
-
-    def lexical(
-        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
-    ) -> list[tuple[int, float]]:
-        table = "memory_keys_fts" if keys else "memories_fts"
-        match = fts_query(query)
-        if not match or k <= 0:
-            return []
-        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
-        # join stops after k rows that pass the filters (no temp B-tree over every match).
-        rows = self.read(
-            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            f"ORDER BY {table}.rank LIMIT ?",
-            [match, ns, *params, k],
-        )
-        return [(r[0], -r[1]) for r in rows]

@@ -60,12 +60,13 @@ class NewItem:
 class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
     """Items, core memory, namespaces and history, written once over SQL both back-ends run.
 
-    A back-end (:class:`SQLiteStore`, :class:`memrl.memory.postgres.PostgresStore`) supplies the small
-    interface below: connection and transactions (``transaction``, ``read``, ``_conn``, ``close``), the
-    lexical list (``lexical``: BM25 over an item's content or its retrieval keys), the few SQL fragments
-    whose spelling differs (JSON access, "no limit", the dense-row expressions of
-    :class:`~memrl.memory.indexing.IndexSupportMixin`) and ``_lex_changed`` for a back-end that keeps
-    its own lexical postings (SQLite's FTS5 follows the table by triggers). Everything else (items,
+    A back-end (:class:`~memrl.memory.sqlite_store.SQLiteStore`, :class:`~memrl.memory.postgres.PostgresStore`)
+    supplies the small interface below: connection and transactions (``transaction``, ``read``, ``_conn``,
+    ``close``) and the few SQL fragments whose spelling differs (JSON access, "no limit", the dense-row
+    expressions of :class:`~memrl.memory.indexing.IndexSupportMixin`, metadata filters). A back-end that
+    ranks BM25 itself also offers ``lexical(ns, query, k, *, keys, types, allowed)`` and keeps its postings
+    through the ``_lex_changed``, ``_keys_changed`` and ``_lex_copy`` hooks (no-ops here); without it,
+    search keeps an in-process index per namespace (:mod:`memrl.memory.lexical`). Everything else (items,
     history and undo, namespaces, keys, transfer, and all of search's ranking) is shared.
     """
 
@@ -87,14 +88,6 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one query (``?`` placeholders); inside a transaction it sees that transaction's writes."""
-        raise NotImplementedError
-
-    def lexical(
-        self, ns: str, query: str, k: int, *, keys: bool = False, where: str = "", params: Sequence[Any] = ()
-    ) -> list[tuple[int, float]]:
-        """The ``k`` best live items of ``ns`` by BM25 (FTS5's formula) of ``query`` over their content, or
-        over their retrieval keys (``keys``), best first, as (rid, score) with higher better. ``where``
-        (with ``params``) restricts the joined item, alias ``m``."""
         raise NotImplementedError
 
     def json_value(self, column: str) -> str:

@@ -250,7 +250,7 @@ value="{max(1, min(top_k, 100))}" style="width:4.5rem"></label> <button class="p
                     for r, h in enumerate(hits, 1)
                 ]  # fmt: skip
                 out = f"""<p class="muted">Fused score: reciprocal-rank fusion of the dense and BM25 lists (plus query
-priors) in hybrid mode, the retriever's own score otherwise. Dense: cosine similarity. BM25: SQLite FTS5 score (higher
+priors) in hybrid mode, the retriever's own score otherwise. Dense: cosine similarity. BM25: score with this namespace's own statistics (higher
 is better). Rank: the hit's place in each retriever's list (– = not in it).</p>
 {table(["#", "fused", "dense", "dense rank", "bm25", "bm25 rank", "type", "memory"], rows, num_cols=[0, 1, 2, 3, 4, 5], cls="hits")}"""
                 if not hits:

@@ -10,6 +10,7 @@ INSERT INTO meta (key, value) VALUES ('application', 'memrl');
 CREATE TABLE namespaces (
     name        TEXT COLLATE "C" PRIMARY KEY,
     generation  BIGINT NOT NULL DEFAULT 0,  -- bumped when rows are hard-deleted (reset/drop)
+    keys_version BIGINT NOT NULL DEFAULT 0,  -- bumped by every change of the namespace's retrieval keys
     parent      TEXT,
     created_at  DOUBLE PRECISION NOT NULL
 );
@@ -70,6 +71,20 @@ CREATE TABLE memory_keys (
     keys        TEXT NOT NULL,
     updated_at  DOUBLE PRECISION NOT NULL
 );
+
+-- The namespace's keys version grows with every change of its keys (as SQLite's schema 3 triggers do).
+CREATE FUNCTION memrl_keys_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE namespaces SET keys_version = keys_version + 1
+    WHERE name IN (SELECT m.namespace FROM changed k JOIN memories m ON m.rid = k.rid);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_keys_added AFTER INSERT ON memory_keys REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memrl_keys_version();
+CREATE TRIGGER memory_keys_removed AFTER DELETE ON memory_keys REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memrl_keys_version();
+CREATE TRIGGER memory_keys_changed AFTER UPDATE ON memory_keys REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memrl_keys_version();
 
 -- Keys describe one text: a new content drops them (as the SQLite trigger memories_keys_stale).
 CREATE FUNCTION memrl_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -40,3 +40,16 @@ class ProviderError(MemrlError):
 
 class ConfigError(MemrlError, ValueError):
     """A configuration is inconsistent. The message says how to fix it."""
+
+
+def is_infrastructure(error: BaseException) -> bool:
+    """True for a failure of the machinery rather than of the caller's request: a provider (LLM, embedder,
+    reward server) that failed, or a store that is locked, corrupt or unreachable. A missing id is the
+    caller's mistake (``NotFoundError``); a bad argument too (``ValidationError``).
+
+    Agents must not show such a failure to the model as a tool error, and trainers must never score it:
+    the rollout is marked failed and left out of its group (an outage would otherwise teach the policy).
+    """
+    if isinstance(error, ProviderError):
+        return True
+    return isinstance(error, StoreError) and not isinstance(error, NotFoundError)

@@ -15,7 +15,7 @@ from memrl.data.types import Conversation, Question
 from memrl.errors import ProviderError
 from memrl.llm.scripted import ScriptedLLM
 from memrl.memory.facade import AsyncMemory
-from tests.test_membuilder_agent import rule
+from tests.test_membuilder_agent import kind, rule
 from tests.test_qa_eval import question_of
 
 NS = "adrpo"
@@ -108,7 +108,8 @@ async def test_rewards_are_task_accuracy_with_attribution(amem, conv):
 
 async def test_length_penalties_and_unparsable_agents(amem, conv):
     session = conv.sessions[0]
-    long_core = {"operation": "APPEND", "content": "Lena likes long walks. " * 26}  # 598 of 600 allowed
+    await amem.core_append("Lena and Omar are neighbours.", namespace=NS)  # so REWRITE is offered
+    long_core = {"operation": "REWRITE", "content": "Lena likes long walks. " * 44}  # 1,012 characters
     llm = ScriptedLLM(rule(core=long_core, procedural="this is not JSON"))
     result = await MemBuilderAgent(llm).build_session(amem, NS, conv, session)
     qs = session_questions(conv, session)
@@ -120,9 +121,11 @@ async def test_length_penalties_and_unparsable_agents(amem, conv):
     assert score.n_correct == 5
     r = {t: o.value for t, o in score.rewards.items()}
     traj = {t.info["memory_type"]: t for t in result.trajectories}
-    chars = traj["core"].metrics["reply_chars"]  # the whole JSON reply, ~640 characters = ~160 tokens
+    # LP measures the memory text written (1,012 characters = 253 tokens), not the JSON around it
+    chars = traj["core"].metrics["written_chars"]
+    assert chars == len(long_core["content"]) < traj["core"].metrics["reply_chars"]
     lp = (chars / 4 - 150) / (400 - 150)  # linear between 150 and 400 tokens
-    assert 0 < lp < 0.1 and r["core"] == pytest.approx(1 - 0.8 * lp)
+    assert lp == pytest.approx(0.412) and r["core"] == pytest.approx(1 - 0.8 * lp)
     assert traj["core"].metrics["reward_length_penalty"] == pytest.approx(lp)
     assert r["semantic"] == pytest.approx(0.2)
     assert r["episodic"] == pytest.approx(1.0)
@@ -188,3 +191,30 @@ async def test_a_group_of_rollouts_builds_on_clones(amem, conv):
         assert await amem.count(namespace=f"{NS}#g{i}") == 4  # the copied item + one of each type
         assert result.session == 1 and score.n_correct == 5
         assert all(t.reward is not None for t in result.trajectories)
+
+
+async def test_each_rollout_is_scored_on_the_memory_it_built(amem, conv):
+    """The reward reads the memory a rollout built, not the memory it started from: of two rollouts of one
+    session, the one that wrote the answers earns the reward, the one that wrote nothing does not (scoring
+    the source namespace, or one shared clone, would give both the same)."""
+    from memrl.eval.redteam.build import oracle_reader
+
+    session = conv.sessions[0]
+    qs = session_questions(conv, session)
+    facts = {"operations": [{"operation": "ADD", "memory": f"{q.question} {q.answer}"} for q in qs[:3]]}
+    calls = {"n": 0}
+
+    def builder(messages, tools, schema):
+        calls["n"] += 1  # the four agents of rollout 0 answer first, then those of rollout 1
+        writes = calls["n"] <= 4
+        if kind(messages) == "core":
+            return json.dumps({"operation": "APPEND", "content": "-"})
+        return json.dumps(facts if writes and kind(messages) == "episodic" else {"operations": []})
+
+    group = await rollout_group(MemBuilderAgent(ScriptedLLM(builder)), amem, NS, conv, session, 2,
+                                answer_llm=oracle_reader(conv), questions=qs)  # fmt: skip
+    (built, score_built), (_, score_empty) = group
+    assert score_built.n_correct == 3 and score_empty.n_correct == 0
+    assert score_built.rewards["episodic"].value == pytest.approx(3 / 5)
+    assert score_empty.rewards["episodic"].value == 0.0
+    assert await amem.count(namespace=NS) == 0  # the source memory was not written

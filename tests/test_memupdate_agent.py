@@ -300,7 +300,9 @@ async def test_local_model_short_episode_makes_valid_tool_calls(amem: AsyncMemor
     )
     q = next(q for q in conv.questions if q.answer == "Egypt")
     try:
-        result = await run_episode(llm, amem, NS, conv, q, config=cfg, keep_namespace=False)
+        result = await run_episode(
+            llm, amem, NS, conv, q, config=cfg, episode_namespace="ep", keep_namespace=True
+        )
     finally:
         llm.close()
     traj = result.trajectory
@@ -326,4 +328,10 @@ async def test_local_model_short_episode_makes_valid_tool_calls(amem: AsyncMemor
     assert traj.has_tokens and all(len(s.logprobs) == len(s.completion_ids) > 0 for s in traj.steps)
     ids, mask, _ = traj.token_view()
     assert sum(mask) == sum(len(s.completion_ids) for s in traj.steps)
-    assert traj.reward is not None
+    # the reward is MemUpdate's, computed from the memory before (untouched) and the edited copy
+    from memrl.agents.memupdate import _state
+    from memrl.rewards.memupdate import score_memupdate
+
+    before, after = await _state(amem, NS, q.question), await _state(amem, "ep", q.question)
+    expected = score_memupdate(q.answer, before[0], after[0], before[1], after[1], question=q.question)
+    assert traj.reward == pytest.approx(expected.value) and traj.metrics["p_old"] == expected.metrics["p_old"]

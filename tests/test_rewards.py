@@ -15,7 +15,10 @@ from memrl.rewards import (
     adrpo_agent_reward,
     adrpo_reward,
     answer_coverage,
+    answer_f1,
+    answer_reward,
     attribution_weights,
+    context_window,
     core_length_penalty,
     dominant_type,
     efficiency_factor,
@@ -24,9 +27,11 @@ from memrl.rewards import (
     memupdate_reward,
     relative_length_penalty,
     score_memupdate,
+    short_sub_em,
     task_reward,
 )
 from memrl.rewards.memupdate import tokens
+from memrl.scoring.metrics import locomo_f1, sub_em
 
 # ---------------------------------------------------------------------------------------------------
 # RewardOutcome
@@ -116,9 +121,28 @@ def test_memupdate_failure_is_a_failure_not_minus_point_one():
     assert "no scorable token" in out.failure
 
 
-def test_memupdate_coverage_only_reads_the_top_5():
-    retrieved = ["x"] * 5 + ["paris"]
-    assert score_memupdate("Paris", ["x"], retrieved, ["m"], ["m"]).metrics["p_new"] == 0.1
+def test_memupdate_coverage_reads_a_character_budget_not_an_item_count():
+    # past the budget nothing counts, however few items came before
+    filler = ["x" * 120] * 5  # 5 items, 604 characters with their separators: over the 500 budget
+    assert score_memupdate("Paris", ["x"], [*filler, "paris"], ["m"], ["m"]).metrics["p_new"] == 0.1
+    # short items: more of them fit, and the sixth one counts
+    short = ["x" * 10] * 5
+    assert score_memupdate("Paris", ["x"], [*short, "paris"], ["m"], ["m"]).metrics["p_new"] == 1.0
+    # merging the top items into one longer item shows the reader no more text than before
+    top = ["Alice likes tea and long walks", "Bob moved to Paris in May", "Carol sings"] * 10
+    merged = ["\n".join(top[:5]), *top[5:]]
+    seen = "\n".join(context_window(top, 200))
+    assert "\n".join(context_window(merged, 200)) == seen == "\n".join(context_window(["\n".join(top)], 200))
+    assert sum(map(len, context_window(top, 200))) <= 200
+
+
+def test_context_window_cuts_at_word_boundaries():
+    assert context_window(["abc def", "ghi jkl mno"], 12) == ["abc def", "ghi"]
+    assert context_window(["abc def", "ghi jkl mno"], 16) == ["abc def", "ghi jkl"]
+    assert context_window(["abcdefgh"], 4) == []  # no half word (it could be a different token)
+    assert context_window(["ab", "cd"], 2) == ["ab"]
+    with pytest.raises(ValueError):
+        context_window(["a"], 0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -313,3 +337,37 @@ def test_rubric_passes_through_outcome_metrics_and_invalid_flags():
     assert out.value == 0.0 and "not valid JSON" in out.invalid
     out = Rubric([(lambda: task_reward(3), 1.0)]).score()
     assert out.metrics["<lambda>/correct"] == 3.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Training answer rewards (memrl.rewards.answer)
+
+
+def test_answer_f1_charges_every_extra_list_part_where_the_official_metric_does_not():
+    gold = "Paris, Rome"
+    guesses = "Paris, Rome, Lisbon, Berlin, Madrid, Oslo"
+    assert locomo_f1(guesses, gold, 1) == 1.0  # the official multi-hop F1 pays every guess list in full
+    assert answer_f1(guesses, gold, 1) == pytest.approx(2 * (2 / 6) * 1 / (2 / 6 + 1))
+    assert answer_f1("Paris, Rome", gold, 1) == 1.0 and answer_f1("Rome and Paris", gold, 1) < 1.0
+    assert answer_f1("Paris", gold, 1) == pytest.approx(2 / 3)  # one right part of two: P 1, R 0.5
+    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(0.4)  # a part matches one gold only
+    # other categories: stemmed token F1 over the whole answer (precision charges extra words)
+    assert answer_f1("she was running", "run", 4) == locomo_f1("she was running", "run", 4) == 0.5
+    assert answer_f1("pottery", "pottery; she loves it", 3) == 1.0  # the gold is cut at its first ";"
+    assert answer_f1("Not mentioned", None, 5) == 1.0
+    assert answer_f1("", "Paris", 4) == 0.0 and answer_f1("Paris", "Paris") == 1.0
+
+
+def test_short_sub_em_needs_one_short_answer_holding_the_whole_gold():
+    assert sub_em("e", "Emily") == 1.0 and short_sub_em("e", ["Emily"]) == 0.0  # a fragment
+    assert short_sub_em("Emily", ["Emily"]) == 1.0
+    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words
+    assert short_sub_em("I think that it was Emily", ["Emily"]) == 0.0
+    assert short_sub_em("Emily, Rose", ["Emily"]) == 0.0  # a list of guesses
+    assert short_sub_em("Emily or Rose", ["Emily"]) == 0.0
+    assert short_sub_em("Emily and Rose", ["Emily and Rose"]) == 1.0
+    assert short_sub_em("Paris, Rome", ["Paris, Rome"]) == 1.0  # the gold itself is a list: as many parts
+    assert short_sub_em("", ["x"]) == 0.0 and short_sub_em("x", []) == 0.0
+    assert answer_reward("sub_em", "in Paris", ["Paris"]) == 1.0
+    with pytest.raises(ValueError, match="unknown answer reward"):
+        answer_reward("bleu", "x", ["x"])

@@ -13,7 +13,6 @@ from memrl.train.advantages import (  # noqa: E402
     attribution_scaled_advantages,
     dynamic_sampling_mask,
     grpo_advantages,
-    overlong_reward_shaping,
 )
 from memrl.train.losses import aggregate_loss, kl_penalty, policy_loss  # noqa: E402
 
@@ -76,14 +75,6 @@ def test_dynamic_sampling_mask_drops_groups_with_equal_rewards():
     flat = torch.tensor([1.0, 0.0, 2.0, 2.0])
     assert dynamic_sampling_mask(flat, ["x", "x", "y", "y"]).tolist() == [True, True, False, False]
     assert dynamic_sampling_mask(torch.tensor([[0.5, 0.5001]]), atol=1e-3).tolist() == [False]
-
-
-def test_overlong_reward_shaping_boundaries():
-    lengths = torch.tensor([10, 80, 90, 100, 120])
-    shaped = overlong_reward_shaping(lengths, max_len=100, cache_len=20)
-    assert torch.allclose(shaped, torch.tensor([0.0, 0.0, -0.5, -1.0, -1.0]))
-    with pytest.raises(ValueError):
-        overlong_reward_shaping(lengths, max_len=100, cache_len=0)
 
 
 def test_attribution_scaled_advantages_broadcast_over_tokens():

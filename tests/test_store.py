@@ -32,9 +32,25 @@ async def test_namespaces_isolate(amem: AsyncMemory):
     assert [i.content for i in await amem.list(namespace="bob")] == ["secret of bob"]
     with pytest.raises(NotFoundError):
         await amem.get(a.id, namespace="bob")
-    hits = await amem.search("secret", namespace="bob")
-    assert [h.item.content for h in hits] == ["secret of bob"]
+    for mode in ("hybrid", "dense", "bm25"):
+        assert [h.item.content for h in await amem.search("secret", namespace="bob", mode=mode)] == [
+            "secret of bob"
+        ]
+        assert [h.item.content for h in await amem.search("secret", mode=mode)] == ["secret of alice"]
     assert {n["name"]: n["items"] for n in await amem.namespaces()} == {"alice": 1, "bob": 1}
+    # no write reaches across: another namespace's id is unknown to every call, and nothing changes
+    before = [(i.content, i.deleted) for i in await amem.list(include_deleted=True)], await amem.history()
+    for call in (
+        amem.update(a.id, "stolen", namespace="bob"), amem.delete(a.id, namespace="bob"),
+        amem.restore(a.id, namespace="bob"), amem.history(a.id, namespace="bob"),
+        amem.undo(a.id, namespace="bob"), amem.merge([a.id, a.id + "x"], "m", namespace="bob"),
+    ):  # fmt: skip
+        with pytest.raises(NotFoundError):
+            await call
+    assert (
+        [(i.content, i.deleted) for i in await amem.list(include_deleted=True)],
+        await amem.history(),
+    ) == before
 
 
 async def test_user_id_is_namespace_alias(amem: AsyncMemory):
@@ -237,6 +253,31 @@ async def test_rollback_reverts_everything_after_a_point(amem: AsyncMemory):
     assert amem.store.rollback("alice", amem.store.last_seq("alice")) == 0
     hits = await amem.search("partial", mode="bm25")
     assert hits == []
+
+
+async def test_rollback_across_undos_restores_the_state_at_the_point(amem: AsyncMemory):
+    """Undos after the point (of changes made before or after it) do not fool a rollback: each item gets
+    back the content it had right after the point."""
+    item = await amem.add("v1")
+    await amem.update(item.id, "v2")
+    await amem.core_append("core A")
+    mark = amem.store.last_seq("alice")  # state here: item v2, core "core A"
+    await amem.undo(item.id)  # back to v1 (undoes a change made BEFORE the point)
+    await amem.update(item.id, "v3")
+    await amem.undo(item.id)  # v3 undone: v1
+    await amem.core_append("core B")
+    await amem.undo(namespace="alice")  # undo the core change
+    await amem.core_append("core C")
+    extra = await amem.add("added later")
+    await amem.delete(extra.id)
+    amem.store.rollback("alice", mark)
+    assert (await amem.get(item.id)).content == "v2"
+    assert await amem.core() == "core A"
+    assert [i.content for i in await amem.list()] == ["v2"]
+    assert [i.content for i in await amem.list(include_deleted=True)] == ["v2", "added later"]
+    # the changes after the point are undone for good: undo now reverts the update made before the point
+    await amem.undo(item.id)
+    assert (await amem.get(item.id)).content == "v1"
 
 
 async def test_the_id_of_a_deleted_memory_can_be_added_again(amem: AsyncMemory):

@@ -174,12 +174,30 @@ async def test_split_memory_by_criteria_and_by_parts(ctx):
     )
     texts = [(await ctx.memory.get(i, namespace="alice")).content for i in r.data["ids"]]
     assert texts == ["Caroline: I love the lake.", "Melanie: Me too!\nMelanie: Let's go camping."]
+    parts = ["Caroline wants to become", "a counselor."]  # the model's own cut, keeping every word
+    r = await MEMUPDATE_TOOLS.call(ctx, "split_memory", {"memory_id": items[1].id, "parts": parts})
+    assert r.ok and (await ctx.memory.get(r.data["ids"][1], namespace="alice")).content == "a counselor."
+
+
+async def test_a_split_that_drops_words_or_a_merge_over_the_item_cap_is_refused(ctx):
+    """A split or merge moves text between memories; it never loses it nor makes a memory longer than
+    one may be (a blind merge of many memories must not make each retrieved memory carry more text)."""
+    items = await ctx.memory.list(namespace="alice")
+    before = await snapshot(ctx.memory)
     r = await MEMUPDATE_TOOLS.call(
         ctx,
         "split_memory",
         {"memory_id": items[1].id, "parts": ["Caroline wants to counsel.", "She studies."]},
     )
-    assert r.ok and (await ctx.memory.get(r.data["ids"][1], namespace="alice")).content == "She studies."
+    assert not r.ok and "leave out words" in r.content and "become" in r.content
+    assert "manage_memory" in r.content  # says what to use instead
+    long = [await ctx.memory.add("fact " * 180, namespace="alice") for _ in range(3)]  # 900 chars each
+    before = await snapshot(ctx.memory)
+    r = await MEMUPDATE_TOOLS.call(ctx, "merge_memory", {"memory_ids": [m.id for m in long]})
+    assert not r.ok and "2000-character limit" in r.content and "2702 characters" in r.content
+    assert await snapshot(ctx.memory) == before
+    r = await MEMUPDATE_TOOLS.call(ctx, "merge_memory", {"memory_ids": [m.id for m in long[:2]]})
+    assert r.ok  # two of them fit: 1,801 characters
 
 
 async def test_split_that_cannot_split_changes_nothing(ctx):

@@ -10,8 +10,9 @@ the official metric against a threshold (see :func:`score_session`). Then per ag
                                               with fewer questions can earn at most n / 5)
     r    = task * (1 - 0.8 * LP)             (LP only when task > 0)
 
-with the length penalties of :mod:`memrl.rewards.membuilder` measured on what the agent wrote this
-session (its reply, in characters, converted to tokens with the same rule on both sides), and the
+with the length penalties of :mod:`memrl.rewards.membuilder` measured on the memory text the agent wrote
+this session (``written_chars``: the contents of its actions, not the JSON around them; converted to tokens
+with the same rule for the policy and the expert), and the
 attribution weight: the agent of the memory type retrieved most often over the session's questions gets
 its GRPO advantage multiplied by alpha = 4.
 
@@ -43,6 +44,7 @@ from memrl.data.types import Conversation, Question, Session
 from memrl.errors import NotFoundError
 from memrl.llm.base import LLM
 from memrl.memory.facade import AsyncMemory
+from memrl.rewards.answer import answer_reward
 from memrl.rewards.membuilder import (
     ADRPOConfig,
     adrpo_agent_reward,
@@ -57,7 +59,10 @@ from memrl.scoring.answer import answer_from_memory
 from memrl.scoring.judge import judge_answer
 from memrl.scoring.metrics import score as official_score
 
-__all__ = ["SessionScore", "rollout_group", "score_session", "session_questions"]
+__all__ = ["SessionScore", "expert_lengths", "rollout_group", "score_session", "session_questions"]
+
+#: Characters of retrieved memory the answerer reads when scoring a session (about ten 100-character memories).
+CONTEXT_CHARS = 1000
 
 #: The original's synthetic question mix: kind -> share.
 QUESTION_MIX: tuple[tuple[str, float], ...] = (
@@ -113,6 +118,12 @@ def session_questions(
     return chosen + rest[: n - len(chosen)]
 
 
+def expert_lengths(result: SessionResult) -> dict[str, int]:
+    """Memory type -> characters of memory text an expert's build of one session wrote (``written_chars``
+    of each agent's trajectory): the ``expert_chars`` that :func:`score_session` compares the policy with."""
+    return {t.info["memory_type"]: int(t.metrics.get("written_chars", 0)) for t in result.trajectories}
+
+
 @dataclass
 class SessionScore:
     """The judged questions of one built session and the reward of each agent."""
@@ -151,32 +162,42 @@ async def score_session(
     config: ADRPOConfig | None = None,
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
+    context_chars: int | None = CONTEXT_CHARS,
+    answer_tokens: int = 48,
 ) -> SessionScore:
     """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
 
     With ``judge_llm`` an LLM judge (CORRECT/WRONG) grades each answer, as in the original. Without one,
-    an answer is correct when the data set's official metric (LoCoMo F1) reaches ``f1_threshold``:
+    an answer is correct when its training F1 (:func:`memrl.rewards.answer.answer_f1`: LoCoMo's F1 with
+    every extra list part charged; the official F1 is recorded beside it) reaches ``f1_threshold``:
     deterministic and free, and the safe choice for small models, which make lenient judges (the
     135M offline model judged all five of its own answers CORRECT where one was right).
 
-    ``expert_chars`` maps a memory type to the length (characters) of the expert's reply for this
-    session; without it the episodic/semantic/procedural agents get no length penalty (recorded as
-    ``length_penalty`` 0 and ``expert_length`` missing in the trajectory's metrics).
+    The answerer reads core memory and the top-``top_k`` retrieved memories that fit ``context_chars``
+    characters (default :data:`CONTEXT_CHARS`; None: all ``top_k``): with a count alone, agents that
+    pack more text into each memory would be paid for it (the reader simply sees more).
+
+    ``expert_chars`` maps a memory type to the memory text (characters) the expert wrote for this session
+    (its trajectory's ``written_chars``: :func:`expert_lengths`); without it the episodic/semantic/procedural
+    agents get no length penalty (``length_penalty`` 0 and ``expert_length`` missing in the metrics).
+    ``answer_tokens`` caps each answer (one line is scored).
     Sets each trajectory's ``reward`` (``None`` on failure), ``metrics`` and ``info["advantage_weight"]``.
     """
     cfg = config or ADRPOConfig()
     score = SessionScore(result.session)
     answers = await asyncio.gather(
-        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k) for q in questions)
-    )
+        *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k,
+                             context_chars=context_chars, max_tokens=answer_tokens) for q in questions)
+    )  # fmt: skip
     retrieved_types: list[list[str]] = []
     for q, a in zip(questions, answers, strict=True):
         row: dict[str, Any] = {"question_id": q.id, "question": q.question, "gold": q.answer, **a.to_dict()}
         if a.prediction is None:
             score.n_failed += 1
         elif judge_llm is None:
-            row.update(official_score(conversation, q, a.prediction))
-            row["judge"] = row["f1"] >= f1_threshold
+            row.update(official_score(conversation, q, a.prediction))  # reported, not rewarded
+            row["train_f1"] = answer_reward("f1", a.prediction, q.answers, q.category_id)
+            row["judge"] = row["train_f1"] >= f1_threshold
             score.n_correct += row["judge"]
         else:
             j = await judge_answer(judge_llm, q.question, q.answer, a.prediction, question_type=q.category)
@@ -205,7 +226,7 @@ async def score_session(
             task = task_reward(
                 score.n_correct, denominator, bool(traj.metrics.get("parsed")), n_failed=score.n_failed
             )
-            chars = traj.metrics.get("reply_chars", 0)
+            chars = traj.metrics.get("written_chars", 0)
             if mtype == "core":
                 lp = core_length_penalty(chars, cfg)
             elif expert_chars is not None and mtype in expert_chars:
@@ -241,6 +262,7 @@ async def rollout_group(
     config: ADRPOConfig | None = None,
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
+    context_chars: int | None = CONTEXT_CHARS,
 ) -> list[tuple[SessionResult, SessionScore]]:
     """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched; a
     namespace never written to is an empty memory), scored.
@@ -260,6 +282,6 @@ async def rollout_group(
         out.append(
             (result, await score_session(memory, ns, conversation, result, qs, answer_llm=answer_llm,
                                          judge_llm=judge_llm, config=config, expert_chars=expert_chars,
-                                         top_k=top_k))
+                                         top_k=top_k, context_chars=context_chars))
         )  # fmt: skip
     return out

@@ -49,7 +49,7 @@ from memrl.agents.membuilder_schema import budget_schema, compress_schema
 from memrl.agents.prompts import membuilder as P
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.data.types import Conversation, Session
-from memrl.errors import MemrlError
+from memrl.errors import MemrlError, is_infrastructure
 from memrl.llm.base import LLM, ChatResponse
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.types import MemoryType
@@ -145,9 +145,16 @@ class MemBuilderAgent(Builder):
             "date_text": session.date_text,
             "session": session.index,
         }
-        for t in ORDER:  # fixed order, whatever order the replies came in (see the module docstring)
-            if t in runs:
-                await self._apply(memory, namespace, runs[t], session, evidence, meta, result)
+        try:
+            for t in ORDER:  # fixed order, whatever order the replies came in (see the module docstring)
+                if t in runs:
+                    await self._apply(memory, namespace, runs[t], session, evidence, meta, result)
+        except MemrlError as e:  # the store or embedder failed while applying: no agent is to blame
+            if not is_infrastructure(e):
+                raise
+            for run in runs.values():
+                run.trajectory.failure = run.trajectory.failure or f"infrastructure: {type(e).__name__}: {e}"
+            result.failures.append({"type": "all", "stage": "apply", "error": f"{type(e).__name__}: {e}"})
 
         core = await memory.core(namespace=namespace)
         if MemoryType.CORE in runs and len(core) > cfg.compress_at * limit:
@@ -286,8 +293,9 @@ class MemBuilderAgent(Builder):
                 "failed": len(rep.failed) if rep else 0,
                 "context_items": len(run.context_ids),
                 "finish_reason": run.reply.finish_reason if run.reply else None,
-                # what the policy wrote for this session (ADRPO's length penalty measures it)
                 "reply_chars": len(run.reply.text) if run.reply else 0,
+                # the memory text the policy wrote this session (ADRPO's length penalty measures it)
+                "written_chars": rep.written_chars if rep else 0,
             }
             run.trajectory.metrics.update(m)
             run.trajectory.info.update(context_ids=run.context_ids, report=rep.to_dict() if rep else None)

@@ -16,7 +16,7 @@ the model as the tool result. Every LLM call and tool result is recorded in one 
 
 ``trajectory.metrics`` counts tool calls (``tool_calls``, ``valid_calls``, ``invalid_calls``,
 ``malformed_calls``, ``skipped_calls``, ``calls/<tool>``); ``trajectory.info["finish_reasons"]`` has one
-entry per reply (``"length"`` = cut off by ``max_tokens``, what DAPO's overlong shaping needs).
+entry per reply (``"length"`` = cut off by ``max_tokens``).
 
 A provider error mid-episode stops it and is recorded as a failure (``trajectory.failure``), never
 scored; so is a reward that cannot be computed (an answer with no scorable token).
@@ -35,14 +35,14 @@ from memrl.agents.trajectory import Step, Trajectory
 from memrl.config import option
 from memrl.data.locomo import locomo_observations
 from memrl.data.types import Conversation, Question
-from memrl.errors import ConfigError, DataError, MemrlError, ValidationError
+from memrl.errors import ConfigError, DataError, MemrlError, ValidationError, is_infrastructure
 from memrl.llm.base import LLM, Message, SamplingParams, ToolCall
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 from memrl.memory.types import MemoryItem, MemoryType
-from memrl.rewards.memupdate import TOP_K, score_memupdate, tokens
+from memrl.rewards.memupdate import TOP_K, scorable_tokens, score_memupdate
 from memrl.tools.base import ToolResult
-from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
+from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext, reader_text
 
 __all__ = [
     "MemUpdateAgent",
@@ -232,13 +232,49 @@ class MemUpdateAgent:
             traj.info["question"] = question.question
         result = UpdateResult(namespace, conversation.id, traj, question=question.id if question else None)
         result.items_before = await memory.count(namespace=namespace)
-        messages = await self.messages(ctx, conversation, question)
         kinds: Counter[str] = Counter()
         by_tool: Counter[str] = Counter()
-        used = 0
         finish: list[str] = []
         traj.info["finish_reasons"] = finish
         result.stop_reason = "max_turns"
+        try:
+            used = await self._loop(ctx, conversation, question, traj, result, kinds, by_tool, finish)
+        except MemrlError as e:  # a tool's provider or store failed: not the model's doing, never scored
+            if not is_infrastructure(e):
+                raise
+            used = int(sum(by_tool.values()))
+            traj.failure = f"infrastructure: {type(e).__name__}: {e}"
+            result.failures.append({"kind": "infrastructure", "error": str(e)})
+            result.stop_reason = "failure"
+        result.calls_by_tool = dict(by_tool)
+        traj.info["stop_reason"] = result.stop_reason
+        traj.metrics.update(
+            tool_calls=float(used),
+            valid_calls=float(kinds["ok"]),
+            invalid_calls=float(kinds["malformed"] + kinds["failed"]),
+            malformed_calls=float(kinds["malformed"]),
+            skipped_calls=float(kinds["skipped"]),
+            **{f"calls/{name}": float(n) for name, n in by_tool.items()},
+        )
+        result.items_after = await memory.count(namespace=namespace)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    async def _loop(
+        self,
+        ctx: MemoryContext,
+        conversation: Conversation,
+        question: Question | None,
+        traj: Trajectory,
+        result: UpdateResult,
+        kinds: Counter[str],
+        by_tool: Counter[str],
+        finish: list[str],
+    ) -> int:
+        """The episode's turns (see :meth:`run`); returns the tool calls used."""
+        cfg = self.config
+        messages = await self.messages(ctx, conversation, question)
+        used = 0
         for turn in range(cfg.max_turns):
             try:
                 reply = await self.llm.chat(
@@ -256,7 +292,7 @@ class MemUpdateAgent:
                 break
             step = Step.from_response(messages, reply, role=self.name)
             traj.steps.append(step)
-            finish.append(reply.finish_reason)  # "length" = cut off (DAPO's overlong shaping needs it)
+            finish.append(reply.finish_reason)  # "length" = cut off by max_tokens
             messages.append(reply.to_message())
             if not reply.tool_calls:
                 result.stop_reason = "answered"
@@ -277,19 +313,7 @@ class MemUpdateAgent:
             if used >= cfg.max_tool_calls:
                 result.stop_reason = "max_tool_calls"
                 break
-        result.calls_by_tool = dict(by_tool)
-        traj.info["stop_reason"] = result.stop_reason
-        traj.metrics.update(
-            tool_calls=float(used),
-            valid_calls=float(kinds["ok"]),
-            invalid_calls=float(kinds["malformed"] + kinds["failed"]),
-            malformed_calls=float(kinds["malformed"]),
-            skipped_calls=float(kinds["skipped"]),
-            **{f"calls/{name}": float(n) for name, n in by_tool.items()},
-        )
-        result.items_after = await memory.count(namespace=namespace)
-        result.seconds = time.perf_counter() - t0
-        return result
+        return used
 
 
 async def init_from_observations(
@@ -329,9 +353,10 @@ async def init_from_observations(
 
 
 async def _state(memory: AsyncMemory, namespace: str, query: str) -> tuple[list[str], list[str]]:
-    """Texts of the top-5 memories retrieved for ``query``, and of all memories, in ``namespace``."""
+    """The memories retrieved for ``query`` as a reader sees them (best first, enough to fill the reward's
+    character budget), and the contents of all memories, in ``namespace``."""
     hits = await memory.search(query, namespace=namespace, top_k=TOP_K)
-    return [h.item.content for h in hits], [i.content for i in await memory.list(namespace=namespace)]
+    return [reader_text(h.item) for h in hits], [i.content for i in await memory.list(namespace=namespace)]
 
 
 async def run_episode(
@@ -347,9 +372,9 @@ async def run_episode(
 ) -> UpdateResult:
     """One RL episode: copy ``namespace`` into an episode namespace, edit it focused on ``question``, score.
 
-    The reward ``(P_new - P_old) * E`` (:func:`~memrl.rewards.memupdate.score_memupdate`) compares the top-5
-    memories retrieved for the question, and item counts and lengths, before (``namespace``, untouched)
-    and after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
+    The reward ``(P_new - P_old) * E`` (:func:`~memrl.rewards.memupdate.score_memupdate`) compares the
+    memories retrieved for the question (read within the same character budget), and item counts and
+    lengths, before (``namespace``, untouched) and after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
     ``p_old``/``p_new``/``efficiency``/...). Failures (provider error; a question with no scorable answer,
     detected before any LLM call) set ``trajectory.failure`` and leave the reward None. Episodes of a
     GRPO group can run concurrently: each gets its own namespace, dropped after scoring unless
@@ -357,7 +382,7 @@ async def run_episode(
     """
     ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
     agent = MemUpdateAgent(llm, config)
-    if not question.answerable or not tokens(question.answer):
+    if not question.answerable or not scorable_tokens(question.answer, question.question):
         reason = f"memupdate: question {question.id!r} has no scorable answer ({question.answer!r})"
         traj = Trajectory(agent.name, question.id, failure=reason, info={"namespace": ep_ns})
         result = UpdateResult(ep_ns, conversation.id, traj, question=question.id, stop_reason="failure")
@@ -370,8 +395,16 @@ async def run_episode(
         traj = result.trajectory
         traj.info["initial_namespace"] = namespace
         if traj.failure is None:
-            retrieved_new, new_texts = await _state(memory, ep_ns, question.question)
-            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts)
+            try:
+                retrieved_new, new_texts = await _state(memory, ep_ns, question.question)
+            except MemrlError as e:  # the store or embedder failed while scoring: no reward, a failure
+                if not is_infrastructure(e):
+                    raise
+                traj.failure = f"infrastructure: {type(e).__name__}: {e}"
+                result.failures.append({"kind": "infrastructure", "error": str(e)})
+                return result
+            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts,
+                                      question=question.question)  # fmt: skip
             if outcome.failure is not None:
                 traj.failure = outcome.failure
                 result.failures.append({"kind": "reward", "error": outcome.failure})

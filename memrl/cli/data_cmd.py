@@ -41,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default="locomo", help="locomo, sample, longmemeval, perltqa, ruler-hotpotqa")
     p.add_argument("--data-path", help="data file or folder")
     p.add_argument("--conv-id", action="append", help="only these conversations (repeatable)")
-    p.add_argument("--split", default="train", help="label written to extra_info.split")
+    p.add_argument("--split", default="train",
+                   help="the split whose items are written (LoCoMo train|test, LongMemEval sft|rl|test), also "
+                        "written to extra_info.split; a data set without a published split takes it as a "
+                        "label only")  # fmt: skip
     p.add_argument("--types", default="core,episodic,semantic,procedural", help="build: agents to train")
     p.add_argument("--expert", default="annotations", choices=["annotations", "none"],
                    help="build: who writes the memory before each session (annotations: LoCoMo's)")  # fmt: skip
@@ -77,10 +80,20 @@ def _info(args: argparse.Namespace) -> int:
 
 def _prepare(args: argparse.Namespace) -> int:
     from memrl.data import load_dataset
+    from memrl.data.splits import SPLITS
     from memrl.errors import DataError
     from memrl.integrations.verl.rows import build_rows, read_rows, update_rows, write_parquet
 
     records, _ = load_dataset(args.dataset, args.data_path)
+    table = SPLITS.get(args.dataset)
+    if table is not None:  # only that split's items: a test item never lands in a training file
+        if args.split not in table:
+            raise DataError(f"{args.dataset} has no split {args.split!r}; its splits: {', '.join(table)}")
+        in_split = set(table[args.split])
+        outside = sorted(set(args.conv_id or ()) - in_split)
+        if outside:
+            raise DataError(f"--conv-id {', '.join(outside)} not in the {args.dataset} {args.split} split")
+        records = [r for r in records if getattr(r, "id", None) in in_split]
     if args.conv_id:
         wanted = set(args.conv_id)
         records = [r for r in records if getattr(r, "id", None) in wanted]

@@ -43,13 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                 p.add_argument_group("memagent"), MemAgentConfig, skip=("temperature", "initial_memory")
             )
         add_conversation_args(p)
-        p.add_argument("--all-conversations", action="store_true", help="every conversation of the data set")
-        p.add_argument("--split", help="an original split: LoCoMo train|test (MemUpdate's 7/3)")
+        p.add_argument("--all-conversations", action="store_true",
+                       help="every conversation of the data set's training split (all of them with "
+                            "--allow-eval-split)")  # fmt: skip
+        p.add_argument("--split", help="an original split: LoCoMo train|test (MemUpdate's 7/3), LongMemEval "
+                                       "sft|rl|test (MemBuilder's). Default: the training split (train, rl)")  # fmt: skip
+        add_split_guard(p)
         p.add_argument("--questions", type=int, help="at most this many questions per conversation")
         p.add_argument(
-            "--reward", default="reward", choices=["reward", "f1", "sub_em", "f1_unboxed"],
-            help="read: the original's boxed-answer match (0/1); f1 or sub_em of the boxed answer (denser); "
-                 "f1_unboxed: F1 of the whole reply when it has no box. answer: always the official metric",
+            "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed"],
+            help="read: the original's boxed-answer match (0/1, the default); f1 or sub_em of the boxed answer "
+                 "(denser training scores: every extra list part charged, one short answer); f1_unboxed: F1 "
+                 "of the whole reply when it has no box. answer: f1 (the default), em or sub_em; the "
+                 "official metrics are logged, never rewarded",
         )  # fmt: skip
         p.add_argument("--top-k", type=int, default=10, help="answer: memories retrieved per question")
         p.add_argument("--max-answer-tokens", type=int, default=48, help="answer: token budget of an answer")
@@ -77,7 +83,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="MemBuilder: fine-tune the local model on an expert's answers (SFT before ADRPO)",
     )
     add_conversation_args(p)
-    p.add_argument("--all-conversations", action="store_true", help="every conversation of the data set")
+    p.add_argument(
+        "--all-conversations",
+        action="store_true",
+        help="every conversation of the data set's training split (all with --allow-eval-split)",
+    )
+    p.add_argument("--split", help="an original split (default: the training split, e.g. LoCoMo train)")
+    add_split_guard(p)
     p.add_argument("--sessions", type=int, help="only the first N sessions of each conversation")
     p.add_argument(
         "--expert", default="annotations", choices=["annotations", "model"],
@@ -105,9 +117,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
-    from memrl.cli.common import load_conversation
     from memrl.config import from_args
-    from memrl.data import load_dataset
     from memrl.errors import ConfigError
     from memrl.llm import create_llm
     from memrl.llm.local import LocalLLM
@@ -116,9 +126,8 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     if args.expert == "model" and not args.expert_model:
         raise ConfigError("--expert model needs --expert-model (and --base-url for a local server)")
-    convs = (
-        load_dataset(args.dataset, args.data_path)[0] if args.all_conversations else [load_conversation(args)]
-    )
+    convs = _conversations(args)
+    write_run_meta(args, convs)
 
     async def expert_trajectories() -> tuple[list, int]:
         trajs, failures = [], 0
@@ -167,20 +176,67 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_split_guard(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-eval-split", action="store_true",
+        help="train on items of an evaluation split (LoCoMo test, LongMemEval test) too: refused without it; "
+             "recorded in OUTPUT_DIR/run.json",
+    )  # fmt: skip
+
+
 def _conversations(args: argparse.Namespace) -> list:
-    """The conversations to train on, selected by the same code as ``memrl eval``."""
+    """The conversations to train on, selected by the same code as ``memrl eval``, behind the split guard.
+
+    A data set with a published split (LoCoMo, LongMemEval) gives its training split unless ``--split`` or
+    ``--conv-id`` says otherwise, and an item of an evaluation split is refused unless
+    ``--allow-eval-split``: the default never trains on a test item.
+    """
+    from memrl.data.splits import SPLITS, TRAIN_SPLITS, evaluation_items
+    from memrl.errors import ConfigError
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
 
+    split = getattr(args, "split", None)
+    if split is None and not args.conv_id and args.dataset in TRAIN_SPLITS and not args.allow_eval_split:
+        split = TRAIN_SPLITS[args.dataset]
     conv_ids: tuple[str, ...] = (
-        () if args.all_conversations or args.split else (args.conv_id,) if args.conv_id else ()
+        () if args.all_conversations or split else (args.conv_id,) if args.conv_id else ()
     )
-    if not conv_ids and not args.all_conversations and not args.split:
+    if args.conv_id and split:
+        conv_ids = (args.conv_id,)
+    if not conv_ids and not args.all_conversations and not split:
         from memrl.cli.common import load_conversation
 
         conv_ids = (load_conversation(args).id,)
-    cfg = QAEvalConfig(dataset=args.dataset, data_path=args.data_path, conv_id=conv_ids, split=args.split,
-                       questions=args.questions)  # fmt: skip
-    return load_conversations(cfg)
+    if split and args.conv_id and args.dataset in SPLITS and args.conv_id not in SPLITS[args.dataset][split]:
+        raise ConfigError(f"--conv-id {args.conv_id} is not in the {args.dataset} {split} split")
+    cfg = QAEvalConfig(dataset=args.dataset, data_path=args.data_path, conv_id=conv_ids, split=split,
+                       questions=getattr(args, "questions", None))  # fmt: skip
+    convs = load_conversations(cfg)
+    held = evaluation_items(args.dataset, convs)
+    if held and not args.allow_eval_split:
+        raise ConfigError(
+            f"{len(held)} of the selected items belong to an evaluation split of {args.dataset} "
+            f"({', '.join(held[:5])}{', ...' if len(held) > 5 else ''}): training on them would leak the test "
+            f"set. Use --split {TRAIN_SPLITS.get(args.dataset, 'train')} (the default), or pass "
+            "--allow-eval-split on purpose (it is recorded in the run's run.json)"
+        )
+    args.eval_items = held
+    args.resolved_split = split
+    return convs
+
+
+def write_run_meta(args: argparse.Namespace, convs: list, output_dir: str | None = None) -> None:
+    """``OUTPUT_DIR/run.json``: what the run trained on (data set, split, conversations) and whether it was
+    allowed to touch evaluation items, which ones."""
+    out = Path(output_dir or args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "command": getattr(args, "task_cmd", None), "task": getattr(args, "task", None),
+        "dataset": args.dataset, "split": getattr(args, "resolved_split", None),
+        "conversations": [c.id for c in convs], "allow_eval_split": bool(args.allow_eval_split),
+        "eval_items": list(getattr(args, "eval_items", [])),
+    }  # fmt: skip
+    (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def make_tasks(args: argparse.Namespace, convs: list) -> object:
@@ -197,8 +253,13 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
             raise ConfigError(
                 "--agent-option is for read/update/build; answer takes --top-k, --max-answer-tokens"
             )
+        reward = "f1" if args.reward == "reward" else args.reward
+        if reward == "f1_unboxed":
+            raise ConfigError(
+                "--reward f1_unboxed is for read (boxed answers); answer takes f1, em or sub_em"
+            )
         return T.AnswerTasks(convs, db_path=args.db_path, embedder=args.embedder, top_k=args.top_k,
-                             max_tokens=args.max_answer_tokens)  # fmt: skip
+                             max_tokens=args.max_answer_tokens, reward=reward)  # fmt: skip
     if args.task == "read":
         from memrl.agents.memagent import MemAgentConfig
 
@@ -208,6 +269,8 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
 
             base = dataclasses.asdict(from_args(MemAgentConfig, args))
             base.pop("temperature")
+        if args.reward == "em":
+            raise ConfigError("--reward em is for answer; read's exact match is its default, --reward reward")
         return T.ReadTasks(convs, parse_options(MemAgentConfig, opts, **base), reward=args.reward)
     if args.task == "update":
         from memrl.agents.memupdate import MemUpdateConfig
@@ -227,7 +290,9 @@ def _grpo(args: argparse.Namespace) -> int:
     from memrl.train.trainer import PolicyTrainer, TrainerConfig, checkpoint_folder
 
     loop = from_args(LoopConfig, args)
-    tasks = make_tasks(args, _conversations(args))
+    convs = _conversations(args)
+    tasks = make_tasks(args, convs)
+    write_run_meta(args, convs, loop.output_dir)
     checkpoint = Path(loop.output_dir) / "checkpoint"
     found = checkpoint_folder(checkpoint) if args.resume else None
     model = PolicyTrainer.model_to_load(found) if found is not None else args.model

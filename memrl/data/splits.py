@@ -8,6 +8,8 @@
   ids, from ``data/longmemeval/splits/longmemeval_splits.json`` in Zh1yuShen/MemBuilder (they cover all
   500 questions once).
 - :func:`seeded_split`: a documented, deterministic split for other data sets.
+- :data:`SPLITS`, :data:`TRAIN_SPLITS`, :func:`evaluation_items`: the split guard of every trainer (a
+  trainer defaults to the training split and refuses an item of an evaluation split unless told so).
 
 Usage::
 
@@ -98,6 +100,35 @@ MEMBUILDER_LONGMEMEVAL_SPLIT: dict[str, tuple[str, ...]] = {
     "rl": tuple(_MEMBUILDER_RL.split()),
     "test": tuple(_MEMBUILDER_TEST.split()),
 }
+
+
+#: The published splits by data set name.
+SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
+    "locomo": LOCOMO_UPDATE_SPLIT,
+    "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT,
+}
+#: The split a trainer takes when none is named (LongMemEval: MemBuilder's RL questions).
+TRAIN_SPLITS: dict[str, str] = {"locomo": "train", "longmemeval": "rl"}
+#: Splits held out for evaluation: no trainer may touch them unless explicitly allowed.
+EVAL_SPLITS: dict[str, tuple[str, ...]] = {"locomo": ("test",), "longmemeval": ("test",)}
+#: Data sets built from another one's conversations, and where an item names its source.
+_DERIVED: dict[str, str] = {"ruler-locomo": "locomo"}
+
+
+def _source_id(record: Any) -> str:
+    """The id of the original conversation a record comes from (a RULER-LoCoMo document names its question,
+    ``conv-26:q3``, whose conversation is ``conv-26``)."""
+    qid = (getattr(record, "metadata", None) or {}).get("question_id")
+    return str(qid).split(":", 1)[0] if qid else str(record.id)
+
+
+def evaluation_items(dataset: str, records: Sequence[Any]) -> list[str]:
+    """Ids of ``records`` that belong to an evaluation split of ``dataset`` (or of the data set it was built
+    from), in order; empty for a data set without a published split."""
+    base = _DERIVED.get(dataset, dataset)
+    held = {i for name in EVAL_SPLITS.get(base, ()) for i in SPLITS[base][name]}
+    ids = [str(r.id) for r in records if (_source_id(r) if base != dataset else str(r.id)) in held]
+    return list(dict.fromkeys(ids))
 
 
 def seeded_split(

@@ -133,7 +133,7 @@ def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
     """The conversations of the run, with their questions selected (split, ids, sessions, count)."""
     from memrl.data import DOCUMENT_DATASETS
     from memrl.data import load_conversations as load
-    from memrl.data.splits import LOCOMO_UPDATE_SPLIT, MEMBUILDER_LONGMEMEVAL_SPLIT
+    from memrl.data.splits import SPLITS
 
     documents = cfg.dataset in DOCUMENT_DATASETS
     convs, _report = load(
@@ -142,7 +142,7 @@ def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
     )  # fmt: skip
     wanted: set[str] | None = set(cfg.conv_id) if cfg.conv_id else None
     if cfg.split:
-        table = {"locomo": LOCOMO_UPDATE_SPLIT, "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT}.get(cfg.dataset)
+        table = SPLITS.get(cfg.dataset)
         if table is None or cfg.split not in table:
             raise ConfigError(f"dataset {cfg.dataset!r} has no split {cfg.split!r}")
         ids = set(table[cfg.split])

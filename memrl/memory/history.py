@@ -95,8 +95,9 @@ class HistoryMixin:
                         f"cannot undo change {e.seq} of {e.memory_id!r}: it was changed again later; "
                         "undo the later changes first"
                     )
-                self._revert(ns, e, actor)
-                c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
+                # undone = the seq of the undo that reverted it (0: in effect), so a rollback to a point before
+                # that undo can put the flag back (databases written before this kept 1)
+                c.execute("UPDATE history SET undone = ? WHERE seq = ?", (self._revert(ns, e, actor), e.seq))
         return entries
 
     def last_seq(self, ns: str) -> int:
@@ -104,33 +105,53 @@ class HistoryMixin:
         return self.read("SELECT COALESCE(MAX(seq), 0) FROM history WHERE namespace = ?", (ns,))[0][0]
 
     def rollback(self, ns: str, to_seq: int, *, actor: str | None = None) -> int:
-        """Revert every change of ``ns`` made after ``to_seq`` (newest first), atomically; returns how many.
+        """Put ``ns`` back in the state it had right after change ``to_seq``, atomically; returns how many
+        changes made after it were in effect (undone ones and undos do not count).
 
-        This is how an interrupted build resumes: the partial session is rolled back, then rebuilt.
+        Every item (and the core block) changed after ``to_seq`` gets the state recorded as ``old`` by its
+        first change after that point: the state it had then, whatever happened later (updates, undos of
+        changes made before or after the point, undos of undos). This is how an interrupted build resumes:
+        the partial session is rolled back, then rebuilt.
         """
         with self.transaction(ns) as c:
             rows = c.execute(
-                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? AND undone = 0 "
-                "AND op != 'UNDO' ORDER BY seq DESC",
+                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, to_seq),
             ).fetchall()
-            for r in rows:
-                e = self._row_to_entry(r)
-                self._revert(ns, e, actor)
-                c.execute("UPDATE history SET undone = 1 WHERE seq = ?", (e.seq,))
-        return len(rows)
+            entries = [self._row_to_entry(r) for r in rows]
+            first: dict[str, HistoryEntry] = {}
+            for e in entries:
+                first.setdefault(e.memory_id, e)
+            last = max((self._revert(ns, e, actor) for e in reversed(list(first.values()))), default=0)
+            if entries:
+                c.execute(
+                    "UPDATE history SET undone = ? WHERE namespace = ? AND seq > ? AND seq <= ? AND op != 'UNDO' "
+                    "AND undone = 0",
+                    (last, ns, to_seq, entries[-1].seq),
+                )
+                # changes made before the point but undone after it are in effect again, as they were then
+                c.execute(
+                    "UPDATE history SET undone = 0 WHERE namespace = ? AND seq <= ? AND undone > ?",
+                    (ns, to_seq, to_seq),
+                )
+        return sum(1 for e in entries if not e.undone and e.op != "UNDO")
 
-    def _revert(self, ns: str, e: HistoryEntry, actor: str | None) -> None:
+    def _revert(self, ns: str, e: HistoryEntry, actor: str | None) -> int:
+        """Put the state before ``e`` back (logged as an ``UNDO`` change); returns that change's seq."""
         if e.memory_id == CORE_ID:
             old = (e.old or {}).get("content", "")
-            self._log(ns, CORE_ID, "UNDO", e.new, {"content": old}, actor)
+            now = self._conn.execute("SELECT content FROM core WHERE namespace = ?", (ns,)).fetchone()
+            seq = self._log(ns, CORE_ID, "UNDO", {"content": now[0] if now else ""}, {"content": old}, actor)
             self._conn.execute(
                 "UPDATE core SET content = ?, updated_at = ? WHERE namespace = ?", (old, time.time(), ns)
             )
-            return
+            return seq
         cur = self.get(ns, e.memory_id, include_deleted=True)
         if e.old is None:  # undoing a creation: the item goes away (soft), as a delete would
             target = replace(cur, deleted=True, updated_at=time.time())
         else:
             target = MemoryItem.from_dict({**e.old, "updated_at": time.time()})
         self._write_state(ns, cur, target, "UNDO", actor)
+        return self._conn.execute(
+            "SELECT seq FROM memories WHERE namespace = ? AND id = ?", (ns, e.memory_id)
+        ).fetchone()[0]

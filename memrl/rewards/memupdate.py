@@ -3,7 +3,11 @@
     r = (P_new - P_old) * E                                              (REFERENCE.md section 2)
 
 * ``P`` (:func:`answer_coverage`) = clamp(|answer tokens & memory tokens| / |answer tokens|, 0.1, 1),
-  where the memory tokens are those of the top-5 memories retrieved for the question. No LLM involved.
+  where the memory tokens are those of the memories retrieved for the question, read in rank order up to
+  a fixed budget of ``context_chars`` characters (:func:`context_window`, default 600: about the top-5 of
+  LoCoMo's observation memory with their dates, the original's unit), each memory as a reader sees it
+  (its date first: :func:`memrl.tools.memupdate.reader_text`). Answer tokens that the question itself
+  holds do not count (:func:`scorable_tokens`). No LLM involved.
 * ``E`` (:func:`efficiency_factor`) = clamp(size * density * change, 0.1, 1.5) with
   size = 1 if N_new <= 100 else max(0.1, 1 - (N_new - 100) / 100),
   density = min(1.2, avg_len_new / max(avg_len_old, 1)) (1 when the old database was empty),
@@ -12,6 +16,12 @@
 Tokenisation (ours, documented because the original split raw lower-cased text on whitespace, so
 ``"Paris."`` never matched ``"Paris"``): :func:`memrl.scoring.metrics.normalize_answer` (lower-case, no
 punctuation, no a/an/the/and), then split on whitespace, as a set.
+
+**Why a character budget, not the original's top-5 items**: with an item count, a policy raises P without
+reading anything by merging the top hits into longer items (25 blind ``merge_memory`` calls earned twice
+the reward of the correct fix on LoCoMo conv-26): the answerer simply sees more text. Under the same
+character budget before and after, a merge, a split or a duplicate only reorders or displaces text; only
+putting the answer where the question finds it raises P.
 
 Failures: the original returned -0.1 whenever anything raised. Here :func:`score_memupdate` returns a
 :class:`RewardOutcome` whose ``failure`` says why (e.g. an answer with no scorable token), and no value.
@@ -27,14 +37,18 @@ from memrl.scoring.metrics import normalize_answer
 __all__ = [
     "answer_coverage",
     "average_length",
+    "context_window",
+    "scorable_tokens",
     "efficiency_factor",
     "memupdate_reward",
     "score_memupdate",
     "tokens",
 ]
 
-#: How many retrieved memories the coverage looks at (the original's top_k).
-TOP_K = 5
+#: How many retrieved memories the coverage looks at, at most (the character budget decides).
+TOP_K = 50
+#: Characters of retrieved memory the coverage reads, the same before and after an episode.
+CONTEXT_CHARS = 600
 #: Database size above which the size factor starts to fall.
 MAX_MEMORIES = 100
 
@@ -48,19 +62,53 @@ def tokens(text: object) -> set[str]:
     return set(normalize_answer(text).split())
 
 
-def answer_coverage(answer: object, retrieved_texts: Iterable[str]) -> float:
+def scorable_tokens(answer: object, question: object = None) -> set[str]:
+    """The answer's tokens that the question does not already give away: only these can show that memory
+    holds the answer (a memory that copies the question would otherwise "cover" them)."""
+    return tokens(answer) - (tokens(question) if question is not None else set())
+
+
+def answer_coverage(answer: object, retrieved_texts: Iterable[str], *, question: object = None) -> float:
     """P: share of the answer's tokens found in the retrieved memories, clamped to [0.1, 1].
 
-    Pass the texts of the top-5 memories retrieved for the question. Raises ``ValueError`` if the
-    answer has no token after normalisation (the original silently scored that 0.5).
+    Pass the texts of the memories retrieved for the question, cut to the reader's budget
+    (:func:`context_window`). With ``question``, tokens of the answer that the question holds do not
+    count (:func:`scorable_tokens`). Raises ``ValueError`` if no token is left to score (the original
+    silently scored an empty answer 0.5).
     """
-    wanted = tokens(answer)
+    wanted = scorable_tokens(answer, question)
     if not wanted:
-        raise ValueError(f"answer {answer!r} has no scorable token")
+        raise ValueError(f"answer {answer!r} has no scorable token (none that the question does not hold)")
     found: set[str] = set()
     for text in retrieved_texts:
         found |= tokens(text)
     return _clamp(len(wanted & found) / len(wanted), 0.1, 1.0)
+
+
+def context_window(texts: Iterable[str], chars: int = CONTEXT_CHARS) -> list[str]:
+    """The ranked ``texts`` as a reader with a budget of ``chars`` characters sees them: whole texts in
+    order while they fit (a newline between two counts as one character), the next one cut at its last
+    word boundary within the budget, nothing after."""
+    if chars < 1:
+        raise ValueError(f"chars must be >= 1, got {chars}")
+    out: list[str] = []
+    left = chars
+    for text in texts:
+        if out:
+            left -= 1
+        if left <= 0:
+            break
+        if len(text) <= left:
+            out.append(text)
+            left -= len(text)
+            continue
+        head = text[:left]
+        if not text[left].isspace() and not head[-1:].isspace():  # a word is cut: drop its piece
+            head = head.rsplit(None, 1)[0] if len(head.split()) > 1 else ""
+        if head.strip():
+            out.append(head.rstrip())
+        break
+    return out
 
 
 def average_length(texts: Sequence[str]) -> float:
@@ -94,16 +142,18 @@ def score_memupdate(
     new_texts: Sequence[str],
     *,
     max_memories: int = MAX_MEMORIES,
+    context_chars: int = CONTEXT_CHARS,
+    question: object = None,
 ) -> RewardOutcome:
     """The whole MemUpdate reward for one question, as an outcome.
 
-    ``retrieved_old``/``retrieved_new``: texts of the top-5 memories retrieved for the question before and
-    after the episode; ``old_texts``/``new_texts``: all memory texts before and after (for E). A reward
+    ``retrieved_old``/``retrieved_new``: texts of the memories retrieved for the question before and
+    after the episode, best first (enough to fill ``context_chars``: both are cut to that budget); ``old_texts``/``new_texts``: all memory texts before and after (for E). A reward
     that cannot be computed is a failure, never a number.
     """
     try:
-        p_old = answer_coverage(answer, retrieved_old[:TOP_K])
-        p_new = answer_coverage(answer, retrieved_new[:TOP_K])
+        p_old = answer_coverage(answer, context_window(retrieved_old, context_chars), question=question)
+        p_new = answer_coverage(answer, context_window(retrieved_new, context_chars), question=question)
     except ValueError as exc:
         return RewardOutcome.failed(f"memupdate: {exc}")
     e = efficiency_factor(

@@ -57,6 +57,18 @@ def format_memories(hits: list[SearchHit]) -> str:
     return "\n".join(lines) if lines else "(no memories)"
 
 
+def within_budget(hits: list[SearchHit], chars: int) -> list[SearchHit]:
+    """The leading ``hits`` whose contents add up to at most ``chars`` characters (newlines included)."""
+    out: list[SearchHit] = []
+    used = 0
+    for h in hits:
+        used += len(h.item.content) + (1 if out else 0)
+        if used > chars:
+            break
+        out.append(h)
+    return out
+
+
 def answer_messages(
     conversation: Conversation, question: Question, core: str, hits: list[SearchHit]
 ) -> list[dict[str, str]]:
@@ -116,13 +128,21 @@ async def answer_from_memory(
     top_k: int = 10,
     max_tokens: int = 48,
     search_options: dict[str, Any] | None = None,
+    context_chars: int | None = None,
 ) -> AnswerResult:
-    """Retrieve the top-k memories for the question and ask the model. Failures are returned, not raised."""
+    """Retrieve the top-k memories for the question and ask the model. Failures are returned, not raised.
+
+    ``context_chars``: show the model only the retrieved memories that fit this many characters of
+    memory text, best first (the ones after the first that does not fit are dropped too), instead of a
+    count: a reward must not pay a policy for packing more text into each memory (ADRPO uses it).
+    """
     t0 = time.perf_counter()
     try:
         hits = await memory.search(
             question.question, namespace=namespace, top_k=top_k, **(search_options or {})
         )
+        if context_chars is not None:
+            hits = within_budget(hits, context_chars)
         core = await memory.core(namespace=namespace)
         reply = await llm.chat(
             answer_messages(conversation, question, core, hits),

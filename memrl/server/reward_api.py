@@ -10,12 +10,19 @@ trainers and evaluations use (:mod:`memrl.scoring.metrics`, :mod:`memrl.rewards`
     {"items": [
       {"metric": "locomo_f1", "prediction": "in May 2023", "answer": "May 2023", "category": 2},
       {"metric": "memagent", "response": "... \\\\boxed{Paris}", "answers": ["Paris"]},
-      {"metric": "token_f1", "prediction": "a red car", "answers": ["red car"]},
+      {"metric": "answer_f1", "prediction": "Paris, Rome", "answers": ["Paris"], "category": 1},
+      {"metric": "sub_em", "prediction": "in Paris", "answers": ["Paris"]},
       {"metric": "memupdate", "answer": "Lisbon", "retrieved_old": ["..."], "retrieved_new": ["..."],
        "old_texts": ["..."], "new_texts": ["..."]},
       {"metric": "judge", "question": "Where does Alice live?", "answer": "Lisbon", "prediction": "Lisbon"}
     ]}
     -> {"results": [{"score": 1.0, "metrics": {...}, "error": null}, ...], "n": 5, "failed": 0}
+
+Training rewards (``answer_f1``, ``sub_em``, ``exact_match``, ``memagent``, ``memupdate``, ``judge``) are the
+ones a policy cannot raise with a list of guesses or a fragment (:mod:`memrl.rewards.answer`; red-teamed by
+``bench/reward_hacks.py``). ``locomo_f1``, ``token_f1``, ``sub_em_official`` and ``bleu1`` are the official
+report metrics: ``locomo_f1`` pays comma-joined guesses on multi-hop questions and ``sub_em_official`` a
+one-letter fragment of the gold, so do not train on them.
 
 Results come back in request order. An item whose score cannot be computed (a judge that failed or
 answered something unparsable) has ``"score": null`` and an ``error``: a failure is never a reward.
@@ -30,6 +37,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from memrl.rewards.answer import answer_reward
 from memrl.rewards.memagent import memagent_eval
 from memrl.rewards.memupdate import score_memupdate
 from memrl.scoring import metrics as M
@@ -63,11 +71,23 @@ class LocomoF1(_Item):
 
 
 class SquadMetric(_Item):
-    """SQuAD-normalised token F1, exact match, sub-EM or BLEU-1, best over the gold answers."""
+    """SQuAD-normalised token F1, exact match, BLEU-1 or MemAgent's official sub-EM (``sub_em_official``:
+    a report metric, it pays a one-letter fragment of the gold), best over the gold answers."""
 
-    metric: Literal["token_f1", "exact_match", "sub_em", "bleu1"]
+    metric: Literal["token_f1", "exact_match", "sub_em_official", "bleu1"]
     prediction: Text
     answers: Golds
+
+
+class AnswerReward(_Item):
+    """A training reward of :mod:`memrl.rewards.answer`: ``answer_f1`` (LoCoMo's F1 with every extra list
+    part charged; give the LoCoMo ``category`` for its rules), ``sub_em`` (one short answer holding a whole
+    gold answer), best over the gold answers."""
+
+    metric: Literal["answer_f1", "sub_em"]
+    prediction: Text
+    answers: Golds
+    category: Annotated[int, Field(ge=1, le=5)] | str | None = None
 
 
 class MemAgent(_Item):
@@ -99,9 +119,12 @@ class Judge(_Item):
     category: Annotated[str, Field(max_length=100)] | None = None
 
 
-ScoreItem = Annotated[LocomoF1 | SquadMetric | MemAgent | MemUpdate | Judge, Field(discriminator="metric")]
-METRICS = ("locomo_f1", "token_f1", "exact_match", "sub_em", "bleu1", "memagent", "memupdate", "judge")
-_SQUAD = {"token_f1": M.token_f1, "exact_match": M.exact_match, "sub_em": M.sub_em, "bleu1": M.bleu1}
+ScoreItem = Annotated[
+    LocomoF1 | SquadMetric | AnswerReward | MemAgent | MemUpdate | Judge, Field(discriminator="metric")
+]
+METRICS = ("answer_f1", "sub_em", "exact_match", "memagent", "memupdate", "judge",
+           "locomo_f1", "token_f1", "sub_em_official", "bleu1")  # fmt: skip
+_SQUAD = {"token_f1": M.token_f1, "exact_match": M.exact_match, "sub_em_official": M.sub_em, "bleu1": M.bleu1}
 
 
 class ScoreRequest(BaseModel):
@@ -127,6 +150,12 @@ def score_pure(item: Any) -> ScoreResult:
         return ScoreResult(score=M.locomo_f1(item.prediction, item.answer, item.category))
     if isinstance(item, SquadMetric):
         return ScoreResult(score=M.best_over_golds(_SQUAD[item.metric], item.prediction, item.answers))
+    if isinstance(item, AnswerReward):
+        kind = "f1" if item.metric == "answer_f1" else "sub_em"
+        try:
+            return ScoreResult(score=answer_reward(kind, item.prediction, item.answers, item.category))
+        except ValueError as e:  # an unknown category name
+            return ScoreResult(score=None, error=str(e))
     if isinstance(item, MemAgent):
         ev = memagent_eval(item.response, item.answers)
         return ScoreResult(score=ev["reward"], metrics=ev)

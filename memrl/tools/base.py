@@ -23,7 +23,7 @@ from typing import Any, get_type_hints
 import docstring_parser
 import pydantic
 
-from memrl.errors import MemrlError
+from memrl.errors import MemrlError, is_infrastructure
 
 __all__ = ["Tool", "ToolResult", "clean_schema", "tool"]
 
@@ -135,13 +135,17 @@ class Tool:
         return {k: getattr(parsed, k) for k in self.model.model_fields}
 
     async def call(self, ctx: Any, arguments: dict[str, Any] | str | None) -> ToolResult:
-        """Validate and run. Errors from memrl (unknown ids, limits) become a failed result for the model."""
+        """Validate and run. Errors from memrl (unknown ids, limits) become a failed result for the model;
+        an infrastructure failure (a provider down, a locked store: :func:`memrl.errors.is_infrastructure`)
+        is raised, because it says nothing about the call and must end the rollout as failed."""
         kwargs = self.validate(arguments)
         if isinstance(kwargs, ToolResult):
             return kwargs
         try:
             out = await self.fn(ctx, **kwargs)
         except (MemrlError, ValueError, KeyError) as e:
+            if is_infrastructure(e):
+                raise
             return self._error(str(e).strip("'\""))
         return out if isinstance(out, ToolResult) else ToolResult(ok=True, content=str(out))
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from memrl.errors import MemrlError, NotFoundError
+from memrl.errors import MemrlError, NotFoundError, is_infrastructure
 from memrl.llm.parsing import extract_json
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.types import MemoryItem, MemoryType
@@ -118,6 +118,10 @@ def parse_actions(memory_type: MemoryType | str, output: str | dict[str, Any]) -
     return [parsed.root] if mtype is MemoryType.CORE else list(parsed.operations)
 
 
+#: Action fields holding text an agent writes into memory (the others refer to memory or explain).
+_WRITTEN = ("memory", "new_memory", "content", "new_text")
+
+
 @dataclass
 class ActionReport:
     """What happened to one agent's answer: parse failure, or which actions applied and which failed."""
@@ -130,6 +134,13 @@ class ActionReport:
     @property
     def parsed(self) -> bool:
         return self.parse_error is None
+
+    @property
+    def written_chars(self) -> int:
+        """Characters of memory text the answer wrote (applied or not): the new contents of ADD, UPDATE,
+        MERGE, APPEND, REPLACE and REWRITE, without JSON, ids, quoted old texts or SKIP reasons. ADRPO's
+        length penalty measures this, on the policy and on the expert alike."""
+        return sum(len(str(a.get(k) or "")) for a in (*self.applied, *self.failed) for k in _WRITTEN)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,8 +163,9 @@ async def resolve(
         item = await memory.get(ref.strip(), namespace=ns)
         if item.type is mtype:
             return item
-    except MemrlError:
-        pass
+    except MemrlError as e:
+        if is_infrastructure(e):
+            raise
     hits = await memory.search(ref, namespace=ns, types=[mtype], top_k=5)
     target = _norm(ref)
     best, best_ratio = None, 0.0
@@ -192,6 +204,8 @@ async def apply_actions(
         try:
             await _apply_one(memory, namespace, mtype, action, session, evidence, meta, actor)
         except (MemrlError, ValueError) as e:
+            if is_infrastructure(e):  # the store or embedder failed, not the action: the caller decides
+                raise
             report.failed.append({**record, "error": str(e)})
         else:
             report.applied.append(record)

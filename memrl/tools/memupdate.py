@@ -21,13 +21,15 @@ from pydantic import Field
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.types import MemoryItem
 from memrl.tools.base import ToolResult, Toolset, tool
-from memrl.tools.splitting import SPLITTERS, limit_parts
+from memrl.tools.splitting import SPLITTERS, limit_parts, lost_words
 
 ItemType = Literal["episodic", "semantic", "procedural"]
 #: Bounds on free text a model writes: with constrained decoding, an unbounded string can run until the token
 #: budget cuts the call off (seen with the 135M model); these keep every call finishable.
+#: The longest memory a tool writes (characters): a merge whose joined text would be longer is refused.
+MAX_ITEM_CHARS = 2000
 Query = Annotated[str, Field(min_length=1, max_length=300)]
-Content = Annotated[str, Field(min_length=1, max_length=2000)]
+Content = Annotated[str, Field(min_length=1, max_length=MAX_ITEM_CHARS)]
 Reason = Annotated[str, Field(max_length=300)]
 MemoryId = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -40,6 +42,31 @@ class MemoryContext:
     namespace: str
     actor: str = "agent"
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    max_item_chars: int = MAX_ITEM_CHARS
+
+
+def item_date(item: MemoryItem) -> str | None:
+    """The date a reader is shown with a memory (``date_text``, else ``date`` of its metadata)."""
+    date = item.metadata.get("date_text") or item.metadata.get("date")
+    return str(date) if date else None
+
+
+def reader_text(item: MemoryItem) -> str:
+    """A memory as an answering model reads it (:func:`memrl.scoring.answer.format_memories`): its date
+    first, then its content."""
+    date = item_date(item)
+    return f"[{date}] {item.content}" if date else item.content
+
+
+def joined_text(items: list[MemoryItem]) -> str:
+    """The memories joined into one text that keeps what a reader saw: each part after the first is led by
+    its own date when it differs from the first's (the merged memory keeps the first one's date)."""
+    first = item_date(items[0]) if items else None
+    lines = [items[0].content] if items else []
+    for it in items[1:]:
+        date = item_date(it)
+        lines.append(f"[{date}] {it.content}" if date and date != first else it.content)
+    return "\n".join(lines)
 
 
 def format_item(item: MemoryItem, score: float | None = None) -> str:
@@ -185,13 +212,28 @@ async def merge_memory(
     Args:
         memory_ids: The ids of the memories to merge (2 to 5).
         content: The merged memory, written by you (summarised or with the common facts extracted, as the
-            strategy says). Without it the memories are concatenated.
+            strategy says). Without it the memories are joined (each with its date), which must fit one
+            memory (2000 characters).
         strategy: How you merged them: summarize, concatenate or extract_common (recorded with the memory).
     """
     strategy = strategy if content else "concatenate"
+    text = content
+    if not content:
+        ids = list(dict.fromkeys(memory_ids))
+        sources = [await ctx.memory.get(i, namespace=ctx.namespace) for i in ids]
+        joined = joined_text(sources)  # the sources' dates stay in the text: a merge loses nothing
+        if len(joined) > ctx.max_item_chars:
+            return ToolResult(
+                False,
+                f"Error in merge_memory: the {len(ids)} memories joined are {len(joined)} characters, over the "
+                f"{ctx.max_item_chars}-character limit of one memory. Merge fewer memories, or write the merged "
+                "memory yourself in `content` (keep every fact). Nothing was changed.",
+                error="merged memory too long",
+            )
+        text = joined
     item = await ctx.memory.merge(
         memory_ids,
-        content or None,
+        text,
         namespace=ctx.namespace,
         metadata={"merge_strategy": strategy},
         actor=ctx.actor,
@@ -212,7 +254,8 @@ async def split_memory(
 
     Args:
         memory_id: The id of the memory to split.
-        parts: The new memories, written by you. Without them the text is cut by split_criteria.
+        parts: The new memories, written by you; together they must keep every word of the memory. Without
+            them the text is cut by split_criteria.
         split_criteria: How to cut when no parts are given: by sentence, by speaker ("Name:" lines) or by date.
         max_parts: At most this many memories result (2-10).
     """
@@ -228,6 +271,22 @@ async def split_memory(
             )
     else:
         parts = limit_parts(parts, max_parts, sep="\n")
+        lost = lost_words(item.content, parts)
+        if lost:
+            return ToolResult(
+                False,
+                f"Error in split_memory: the parts leave out words of memory {memory_id}: {', '.join(lost[:10])}. "
+                "A split keeps all of the memory's text, spread over the parts; to rewrite or shorten a memory, "
+                "use manage_memory with operation 'update'. Nothing was changed.",
+                error="split drops content",
+            )
+    if any(len(p) > ctx.max_item_chars for p in parts):
+        return ToolResult(
+            False,
+            f"Error in split_memory: a part is over the {ctx.max_item_chars}-character limit of one memory; "
+            "split into more parts. Nothing was changed.",
+            error="part too long",
+        )
     items = await ctx.memory.split(memory_id, parts, namespace=ctx.namespace, actor=ctx.actor)
     ids = [i.id for i in items]
     return ToolResult(True, f"Split memory {memory_id} into {len(ids)}: {', '.join(ids)}.", data={"ids": ids})

@@ -72,3 +72,13 @@ def limit_parts(parts: list[str], max_parts: int, sep: str = " ") -> list[str]:
         out.append(sep.join(parts[i : i + n]))
         i += n
     return out
+
+
+_WORD = re.compile(r"\w+")
+
+
+def lost_words(text: str, parts: list[str]) -> list[str]:
+    """The words of ``text`` (case-folded, in order of appearance, each once) that no part contains: what a
+    split written by a model would silently drop. Empty when the parts keep all of it."""
+    kept = {w.casefold() for p in parts for w in _WORD.findall(p)}
+    return list(dict.fromkeys(w for w in (m.casefold() for m in _WORD.findall(text)) if w not in kept))

@@ -21,7 +21,6 @@ __all__ = [
     "attribution_scaled_advantages",
     "dynamic_sampling_mask",
     "grpo_advantages",
-    "overlong_reward_shaping",
 ]
 
 GroupIds = torch.Tensor | Sequence[Hashable]
@@ -107,22 +106,6 @@ def dynamic_sampling_mask(
     count = _group_sum(valid.to(flat.dtype), index, n_groups)
     keep = (count >= 2) & ((hi - lo) > atol)
     return keep if group_ids is None else keep[index]
-
-
-def overlong_reward_shaping(
-    lengths: torch.Tensor | Sequence[int], max_len: int, cache_len: int
-) -> torch.Tensor:
-    """DAPO soft overlong punishment, to ADD to the reward: ``[B]`` lengths -> ``[B]`` penalties in [-1, 0].
-
-    0 while length <= max_len - cache_len; then falls linearly, (max_len - cache_len - length) / cache_len,
-    to -1 at max_len; -1 beyond.
-    """
-    if not 0 < cache_len <= max_len:
-        raise ValueError(f"need 0 < cache_len <= max_len, got cache_len={cache_len}, max_len={max_len}")
-    length = _as_float(lengths)
-    expected = max_len - cache_len
-    penalty = (expected - length) / cache_len
-    return penalty.clamp(min=-1.0, max=0.0)
 
 
 def attribution_scaled_advantages(

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
-from memrl.errors import ConfigError
+from memrl.errors import ConfigError, MemrlError, is_infrastructure
 from memrl.train.tasks import MemAgentTasks
 
 __all__ = ["LoopConfig", "MemAgentTasks", "RolloutTasks", "rollout_record", "train"]
@@ -52,6 +52,9 @@ class LoopConfig:
         if self.temperature <= 0:
             raise ConfigError("rollouts need temperature > 0, or every rollout of a group is the same")
 
+
+#: How agents begin the failure reason of a rollout that a provider or store failure ended.
+_INFRA = ("infrastructure:", "provider:")
 
 #: Bounds of a rollout's record in rollouts.jsonl: each text is cut to TEXT_CHARS (with a marker saying how
 #: much was cut) and each LLM call keeps its last CALL_MESSAGES messages (the count of earlier ones is kept).
@@ -137,7 +140,10 @@ def _report(out: Path, rows: list[dict[str, Any]]) -> None:
 
 async def _rollouts(
     llm: Any, tasks: RolloutTasks, picks: list[int], cfg: LoopConfig
-) -> list[list[Trajectory]]:
+) -> tuple[list[list[Trajectory]], list[str]]:
+    """The groups of the picked tasks, and the infrastructure failures of tasks that produced none (a
+    provider or store failure escaping a task set: counted in the step's metrics, never scored)."""
+
     async def one(i: int) -> list[list[Trajectory]]:
         if hasattr(tasks, "group"):
             return await tasks.group(llm, i, cfg.group_size, cfg.temperature)
@@ -147,8 +153,17 @@ async def _rollouts(
             )
         ]
 
-    per_task = await asyncio.gather(*(one(i) for i in picks))
-    return [g for groups in per_task for g in groups]
+    per_task = await asyncio.gather(*(one(i) for i in picks), return_exceptions=True)
+    groups: list[list[Trajectory]] = []
+    failures: list[str] = []
+    for i, got in zip(picks, per_task, strict=True):
+        if isinstance(got, BaseException):
+            if not (isinstance(got, MemrlError) and is_infrastructure(got)):
+                raise got
+            failures.append(f"task {i}: {type(got).__name__}: {got}")
+        else:
+            groups += got
+    return groups, failures
 
 
 class _Board:
@@ -268,12 +283,17 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         rng = random.Random(f"{loop.seed}:{step}")
         picks = rng.sample(range(len(tasks)), min(loop.tasks_per_step, len(tasks)))
         torch.manual_seed(loop.seed * 1_000_003 + step)
-        groups = events.run_until_complete(_rollouts(llm, tasks, picks, loop))
+        groups, infra = events.run_until_complete(_rollouts(llm, tasks, picks, loop))
         t_roll = time.perf_counter() - t0
         metrics = trainer.step(groups)
+        failed = [t for g in groups for t in g if t.reward is None]
         metrics.update(
-            tasks=picks, seconds=round(time.perf_counter() - t0, 2), rollout_seconds=round(t_roll, 2)
-        )
+            tasks=picks, seconds=round(time.perf_counter() - t0, 2), rollout_seconds=round(t_roll, 2),
+            failed_infrastructure=float(sum(str(t.failure or "").startswith(_INFRA) for t in failed)),
+            failed_tasks=float(len(infra)),
+        )  # fmt: skip
+        if infra:
+            metrics["task_failures"] = infra
         rows.append(metrics)
         with rollouts_path.open("a") as f:  # what the policy wrote, for reading, not resuming
             for t in (t for g in groups for t in g):

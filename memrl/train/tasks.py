@@ -10,9 +10,9 @@ memory type for ``build``). A rollout that fails (provider error, a reward that 
   the final answer is constrained by a grammar to be a box (``answer_grammar``), reward the original's
   0/1 match or a denser score of the same box (``f1``, ``sub_em``).
 * :class:`AnswerTasks` (``answer``): a question answered from the top-k memories of a store the ``raw``
-  builder filled, with the very prompt, answer clean-up and scoring of ``memrl eval``
-  (:mod:`memrl.scoring.answer`, :func:`memrl.scoring.metrics.score`); reward = the data set's official metric (LoCoMo
-  F1 with its category rules).
+  builder filled, with the very prompt and answer clean-up of ``memrl eval`` (:mod:`memrl.scoring.answer`);
+  reward = a training score of :mod:`memrl.rewards.answer` (``f1`` by default: LoCoMo's F1 with every extra
+  list part charged; ``em``; ``sub_em``), the official metric (:func:`memrl.scoring.metrics.score`) logged.
 * :class:`UpdateTasks` (``update``): a MemUpdate tool episode on LoCoMo's observation memory, focused on
   one question; the local back-end constrains every reply to a tool call or plain text; reward MemUpdate's
   exact ``(P_new - P_old) * E``.
@@ -36,8 +36,10 @@ from memrl.errors import ConfigError, MemrlError
 __all__ = ["TASKS", "AnswerTasks", "BuildTasks", "MemAgentTasks", "ReadTasks", "UpdateTasks"]
 
 #: ``read`` rewards: ``reward`` is the original's (boxed answer matches a gold, 0/1); ``f1`` and ``sub_em``
-#: score the same boxed answer more densely (no box: 0). ``f1_unboxed`` scores the whole final reply when it
-#: has no box (for unconstrained rollouts of models that never box).
+#: score the same boxed answer more densely with the training rewards of :mod:`memrl.rewards.answer` (every
+#: extra list part charged; one short answer holding the whole gold), no box: 0. ``f1_unboxed`` scores the
+#: whole final reply when it has no box (for unconstrained rollouts of models that never box). The
+#: official metrics (MemAgent's EM, F1, sub-EM) are logged in the trajectory's metrics, never rewarded.
 READ_REWARDS = ("reward", "f1", "sub_em", "f1_unboxed")
 
 
@@ -84,19 +86,25 @@ class ReadTasks(GroupedTasks):
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
         from memrl.agents.memagent import MemAgent
+        from memrl.rewards.answer import reward_golds
 
         document, q = self.items[index]
         cfg = dataclasses.replace(self.config, temperature=temperature)
-        result = await MemAgent(llm, cfg).run(q.question, document, golds=list(q.answers), task_id=q.id)
+        golds = reward_golds(q.answers, q.category_id)
+        result = await MemAgent(llm, cfg).run(q.question, document, golds=golds, task_id=q.id)
         traj = result.trajectory
-        if traj.failure is None and self.reward == "f1_unboxed":
-            from memrl.scoring.metrics import best_over_golds, boxed_answer, token_f1
+        if traj.failure is None and self.reward != "reward":
+            from memrl.rewards.answer import answer_reward
+            from memrl.scoring.metrics import boxed_answer
 
             final = result.final_text
             answer = boxed_answer(final)
-            traj.reward = best_over_golds(token_f1, final if answer is None else answer, list(q.answers))
-        elif traj.failure is None and self.reward != "reward":
-            traj.reward = float(traj.metrics[self.reward])  # a denser score of the same boxed answer
+            if answer is None and self.reward == "f1_unboxed":
+                answer = final
+            kind = "sub_em" if self.reward == "sub_em" else "f1"
+            traj.reward = (
+                0.0 if answer is None else answer_reward(kind, answer, list(q.answers), q.category_id)
+            )
         return traj
 
 
@@ -114,12 +122,18 @@ class AnswerTasks(GroupedTasks):
         embedder: str = "minilm",
         top_k: int = 10,
         max_tokens: int = 48,
+        reward: str = "f1",
     ) -> None:
+        from memrl.rewards.answer import ANSWER_REWARDS
+
+        if reward not in ANSWER_REWARDS:
+            raise ConfigError(f"answer reward must be one of {', '.join(ANSWER_REWARDS)}, got {reward!r}")
         self.conversations = list(conversations)
         self.items = _questions(self.conversations)
         if not self.items:
             raise ConfigError("no question with an answer to train on")
         self.db_path, self.embedder, self.top_k, self.max_tokens = db_path, embedder, top_k, max_tokens
+        self.reward = reward
         self.messages: list[list[dict[str, str]]] = []
         self._ready = False
 
@@ -168,6 +182,7 @@ class AnswerTasks(GroupedTasks):
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
         from memrl.llm.base import SamplingParams
+        from memrl.rewards.answer import answer_reward
         from memrl.scoring.answer import clean_prediction
         from memrl.scoring.metrics import score
 
@@ -184,9 +199,9 @@ class AnswerTasks(GroupedTasks):
             return traj
         traj.steps.append(Step.from_response(msgs, reply, role="answer"))
         prediction = clean_prediction(reply.text)
-        scores = score(conv, q, prediction)
-        traj.reward = scores["f1"]
-        traj.metrics.update(scores, prediction=prediction, empty=not prediction)
+        scores = score(conv, q, prediction)  # the official metrics, reported
+        traj.reward = answer_reward(self.reward, prediction, list(q.answers), q.category_id)
+        traj.metrics.update(scores, prediction=prediction, empty=not prediction, train_reward=traj.reward)
         return traj
 
 
@@ -197,10 +212,14 @@ class UpdateTasks(GroupedTasks):
         self, conversations: Sequence[Conversation], agent_config: Any = None, *, embedder: str = "minilm"
     ) -> None:
         from memrl.agents.memupdate import MemUpdateConfig
-        from memrl.rewards.memupdate import tokens
+        from memrl.rewards.memupdate import scorable_tokens
 
         self.conversations = list(conversations)
-        self.items = [(c, q) for c, q in _questions(self.conversations) if q.answerable and tokens(q.answer)]
+        self.items = [
+            (c, q)
+            for c, q in _questions(self.conversations)
+            if q.answerable and scorable_tokens(q.answer, q.question)
+        ]
         if not self.items:
             raise ConfigError("no question with a scorable answer to train on")
         self.config = agent_config or MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128,
@@ -255,10 +274,12 @@ class BuildTasks(GroupedTasks):
             raise ConfigError("no session with questions about it to train on")
         self.embedder = embedder
         self.memory: Any = None
+        self.expert_chars: dict[tuple[str, int], dict[str, int]] = {}
 
     async def setup(self) -> None:
         """The memory before each session: the data set's annotations (LoCoMo's observations and events,
         written as MemBuilder actions by :func:`memrl.agents.experts.annotation_expert`), built once."""
+        from memrl.agents.adrpo import expert_lengths
         from memrl.agents.experts import annotation_expert
         from memrl.agents.membuilder import MemBuilderAgent
         from memrl.memory.facade import AsyncMemory
@@ -270,11 +291,13 @@ class BuildTasks(GroupedTasks):
             ns = f"{conv.id}@expert"
             last = max((i for c, i in wanted if c == conv.id), default=0)
             for k, s in enumerate(conv.sessions):
+                if s.index > last:
+                    break
                 if (conv.id, s.index) in wanted and k > 0:  # before the first session: an empty memory
                     await self.memory.clone(ns, self._before(conv, s.index), overwrite=True)
-                if s.index >= last:
-                    break
-                await expert.build_session(self.memory, ns, conv, s)
+                built = await expert.build_session(self.memory, ns, conv, s)
+                # what the expert wrote for this session: the length the policy's is compared with (ADRPO)
+                self.expert_chars[(conv.id, s.index)] = expert_lengths(built)
 
     @staticmethod
     def _before(conv: Conversation, index: int) -> str:
@@ -292,7 +315,8 @@ class BuildTasks(GroupedTasks):
         builder = MemBuilderAgent(llm, dataclasses.replace(self.config, temperature=temperature))
         ns = self._before(conv, session.index)
         results = await rollout_group(builder, self.memory, ns, conv, session, n, answer_llm=llm,
-                                      questions=questions)  # fmt: skip
+                                      questions=questions,
+                                      expert_chars=self.expert_chars[(conv.id, session.index)])  # fmt: skip
         for i in range(n):
             await self.memory.reset(namespace=f"{ns}#g{i}")
         by_type: dict[str, list[Trajectory]] = {}

@@ -45,7 +45,7 @@ CREATE TABLE history (
     at         DOUBLE PRECISION NOT NULL,
     actor      TEXT,
     batch      TEXT,
-    undone     SMALLINT NOT NULL DEFAULT 0
+    undone     BIGINT NOT NULL DEFAULT 0   -- 0: in effect; else the seq of the undo that reverted it
 );
 CREATE INDEX history_ns_mem ON history (namespace, memory_id, seq);
 CREATE INDEX history_ns_seq ON history (namespace, seq);

@@ -47,208 +47,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import gc
-import hashlib
-import io
 import json
-import os
-import platform
-import pstats
-import sqlite3
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memrl.errors import StoreError
-from memrl.memory.embedder import Embedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 
-DIM = 384
-CHUNK = 10_000  # items are generated in seeded chunks, so item i never depends on the largest size
-N_CLUSTERS = 1000
-TOPIC_WORDS = 6  # per cluster, drawn from mid-frequency content words
-ITEM_NOISE = 1.0  # norm of the noise around a cluster centre (cosine to the centre ~0.7)
-QUERY_NOISE = 0.8  # norm of the noise around the target item (cosine to the target ~0.78)
-NAMESPACE = "bench"
-TYPES = ("episodic", "semantic", "procedural")
-#: The most frequent English words, in rank order: the head of the Zipf distribution. Some are memrl
-#: stopwords (dropped from BM25 queries), others ("not", "all", "about", ...) are not and hit long lists.
-FUNCTION_WORDS = (
-    "the of and to a in is that it was for on with as he be by at i you this had not are but from or have an "
-    "they which one were her all she there would their we him been has when who will more no if out so said "
-    "what up its about into than them can only other new some could time these two may then do first any my "
-    "now such like our over"
-).split()
-
-
-# ---------------------------------------------------------------------- synthetic data
-def make_vocab(seed: int, size: int) -> list[str]:
-    """Function words first, then ``size`` distinct pronounceable synthetic words (rank order = frequency)."""
-    rng = np.random.default_rng([seed, 0])
-    onsets = list("bcdfghjklmnprstvz") + ["br", "ch", "dr", "gl", "kr", "pl", "sh", "st", "tr", "th"]
-    vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
-    codas = ["", "", "", "n", "r", "l", "s", "m", "k", "nd", "st"]
-    taken = set(FUNCTION_WORDS)
-    words: list[str] = []
-    while len(words) < size:
-        n_syl = int(rng.integers(2, 4))
-        w = "".join(
-            onsets[rng.integers(len(onsets))]
-            + vowels[rng.integers(len(vowels))]
-            + codas[rng.integers(len(codas))]
-            for _ in range(n_syl)
-        )
-        if w not in taken:
-            taken.add(w)
-            words.append(w)
-    return FUNCTION_WORDS + words
-
-
-def zipf_probs(n: int, s: float = 1.0) -> np.ndarray:
-    p = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** s
-    return p / p.sum()
-
-
-@dataclass
-class Corpus:
-    """Item texts and unit vectors (row i is item ``m{i}``), plus what queries are built from."""
-
-    texts: list[str]
-    vectors: np.ndarray  # (n, DIM) float32, unit rows
-    words: list[np.ndarray]  # vocabulary indices of each item's words
-    vocab: list[str]
-    probs: np.ndarray
-
-
-def make_corpus(seed: int, n: int, vocab_size: int) -> Corpus:
-    vocab = make_vocab(seed, vocab_size)
-    probs = zipf_probs(len(vocab))
-    rng = np.random.default_rng([seed, 1])
-    centres = rng.standard_normal((N_CLUSTERS, DIM)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    n_func = len(FUNCTION_WORDS)
-    topics = rng.integers(n_func + 200, n_func + 5000, size=(N_CLUSTERS, TOPIC_WORDS))
-    texts: list[str] = []
-    words: list[np.ndarray] = []
-    vecs: list[np.ndarray] = []
-    seen: set[str] = set()
-    for c in range((n + CHUNK - 1) // CHUNK):
-        rng = np.random.default_rng([seed, 2, c])
-        cluster = rng.integers(0, N_CLUSTERS, size=CHUNK)
-        v = centres[cluster] + (ITEM_NOISE / np.sqrt(DIM)) * rng.standard_normal((CHUNK, DIM)).astype(
-            np.float32
-        )
-        vecs.append(v / np.linalg.norm(v, axis=1, keepdims=True))
-        lengths = rng.integers(5, 21, size=CHUNK)
-        n_topic = rng.integers(1, 4, size=CHUNK)
-        zipf = rng.choice(len(vocab), size=int(lengths.sum()), p=probs)
-        topic_pick = rng.integers(0, TOPIC_WORDS, size=(CHUNK, 3))
-        pos = 0
-        for j in range(min(CHUNK, n - c * CHUNK)):
-            k = int(n_topic[j])
-            w = np.concatenate([topics[cluster[j], topic_pick[j, :k]], zipf[pos : pos + lengths[j] - k]])
-            pos += int(lengths[j])
-            rng.shuffle(w)
-            text = " ".join(vocab[i] for i in w)
-            while text in seen:  # the embedding cache is keyed by content: texts must be distinct
-                extra = int(rng.integers(n_func, len(vocab)))
-                w = np.append(w, extra)
-                text += " " + vocab[extra]
-            seen.add(text)
-            texts.append(text)
-            words.append(w)
-    return Corpus(texts, np.ascontiguousarray(np.concatenate(vecs)[:n]), words, vocab, probs)
-
-
-@dataclass
-class Queries:
-    texts: list[str]
-    vectors: np.ndarray  # (q, DIM) float32, unit rows
-    targets: np.ndarray  # item index each query was built from
-
-
-def make_queries(corpus: Corpus, n: int, count: int, seed: int) -> Queries:
-    """Queries over the first ``n`` items: 1-2 words of a target item plus 1-2 common words, and a vector
-    near the target's."""
-    rng = np.random.default_rng([seed, 3, n])
-    targets = rng.integers(0, n, size=count)
-    noise = (QUERY_NOISE / np.sqrt(DIM)) * rng.standard_normal((count, DIM)).astype(np.float32)
-    vecs = corpus.vectors[targets] + noise
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    texts: list[str] = []
-    seen: set[str] = set()
-    for t in targets:
-        content = [w for w in corpus.words[t] if w >= len(FUNCTION_WORDS)] or list(corpus.words[t])
-        while True:
-            own = rng.choice(content, size=min(len(content), int(rng.integers(1, 3))), replace=False)
-            common = rng.choice(len(corpus.vocab), size=int(rng.integers(1, 3)), p=corpus.probs)
-            text = " ".join(corpus.vocab[i] for i in [*common, *own])
-            if text not in seen:
-                break
-        seen.add(text)
-        texts.append(text)
-    return Queries(texts, np.ascontiguousarray(vecs, dtype=np.float32), targets)
-
-
-class LookupEmbedder(Embedder):
-    """Returns precomputed vectors for known texts; any other text gets a deterministic random unit vector."""
-
-    def __init__(self, texts: Sequence[str], vectors: np.ndarray, name: str) -> None:
-        self.name = name
-        self.dim = vectors.shape[1]
-        self.vectors = vectors
-        self.row_of = {t: i for i, t in enumerate(texts)}
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            row = self.row_of.get(text)
-            if row is not None:
-                out[i] = self.vectors[row]
-            else:
-                seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-                v = np.random.default_rng(seed).standard_normal(self.dim)
-                out[i] = v / np.linalg.norm(v)
-        return out
-
-
-# ---------------------------------------------------------------------- measuring
-def numpy_top(matrix: np.ndarray, q: np.ndarray, k: int, *, einsum: bool = False) -> np.ndarray:
-    """Exact top-k rows by inner product, best first: the floor for any brute-force search.
-
-    ``einsum=True`` scores without BLAS (one thread): on a busy machine, matmul's BLAS threads wait for a
-    free core, which can make it slower than one thread by 10x and more."""
-    scores = np.einsum("ij,j->i", matrix, q) if einsum else matrix @ q
-    if k >= len(scores):
-        return np.argsort(-scores, kind="stable")
-    idx = np.argpartition(-scores, k - 1)[:k]
-    return idx[np.argsort(-scores[idx], kind="stable")]
-
-
-def stats(ms: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(ms)
-    return {
-        "p50_ms": round(float(np.percentile(a, 50)), 3),
-        "p95_ms": round(float(np.percentile(a, 95)), 3),
-        "mean_ms": round(float(a.mean()), 3),
-    }
-
-
-def item_index(key: str) -> int:
-    return int(key[1:])  # "m123" -> 123
-
-
-def overlap(got: Sequence[int], want: Sequence[int]) -> float:
-    return len(set(got) & set(want)) / max(len(want), 1)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.store_data import (  # noqa: E402
+    DIM,
+    NAMESPACE,
+    TYPES,
+    Corpus,
+    LookupEmbedder,
+    Queries,
+    item_index,
+    load_avg,
+    machine,
+    make_corpus,
+    make_queries,
+    numpy_top,
+    overlap,
+    stats,
+)  # fmt: skip
+from bench.store_report import print_size, profile_search, summary  # noqa: E402
 
 
 async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: int) -> float:
@@ -264,7 +93,7 @@ async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: 
 
 
 async def bench_store(
-    mem: AsyncMemory, qs: Queries, n: int, top_k: int, warmup: int
+    mem: AsyncMemory, qs: Queries, n: int, top_k: int, warmup: int, corpus_vectors: np.ndarray
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Time numpy (matmul and einsum), dense, hybrid and bm25 search on the same queries; returns figures
     and numpy's top-k (item indices).
@@ -283,9 +112,14 @@ async def bench_store(
     # numpy searches the store's own matrix: the same memory, so the ratio is memrl's overhead alone (on a
     # VM, two copies of one matrix can differ 1.5x in matmul speed with the pages backing them).
     dense = await mem.index.sync(NAMESPACE)
-    assert dense.n == n, f"the store holds {dense.n} vectors, expected {n}"
-    matrix = dense.matrix[: dense.n]
     item_of_rid = dict(mem.store.read("SELECT rid, id FROM memories WHERE namespace = ?", (NAMESPACE,)))
+    if hasattr(dense, "matrix"):
+        assert dense.n == n, f"the store holds {dense.n} vectors, expected {n}"
+        matrix, row_rids = dense.matrix[: dense.n], dense.rids
+    else:  # pgvector: the database holds the vectors; numpy scans the corpus' own (item i = row i)
+        matrix = np.ascontiguousarray(corpus_vectors[:n])
+        rid_of = {item_index(i): r for r, i in item_of_rid.items()}
+        row_rids = np.array([rid_of[i] for i in range(n)], dtype=np.int64)
 
     def store(mode: str, **options: Any) -> Callable[[int], Awaitable[Any]]:
         async def run(i: int) -> Any:
@@ -308,7 +142,7 @@ async def bench_store(
 
     def items(name: str, got: Any) -> list[int]:
         if name in ("numpy", "einsum"):
-            return [item_index(item_of_rid[int(r)]) for r in dense.rids[got]]
+            return [item_index(item_of_rid[int(r)]) for r in row_rids[got]]
         return [item_index(h.item.id) for h in got]
 
     methods = {"numpy": numpy_run, "einsum": einsum_run, **{m: store(m) for m in ("dense", "hybrid", "bm25")}}
@@ -379,156 +213,6 @@ def bench_langgraph(
     }
 
 
-def print_profile(prof: cProfile.Profile, title: str, lines: int = 12) -> None:
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(lines)
-    print(f"\n{title} (cProfile, by own time):", file=sys.stderr)
-    print("\n".join(buf.getvalue().splitlines()[4:]).rstrip(), file=sys.stderr)
-
-
-async def profile_search(mem: AsyncMemory, qs: Queries, top_k: int) -> None:
-    """Where the time goes at the current size: the cold load, hybrid and bm25 search (cProfile), and the
-    database's size by table."""
-    store = mem.store
-    try:
-        rows = store.read("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 6")
-        print(
-            "\ndatabase size by table: " + ", ".join(f"{r[0]} {r[1] / 2**20:.0f} MB" for r in rows),
-            file=sys.stderr,
-        )
-    except StoreError:
-        pass  # SQLite built without the dbstat table
-    mem.index.forget(NAMESPACE)
-    prof = cProfile.Profile()
-    prof.enable()  # nothing else runs on this event loop meanwhile
-    await mem.search(qs.texts[0], namespace=NAMESPACE, top_k=top_k, mode="dense", query_vector=qs.vectors[0])
-    prof.disable()
-    print_profile(prof, "cold load: first dense search after index.forget")
-    for mode in ("hybrid", "bm25"):
-        prof = cProfile.Profile()
-        prof.enable()
-        for i in range(len(qs.texts)):
-            await mem.search(
-                qs.texts[i], namespace=NAMESPACE, top_k=top_k, mode=mode, query_vector=qs.vectors[i]
-            )
-        prof.disable()
-        print_profile(prof, f"{len(qs.texts)} {mode} searches")
-
-
-# ---------------------------------------------------------------------- report
-def blas_threads() -> int | None:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return None
-    return max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
-
-
-def machine(load_start: float | None) -> dict[str, Any]:
-    """What the figures depend on. The load averages say how busy the machine was (noisy if above ~0.5)."""
-
-    def ver(pkg: str) -> str | None:
-        try:
-            return version(pkg)
-        except PackageNotFoundError:
-            return None
-
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "load_avg_1m_start": load_start,
-        "load_avg_1m_end": load_avg(),
-        "blas_threads": blas_threads(),
-        "platform": platform.platform(),
-        "processor": platform.machine(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "sqlite": sqlite3.sqlite_version,
-        "langgraph": ver("langgraph"),
-    }
-
-
-def load_avg() -> float | None:
-    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-
-
-def print_size(row: dict[str, Any], batch: int) -> None:
-    lg = row.get("langgraph")
-    print(
-        f"\nn={row['n']:,}: insert {row['insert_per_s']:,} items/s through add_many (batches of {batch}; "
-        f"history + embedding cache included, embedder cost excluded), dense cold load "
-        f"{row['dense_cold_ms']:,.0f} ms, BM25 cold load {row['bm25_cold_ms']:,.0f} ms, db "
-        + (f"{row['db_mb']} MB" if row["db_mb"] else "in memory"),
-        flush=True,
-    )
-    print(f"  {'method':<10}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'x numpy':>9}{'recall':>8}{'hit@k':>7}")
-    base = row["numpy"]["p50_ms"]
-    recall = {"numpy": 1.0, "einsum": row["einsum_recall_vs_numpy"], "dense": row["dense_recall_vs_numpy"]}
-    methods = {m: row[m] for m in ("numpy", "einsum", "dense", "hybrid", "hybrid_no_date_window", "bm25")}
-    if lg:
-        methods["langgraph"] = lg
-        recall["langgraph"] = lg["recall_vs_numpy"]
-    for name, s in methods.items():
-        rec = f"{recall[name]:.3f}" if name in recall else "-"
-        print(
-            f"  {name:<10}{s['p50_ms']:>9.3f}{s['p95_ms']:>9.3f}{s['mean_ms']:>9.3f}"
-            f"{s['p50_ms'] / base:>9.2f}{rec:>8}{s['hit_at_k']:>7.2f}",
-            flush=True,
-        )
-
-
-def summary(
-    rows: list[dict[str, Any]], insert_per_s: float, args: argparse.Namespace, host: dict[str, Any]
-) -> dict[str, Any]:
-    last = rows[-1]
-    lg_rows = [r for r in rows if r.get("langgraph")]
-    lg = lg_rows[-1] if lg_rows else None
-    out = {
-        "n": last["n"],
-        "dense_p50_ms": last["dense"]["p50_ms"],
-        "hybrid_p50_ms": last["hybrid"]["p50_ms"],
-        "hybrid_no_date_window_p50_ms": last["hybrid_no_date_window"]["p50_ms"],
-        "bm25_p50_ms": last["bm25"]["p50_ms"],
-        "numpy_p50_ms": last["numpy"]["p50_ms"],
-        "einsum_p50_ms": last["einsum"]["p50_ms"],
-        "dense_cold_ms": last["dense_cold_ms"],
-        "bm25_cold_ms": last["bm25_cold_ms"],
-        "dense_vs_numpy": last["dense_vs_numpy"],
-        "dense_recall_vs_numpy": min(r["dense_recall_vs_numpy"] for r in rows),
-        "langgraph_n": lg["n"] if lg else None,
-        "langgraph_p50_ms": lg["langgraph"]["p50_ms"] if lg else None,
-        "langgraph_recall_vs_numpy": lg["langgraph"]["recall_vs_numpy"] if lg else None,
-        "dense_p50_ms_at_langgraph_n": lg["dense"]["p50_ms"] if lg else None,
-        "insert_per_s": round(insert_per_s),
-        "targets": {
-            "dense_within_2x_numpy_at_n": last["dense_vs_numpy"] <= 2.0,
-            "dense_faster_than_langgraph": (lg["dense"]["p50_ms"] < lg["langgraph"]["p50_ms"])
-            if lg
-            else None,
-            "hybrid_faster_than_langgraph": (lg["hybrid"]["p50_ms"] < lg["langgraph"]["p50_ms"])
-            if lg
-            else None,
-            "hybrid_p50_under_50ms_at_n": last["hybrid"]["p50_ms"] < 50.0,
-        },
-        "per_size": rows,
-        "config": {
-            "sizes": [r["n"] for r in rows],
-            "queries": args.queries,
-            "top_k": args.top_k,
-            "batch": args.batch,
-            "db": "temp file" if args.db is None else args.db,
-            "seed": args.seed,
-            "dim": DIM,
-            "vocab": args.vocab,
-        },
-        "notes": "latencies in ms of one search call (query embedding excluded: query_vector given); "
-        "insert_per_s excludes embedding compute (vectors precomputed) but includes history and "
-        "embedding-cache writes",
-        "machine": host,
-    }
-    return out
-
-
 def parse_sizes(text: str) -> list[int]:
     return sorted({int(float(s)) for s in text.split(",") if s.strip()})
 
@@ -547,7 +231,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--langgraph-queries", type=int, default=100, help="queries for InMemoryStore (it is slow)"
     )
     p.add_argument("--batch", type=int, default=500, help="items per add_many call")
-    p.add_argument("--db", default=None, help="database path, or :memory: (default: a file in a temp dir)")
+    p.add_argument(
+        "--db", default=None, help="SQLite: database path, or :memory: (default: a file in a temp dir)"
+    )
+    p.add_argument(
+        "--backends",
+        type=lambda t: [b.strip() for b in t.split(",") if b.strip()],
+        default=["sqlite", "postgres"],
+        help="stores to run, side by side: sqlite, postgres (default both)",
+    )
+    p.add_argument(
+        "--pg-url",
+        default=None,
+        help="a Postgres server to use (databases bench_* are created there; default: a throwaway local "
+        "server from the postgres extra)",
+    )
+    p.add_argument(
+        "--writers",
+        type=parse_sizes,
+        default=[1, 4, 16],
+        help="concurrent writer process counts (default 1,4,16)",
+    )
+    p.add_argument("--writer-items", type=int, default=2400, help="items the writers add in all, per count")
+    p.add_argument(
+        "--no-locomo", dest="locomo", action="store_false", help="skip LoCoMo recall@10 (needs the data)"
+    )
     p.add_argument("--warmup", type=int, default=10, help="untimed queries per method before timing")
     p.add_argument("--vocab", type=int, default=20_000, help="synthetic content words")
     p.add_argument("--seed", type=int, default=0)
@@ -567,6 +275,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.queries = 50 if args.quick else 200
     if args.quick:
         args.langgraph_queries = min(args.langgraph_queries, 50)
+        args.writer_items = min(args.writer_items, 480)
+    if not set(args.backends) <= {"sqlite", "postgres"} or not args.backends:
+        p.error("--backends takes sqlite and/or postgres")
     if min(args.sizes) <= args.top_k:
         p.error(f"every size must exceed --top-k ({args.top_k})")
     if args.queries < 1 or args.batch < 1:
@@ -602,14 +313,17 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
                 "insert_s": round(seconds, 2),
             }
             done = n
-            size = (
-                sum(p.stat().st_size for p in Path(db).parent.glob(Path(db).name + "*"))
-                if db != ":memory:"
-                else 0
-            )
+            if db.startswith("postgresql://"):
+                size = mem.store.read("SELECT pg_database_size(current_database())")[0][0]
+            else:
+                size = (
+                    sum(p.stat().st_size for p in Path(db).parent.glob(Path(db).name + "*"))
+                    if db != ":memory:"
+                    else 0
+                )
             row["db_mb"] = round(size / 2**20, 1) if size else None
             qs = make_queries(corpus, n, args.queries, args.seed)
-            figures, ref = await bench_store(mem, qs, n, args.top_k, args.warmup)
+            figures, ref = await bench_store(mem, qs, n, args.top_k, args.warmup, corpus.vectors)
             row.update(figures)
             if n in args.langgraph_sizes:
                 row["langgraph"] = bench_langgraph(corpus, qs, n, args.top_k, args.langgraph_queries, ref)
@@ -628,18 +342,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     global DIM
     args = parse_args(argv)
     DIM = args.dim
-    with tempfile.TemporaryDirectory(prefix="memrl-bench-") as tmp:
-        db = args.db or os.path.join(tmp, "memories.db")
-        out = asyncio.run(run(args, db))
-    t = out["targets"]
-    print(
-        f"\ntargets at n={out['n']:,}: dense within 2x numpy: {t['dense_within_2x_numpy_at_n']} "
-        f"({out['dense_vs_numpy']}x); hybrid p50 < 50 ms: {t['hybrid_p50_under_50ms_at_n']} "
-        f"({out['hybrid_p50_ms']} ms); dense faster than LangGraph at n={out['langgraph_n']}: "
-        f"{t['dense_faster_than_langgraph']}; total {out['total_s']} s",
-        flush=True,
-    )
-    print(json.dumps(out))
+    import bench.store_data as store_data
+    from bench.store_backends import backend_dbs, concurrent_writers, locomo_recall, print_side_by_side
+
+    store_data.DIM = DIM
+
+    results: dict[str, dict[str, Any]] = {}
+    with backend_dbs(args.backends, args.pg_url) as make:
+        for backend in args.backends:
+            print(f"\n=== {backend}", flush=True)
+            db = args.db if args.db and backend == "sqlite" else make(backend, "bench_search")
+            out = asyncio.run(run(args, db))
+            out["concurrency"] = [
+                concurrent_writers(make(backend, f"bench_writers_{w}"), w, args.writer_items)
+                for w in args.writers
+            ]
+            for c in out["concurrency"]:
+                print(f"  {c['writers']:>2} concurrent writers: {c['items_per_s']:,} items/s", flush=True)
+            if args.locomo:
+                out["locomo"] = asyncio.run(locomo_recall(make(backend, "bench_locomo")))
+                print(f"  LoCoMo recall@10: {out['locomo']['recall_at_10']}", flush=True)
+            results[backend] = out
+    print_side_by_side(results)
+    final: dict[str, Any] = {"backends": results}
+    if len(results) == 2 and all("locomo" in r for r in results.values()):
+        a, b = (results[x]["locomo"]["recall_at_10"] for x in args.backends)
+        final["locomo_recall_at_10_diff"] = {m: round(b[m] - a[m], 6) for m in a}
+    print(json.dumps(final))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,19 @@
-"""Shared fixtures: a fresh memory on a real SQLite file with a deterministic embedder, and data paths."""
+"""Shared fixtures: a fresh memory on a real store (a SQLite file, or a database on a real Postgres server)
+with a deterministic embedder, and data paths.
+
+The store suite (:data:`STORE_SUITE`) runs every test on both back-ends: ``db_path`` (and ``amem``, ``mem``,
+``new_db``) is a SQLite file for ``[sqlite]`` and a fresh database URL for ``[postgres]``. The Postgres
+server starts once per session from the ``postgres`` extra (``pgserver``'s binaries,
+:mod:`memrl.memory.pglocal`) on a free loopback port and stops at the end; without it the Postgres
+cases skip, saying why.
+"""
 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,9 +47,67 @@ class CountingEmbedder(Embedder):
         return self.inner.embed(texts)
 
 
+#: Test modules whose every store-backed test runs on SQLite and on Postgres.
+STORE_SUITE = frozenset(
+    "test_store test_search test_search_modes test_transfer test_enrich test_rerank test_expand "
+    "test_raw_builder test_retrieval_eval test_server_memory_api test_server_reliability test_search_isolation ".split()
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    uses = {"db_path", "amem", "mem", "new_db"} & set(metafunc.fixturenames)
+    if module in STORE_SUITE and uses:
+        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "memory.db"
+def backend(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One Postgres server for the session, with a template database already migrated; skips if none."""
+    from memrl.memory.pglocal import LocalPostgres, bundled_bin_dir
+
+    bin_dir, why = bundled_bin_dir()
+    if bin_dir is None:
+        pytest.skip(f"Postgres tests skipped: {why}")
+    server = LocalPostgres().start()
+    try:
+        from memrl.memory.postgres import PostgresStore
+
+        PostgresStore(server.create_database("memrl_template")).close()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def new_db(backend: str, tmp_path: Path, request):
+    """A factory of fresh, empty stores of the test's back-end: a SQLite path or a Postgres database URL."""
+    made = iter(range(1_000_000))
+    pg = request.getfixturevalue("pg_server") if backend == "postgres" else None
+
+    def make(name: str = "memory") -> Any:
+        n = next(made)
+        if pg is None:
+            return tmp_path / f"{name}-{n}.db"
+        import psycopg
+
+        db = f"t{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg.url(), autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{db}" TEMPLATE memrl_template')
+        return pg.url(db)
+
+    return make
+
+
+@pytest.fixture
+def db_path(backend: str, tmp_path: Path, new_db):
+    """The test's store: ``tmp_path/memory.db`` on SQLite, a fresh database URL on Postgres."""
+    return tmp_path / "memory.db" if backend == "sqlite" else new_db()
 
 
 @pytest.fixture

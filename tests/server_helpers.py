@@ -39,6 +39,15 @@ def snapshot(db: Path) -> list[tuple]:
     """Every row of the store's tables: to prove a refused request changed nothing."""
     import sqlite3
 
+    if str(db).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            return [
+                (t, *row)
+                for t in ("namespaces", "memories", "history", "core")
+                for row in pg.execute(f"SELECT * FROM {t} ORDER BY 1, 2")
+            ]
     con = sqlite3.connect(db)
     try:
         return [

@@ -274,11 +274,11 @@ def test_ablation_adds_one_enrichment_row():
     assert steps[-1][1].enrich == "local" and all(cfg.enrich is None for _, cfg in steps[:-1])
 
 
-def test_memory_enrich_and_search_keys_cli(capsys, monkeypatch, tmp_path):
+def test_memory_enrich_and_search_keys_cli(capsys, monkeypatch, new_db):
     from memrl.cli.main import main
 
     monkeypatch.setitem(PROVIDERS, "test-keys", "tests.test_enrich:KeysLLM")
-    common = ["--db", str(tmp_path / "m.db"), "--namespace", "c1", "--embedder", "hashing"]
+    common = ["--db", str(new_db()), "--namespace", "c1", "--embedder", "hashing"]
     main(["memory", "add", "Bob: I adopted a greyhound yesterday.", *common])
     main(["memory", "add", "Ann: Lovely, I started the cello.", *common])
     capsys.readouterr()

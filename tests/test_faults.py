@@ -16,7 +16,7 @@ from memrl.errors import StoreError
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import Memory
 from memrl.memory.schema import SCHEMA_VERSION
-from memrl.memory.store import SQLiteStore
+from memrl.memory.sqlite_store import SQLiteStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

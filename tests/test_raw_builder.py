@@ -141,27 +141,28 @@ async def test_pooled_vector_and_collapsed_hits(db_path):
     by_id = {i.id: i for i in await m.list(namespace="c@raw")}
     rids = dict(m.store.read("SELECT id, rid FROM memories WHERE namespace = ?", ("c@raw",)))
     # lexical-only turn items are not in the dense index; pooled context items are, with the pooled vector
-    assert rids["D1:3"] not in idx.row_of
+    vectors = idx.vectors()
+    assert rids["D1:3"] not in vectors
     v = emb.embed([by_id[i].content for i in ("D1:2", "D1:3", "D1:4")])
     want = 0.3 * v[0] + v[1] + 0.3 * v[2]
-    got = idx.matrix[idx.row_of[rids["D1:3+ctx"]]]
+    got = vectors[rids["D1:3+ctx"]]
     np.testing.assert_allclose(got, want / np.linalg.norm(want), atol=1e-5)
     assert "pool" not in by_id["D1:3+ctx"].metadata and by_id["D1:3+ctx"].metadata["vector_key"].startswith(
         "v:"
     )
     # a fresh process (cold load in one query) sees the same dense index as the incremental path
     m2 = AsyncMemory(db_path, embedder=HashingEmbedder(64))
-    cold = await m2.index.sync("c@raw")
-    assert set(cold.row_of) == set(idx.row_of)
-    for rid, row in idx.row_of.items():
-        np.testing.assert_allclose(cold.matrix[cold.row_of[rid]], idx.matrix[row], atol=1e-6)
+    cold = (await m2.index.sync("c@raw")).vectors()
+    assert set(cold) == set(vectors)
+    for rid, vec in vectors.items():
+        np.testing.assert_allclose(cold[rid], vec, atol=1e-6)
     # editing a pooled item's text drops its own vector: it is embedded from its new text
     await m2.update("D1:3+ctx", "Caroline joined a rowing club", namespace="c@raw")
     edited = await m2.get("D1:3+ctx", namespace="c@raw")
     assert "vector_key" not in edited.metadata and "text" not in edited.metadata
     idx2 = await m2.index.sync("c@raw")
     np.testing.assert_allclose(
-        idx2.matrix[idx2.row_of[rids["D1:3+ctx"]]], emb.embed(["Caroline joined a rowing club"])[0], atol=1e-6
+        idx2.vectors()[rids["D1:3+ctx"]], emb.embed(["Caroline joined a rowing club"])[0], atol=1e-6
     )
     await m2.close()
     for mode in ("dense", "bm25", "hybrid"):

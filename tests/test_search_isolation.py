@@ -45,8 +45,8 @@ def _snapshot(m: Memory, mode: str, keys: float = 0.0) -> list[list[tuple[str, f
 
 
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
-def test_other_namespace_writes_change_neither_ranking_nor_scores(tmp_path, mode):
-    with Memory(tmp_path / "m.db", embedder=HashingEmbedder(64)) as m:
+def test_other_namespace_writes_change_neither_ranking_nor_scores(new_db, mode):
+    with Memory(new_db(), embedder=HashingEmbedder(64)) as m:
         m.add_many(ALICE, namespace="alice")
         m.set_keys({m.list(namespace="alice")[2].id: "pet kitten Lisbon"}, namespace="alice")
         before = _snapshot(m, mode, keys=0.5)

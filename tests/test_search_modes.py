@@ -27,9 +27,9 @@ VARIANTS = {
 
 
 @pytest.fixture
-async def built():
+async def built(new_db):
     conv = load_conversations("sample", None)[0][0]
-    memory = AsyncMemory(":memory:", embedder=HashingEmbedder(384))
+    memory = AsyncMemory(new_db(), embedder=HashingEmbedder(384))
     await build_conversation(memory, conv, RetrievalConfig(embedder="hashing"))
     yield memory, conv
     await memory.close()

@@ -316,7 +316,7 @@ async def test_dropped_namespaces_are_not_listed(amem: AsyncMemory):
     assert [n["name"] for n in await amem.namespaces()] == ["alice"]
 
 
-async def test_generated_ids_repeat_run_to_run_and_never_collide(tmp_path):
+async def test_generated_ids_repeat_run_to_run_and_never_collide(new_db):
     """Ids are shown to models: the same writes must give the same ids in every run (reproducible
     prompts), while the same content twice, or again after a delete, still gets a fresh id."""
 
@@ -332,7 +332,7 @@ async def test_generated_ids_repeat_run_to_run_and_never_collide(tmp_path):
         await m.close()
         return ids
 
-    first, second = await writes(tmp_path / "a.db"), await writes(tmp_path / "b.db")
+    first, second = await writes(new_db()), await writes(new_db())
     assert first == second  # another store, same writes: same ids
     a, t1, t2, again, other, given = first
     assert len({a, t1, t2, again}) == 4 and given == "D1:3"

@@ -65,6 +65,26 @@ def test_round_trip_is_lossless_and_undo_still_works(mem: Memory) -> None:
     assert mem.get(ids["a"], namespace="copy").content == "Alice moved to Lisbon in May 2023"
 
 
+def test_rollback_after_an_import_knows_when_a_change_was_undone(mem: Memory) -> None:
+    """An entry undone after the rollback point is in effect again after the rollback, in an imported copy
+    as in the original: the export says which undo reverted it (``undone_by``), renumbered on import."""
+    item = mem.add("v1")
+    mem.update(item.id, "v2")
+    mark = mem.store.last_seq("alice")
+    mem.undo(item.id)  # v2 undone after the point
+    lines = mem.export_lines()
+    assert [x["undone_by"] for x in lines if x["kind"] == "history" and x["op"] == "UPDATE"] == [mark + 1]
+    mem.import_lines([json.dumps(x) for x in lines], namespace="copy")
+    copy_mark = max(
+        x["seq"] for x in mem.export_lines(namespace="copy") if x["kind"] == "history" and x["op"] == "UPDATE"
+    )
+    for ns, point in (("alice", mark), ("copy", copy_mark)):
+        mem.store.rollback(ns, point)
+        assert mem.get(item.id, namespace=ns).content == "v2"
+        mem.undo(item.id, namespace=ns)  # the update is in effect again, so undo reverts it
+        assert mem.get(item.id, namespace=ns).content == "v1", ns
+
+
 def test_import_refuses_existing_namespace_and_bad_lines_and_changes_nothing(mem: Memory) -> None:
     _fill(mem)
     lines = mem.export_lines()
@@ -87,8 +107,8 @@ def test_import_refuses_existing_namespace_and_bad_lines_and_changes_nothing(mem
     assert got["items"] == 4 and _comparable(mem.export_lines()) == _comparable(before)
 
 
-def test_cli_export_import(tmp_path, capsys) -> None:
-    db, out = tmp_path / "m.db", tmp_path / "alice.jsonl"
+def test_cli_export_import(new_db, tmp_path, capsys) -> None:
+    db, out = new_db(), tmp_path / "alice.jsonl"
     with Memory(db, embedder=HashingEmbedder(64), namespace="alice") as m:
         _fill(m)
     assert main(["memory", "export", "--db", str(db), "-n", "alice", "-o", str(out)]) == 0

@@ -49,7 +49,11 @@ class CountingLLM:
 
 def add_store_args(p: argparse.ArgumentParser, *, namespace_default: str | None = "default") -> None:
     g = p.add_argument_group("store")
-    g.add_argument("--db", default=os.environ.get("MEMRL_DB", "memrl.db"), help="memory store file")
+    g.add_argument(
+        "--db",
+        default=os.environ.get("MEMRL_DB", "memrl.db"),
+        help="memory store: a SQLite file or a postgresql:// URL",
+    )
     g.add_argument("--namespace", "-n", default=namespace_default, help="namespace to act on")
     g.add_argument(
         "--embedder", default=os.environ.get("MEMRL_EMBEDDER", "minilm"), help="minilm, hashing, openai:MODEL"

@@ -20,7 +20,9 @@ from memrl.memory.types import ITEM_TYPES
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--db", default=os.environ.get("MEMRL_DB", "memrl.db"), help="database file (default: memrl.db)"
+        "--db",
+        default=os.environ.get("MEMRL_DB", "memrl.db"),
+        help="SQLite file (default: memrl.db) or postgresql:// URL",
     )
     p.add_argument(
         "--namespace", "-n", default="default", help="namespace (user or episode); default: default"

@@ -39,7 +39,11 @@ def _auth(p: argparse.ArgumentParser) -> None:
 
 
 def _store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=os.environ.get("MEMRL_DB", "memrl.db"), help="memory store file")
+    p.add_argument(
+        "--db",
+        default=os.environ.get("MEMRL_DB", "memrl.db"),
+        help="memory store: a SQLite file or a postgresql:// URL (docs/postgres.md)",
+    )
     p.add_argument("--embedder", default=os.environ.get("MEMRL_EMBEDDER", "minilm"),
                    help="minilm (default, offline), hashing[:DIM], openai:MODEL")  # fmt: skip
 

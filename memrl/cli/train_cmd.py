@@ -60,7 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--top-k", type=int, default=10, help="answer: memories retrieved per question")
         p.add_argument("--max-answer-tokens", type=int, default=48, help="answer: token budget of an answer")
         p.add_argument("--embedder", default="minilm", help="answer/update/build: embedder of the store")
-        p.add_argument("--db-path", default=":memory:", help="answer: store file (reused if already built)")
+        p.add_argument(
+            "--db-path",
+            default=":memory:",
+            help="answer: store file or postgresql:// URL (reused if already built)",
+        )
         p.add_argument("--agent-option", action="append", default=[], metavar="KEY=VALUE",
                        help="read/update/build: a field of the agent's config (repeatable)")  # fmt: skip
         p.add_argument("--model", help="HF folder or hub id (default: the offline SmolLM2-135M-Instruct)")

@@ -43,7 +43,9 @@ class RetrievalConfig:
     embedder: str = option(
         "minilm", "embedder: minilm (offline), mpnet, hashing[:DIM], openai:MODEL, st:NAME"
     )
-    db_path: str | None = option(None, "store file (default: in memory); reusing a file reuses embeddings")
+    db_path: str | None = option(
+        None, "store file or postgresql:// URL (default: in memory); reusing one reuses embeddings"
+    )
     embed_cache: str = option(
         "auto",
         "file caching embeddings across runs: auto ($MEMRL_CACHE_DIR or ~/.cache/memrl/embeddings.db), "

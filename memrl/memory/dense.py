@@ -24,10 +24,11 @@ import numpy as np
 
 from memrl.errors import ConfigError
 from memrl.memory.embedder import Embedder
-from memrl.memory.store import SQLiteStore, content_hash
+from memrl.memory.store import Store, content_hash
 from memrl.memory.types import MemoryType
 
 TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
+TYPE_NAME = {i: t for t, i in TYPE_CODE.items()}
 
 
 def vector_key(vector: np.ndarray) -> str:
@@ -123,6 +124,18 @@ class DenseIndex:
             idx = np.argsort(-scores, kind="stable")
         return self.rids[idx], scores[idx]
 
+    def vectors(self) -> dict[int, np.ndarray]:
+        """Every indexed item's vector, by rid."""
+        return {rid: self.matrix[row] for rid, row in self.row_of.items()}
+
+    def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """Cosine with ``query`` of those of ``rids`` that have a vector here."""
+        have = [r for r in rids if r in self.row_of]
+        if not have:
+            return {}
+        sims = self.matrix[np.array([self.row_of[r] for r in have])] @ query
+        return dict(zip(have, sims.tolist(), strict=True))
+
     def _faiss_top(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         try:
             import faiss
@@ -136,16 +149,68 @@ class DenseIndex:
         return self.rids[idx[0][keep]], scores[0][keep]
 
 
-class DenseIndexes:
-    """One :class:`DenseIndex` per namespace of a store, kept in step with it; the embedding cache."""
+class ServerIndex:
+    """Dense search run by the database (pgvector on :class:`~memrl.memory.postgres.PostgresStore`): the
+    interface of :class:`DenseIndex` that search uses, with no vectors kept in this process.
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
-        if backend not in ("numpy", "faiss"):
-            raise ConfigError(f"unknown dense backend {backend!r}; use 'numpy' or 'faiss'")
+    pgvector sums a dot product in float32 one term after another, BLAS in blocks: scores differ in the last
+    bit, which reorders near-ties. So the database picks the candidates (``MARGIN`` more than asked) and
+    they are scored here as :class:`DenseIndex` scores them (float32 matrix product, ties by rid): the
+    same ranking and the same scores on both back-ends."""
+
+    MARGIN = 32
+
+    def __init__(self, store: Any, ns: str, model: str, generation: int) -> None:
+        self.store, self.ns, self.model, self.generation = store, ns, model, generation
+        self.seq = 0
+
+    def top(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        type_codes: Sequence[int] | None = None,
+        allowed: np.ndarray | None = None,
+        backend: str = "pgvector",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if k <= 0 or (allowed is not None and len(allowed) == 0):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        types = None if type_codes is None else [TYPE_NAME[c] for c in type_codes]
+        rows = self.store.vector_top(self.ns, self.model, query, k + self.MARGIN, types, allowed)
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rows.sort(key=lambda r: r[0])
+        rids = np.array([r for r, _ in rows], dtype=np.int64)
+        scores = np.stack([v for _, v in rows]) @ query
+        order = np.argsort(-scores, kind="stable")[:k]
+        return rids[order], scores[order]
+
+    def vectors(self) -> dict[int, np.ndarray]:
+        return self.store.vector_rows(self.model, None, ns=self.ns)
+
+    def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        vecs = self.store.vector_rows(self.model, rids)
+        if not vecs:
+            return {}
+        have = list(vecs)
+        return dict(zip(have, (np.stack([vecs[r] for r in have]) @ query).tolist(), strict=True))
+
+
+class DenseIndexes:
+    """One :class:`DenseIndex` per namespace of a store, kept in step with it; the embedding cache.
+
+    ``backend``: ``numpy`` or ``faiss`` (an in-process matrix per namespace, any store), or ``pgvector``
+    (the database searches: a store with ``vector_top``, i.e. Postgres; :class:`ServerIndex`)."""
+
+    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
+        if backend not in ("numpy", "faiss", "pgvector"):
+            raise ConfigError(f"unknown dense backend {backend!r}; use 'numpy', 'faiss' or 'pgvector'")
+        if backend == "pgvector" and not hasattr(store, "vector_top"):
+            raise ConfigError("dense backend 'pgvector' needs a postgresql:// store")
         self.store = store
         self.embedder = embedder
         self.backend = backend
-        self._indexes: dict[str, DenseIndex] = {}
+        self._indexes: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ embeddings (cached)
@@ -196,6 +261,8 @@ class DenseIndexes:
         applied after a newer one."""
         lock = self._locks.setdefault(ns, asyncio.Lock())
         async with lock:
+            if self.backend == "pgvector":
+                return await self._sync_server(ns)
             gen = self.store.generation(ns)
             idx = self._indexes.get(ns)
             if idx is None or idx.generation != gen:
@@ -214,6 +281,25 @@ class DenseIndexes:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
             return idx
+
+    async def _sync_server(self, ns: str) -> ServerIndex:
+        """Make sure every live dense item of ``ns`` changed since the last sync has a vector of this
+        embedder in the database (triggers attach cached vectors; an item whose vector is not cached is
+        embedded here, as the in-process index would)."""
+        gen = self.store.generation(ns)
+        idx = self._indexes.get(ns)
+        if idx is None or idx.generation != gen:
+            idx = self._indexes[ns] = ServerIndex(self.store, ns, self.embedder.name, gen)
+        upto = self.store.max_seq(ns)
+        if upto > idx.seq:
+            rows = self.store.vectors_missing(ns, self.embedder.name, idx.seq, upto)
+            if rows:
+                vecs = await self._by_key([(key, text) for _, _, key, text in rows])
+                self.store.put_item_vectors(
+                    ns, self.embedder.name, [(r[0], r[1], v) for r, v in zip(rows, vecs, strict=True)]
+                )
+            idx.seq = upto
+        return idx
 
     def _load(self, ns: str, generation: int) -> DenseIndex:
         """A fresh index of ``ns`` in one query (rows joined with their cached vectors, stacked at once).

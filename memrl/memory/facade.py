@@ -4,7 +4,8 @@
 event-loop thread (so it also works inside Jupyter or another running loop)::
 
     from memrl import Memory
-    m = Memory("memories.db")                      # or Memory() for an in-memory store
+    m = Memory("memories.db")                      # or Memory() for an in-memory store,
+                                                   # or Memory("postgresql://user@host/db")
     m.add("Alice moved to Lisbon in May 2023", user_id="alice", type="episodic")
     for hit in m.search("Where does Alice live?", user_id="alice"):
         print(hit.score, hit.item.content)
@@ -26,16 +27,32 @@ from memrl.errors import StoreError, ValidationError
 from memrl.memory.dense import vector_key
 from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import create_embedder
+from memrl.memory.postgres import is_postgres_url
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
-from memrl.memory.store import NewItem, SQLiteStore, strip_derived
+from memrl.memory.sqlite_store import SQLiteStore
+from memrl.memory.store import NewItem, Store, strip_derived
 from memrl.memory.transfer import export_namespace, import_namespace
 from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
 
 T = TypeVar("T")
 
 
+def open_store(path: str | Path = ":memory:", **options: Any) -> Store:
+    """The store at ``path``: a ``postgresql://`` URL opens :class:`~memrl.memory.postgres.PostgresStore`,
+    anything else a SQLite file (or ``:memory:``). ``options``: ``busy_timeout``, ``core_limit``,
+    ``max_content_chars`` (and ``pool_size`` for Postgres)."""
+    if is_postgres_url(path):
+        from memrl.memory.postgres import PostgresStore
+
+        return PostgresStore(str(path), **options)
+    options.pop("pool_size", None)
+    return SQLiteStore(path, **options)
+
+
 class AsyncMemory:
-    """Long-term memory over one SQLite database, with hybrid search. See the module docstring."""
+    """Long-term memory over one store (a SQLite file, or Postgres by URL), with hybrid search. See the module
+    docstring. ``dense_backend``: ``auto`` (pgvector on Postgres, numpy on SQLite), ``numpy``, ``faiss`` or
+    ``pgvector``."""
 
     def __init__(
         self,
@@ -46,11 +63,13 @@ class AsyncMemory:
         core_limit: int = 5000,
         max_content_chars: int = 10_000,
         busy_timeout: float = 5.0,
-        dense_backend: str = "numpy",
+        dense_backend: str = "auto",
     ) -> None:
-        self.store = SQLiteStore(
+        self.store = open_store(
             path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
         )
+        if dense_backend == "auto":
+            dense_backend = "pgvector" if is_postgres_url(path) else "numpy"
         self.embedder = create_embedder(embedder)
         self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
         self.namespace = namespace
@@ -187,7 +206,7 @@ class AsyncMemory:
         evidence = tuple(dict.fromkeys([*(e for s in sources for e in s.evidence), *evidence]))
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
-        with self.store.transaction(batch=True):
+        with self.store.transaction(ns, batch=True):
             self._unchanged(ns, sources)
             merged = self.store.update(
                 ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
@@ -214,7 +233,7 @@ class AsyncMemory:
         src = self.store.get(ns, memory_id)
         await self.index.vectors(parts)
         meta = {**strip_derived(src.metadata), "split_from": src.id}
-        with self.store.transaction(batch=True):
+        with self.store.transaction(ns, batch=True):
             self._unchanged(ns, [src])
             first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
             rest = self.store.insert(
@@ -400,7 +419,7 @@ class Memory:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     @property
-    def store(self) -> SQLiteStore:
+    def store(self) -> Store:
         return self.aio.store
 
     @property

@@ -1,6 +1,6 @@
 """The history side of the store: every change is recorded with before/after snapshots, and can be undone.
 
-:class:`HistoryMixin` is part of :class:`~memrl.memory.store.SQLiteStore` (it uses its connection,
+:class:`HistoryMixin` is part of :class:`~memrl.memory.store.Store` (it uses its connection,
 transactions and item writes): ``history`` lists changes, ``undo`` reverts the latest change of an item
 or of a namespace (a merge or a split, written as one batch, is undone as a whole), and ``rollback``
 reverts everything after a point, which is how an interrupted build resumes.
@@ -22,9 +22,10 @@ CORE_ID = "__core__"
 
 
 class HistoryMixin:
-    """History, undo and rollback for :class:`~memrl.memory.store.SQLiteStore`."""
+    """History, undo and rollback for :class:`~memrl.memory.store.Store`."""
 
     _conn: Any
+    _NO_LIMIT: Any
 
     @staticmethod
     def _row_to_entry(r: Sequence[Any]) -> HistoryEntry:
@@ -51,7 +52,9 @@ class HistoryMixin:
         else:
             sql = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND memory_id = ?"
             params = [ns, memory_id]
-        rows = self.read(sql + " ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit])
+        rows = self.read(
+            sql + " ORDER BY seq DESC LIMIT ?", [*params, self._NO_LIMIT if limit is None else limit]
+        )
         if memory_id is not None and not rows and memory_id != CORE_ID:
             self.get(ns, memory_id, include_deleted=True)  # raises NotFoundError for unknown ids
         return [self._row_to_entry(r) for r in reversed(rows)]
@@ -62,7 +65,7 @@ class HistoryMixin:
         Returns the entries that were undone. Undo itself is recorded (op ``UNDO``) and is not undone by a
         later undo: repeated calls walk further back.
         """
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             where, params = "namespace = ? AND undone = 0 AND op != 'UNDO'", [ns]
             if memory_id is not None:
                 where += " AND memory_id = ?"
@@ -110,7 +113,7 @@ class HistoryMixin:
         changes made before or after the point, undos of undos). This is how an interrupted build resumes:
         the partial session is rolled back, then rebuilt.
         """
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             rows = c.execute(
                 f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, to_seq),

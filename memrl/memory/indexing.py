@@ -1,6 +1,6 @@
 """What search indexes read from the store: changed rows, rows for dense search, filters, the vector cache.
 
-:class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.SQLiteStore`. Dense indexes stay in step
+:class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.Store`. Dense indexes stay in step
 with the database by asking for the rows changed since the history sequence number they last saw
 (``changes_since``); vectors are cached per embedder model and content hash (``get_vectors`` /
 ``put_vectors``), so nothing is embedded twice.
@@ -27,7 +27,11 @@ class Change(NamedTuple):
 
 
 class IndexSupportMixin:
-    """Search-index support for :class:`~memrl.memory.store.SQLiteStore`."""
+    """Search-index support for :class:`~memrl.memory.store.Store`."""
+
+    read: Any
+    json_value: Any
+    json_key: Any
 
     #: The embedding-cache key of a row: its own vector's key when it was added with one, else its content.
     _VECTOR_KEY = "COALESCE(json_extract(metadata, '$.vector_key'), content_hash)"
@@ -114,6 +118,6 @@ class IndexSupportMixin:
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
         with self.transaction() as c:
             c.executemany(
-                "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                "INSERT INTO embeddings (model, hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(model, h, v) for h, v in vectors.items()],
             )

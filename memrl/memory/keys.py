@@ -31,10 +31,13 @@ MAX_KEYS_CHARS = 2000
 
 
 class KeysMixin:
-    """Retrieval keys of :class:`~memrl.memory.store.SQLiteStore` (see the module docstring)."""
+    """Retrieval keys of :class:`~memrl.memory.store.Store` (see the module docstring)."""
 
     read: Any
     transaction: Any
+
+    def _keys_changed(self, rids: Sequence[int]) -> None:
+        """Inside a write transaction: the keys of rows ``rids`` changed (for a back-end with its own postings)."""
 
     def set_keys(self, ns: str, keys: Mapping[str, str]) -> int:
         """Attach keys text to live items of ``ns`` (``{item id: text}``), replacing their old keys; an
@@ -63,9 +66,10 @@ class KeysMixin:
             raise NotFoundError(f"no live memory {missing[0]!r} in namespace {ns!r} to attach keys to")
         now = time.time()
         put = [(rid_of[i], t.strip(), now) for i, t in keys.items() if t.strip()]
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             c.executemany("DELETE FROM memory_keys WHERE rid = ?", [(rid_of[i],) for i in ids])
             c.executemany("INSERT INTO memory_keys (rid, keys, updated_at) VALUES (?, ?, ?)", put)
+            self._keys_changed([rid_of[i] for i in ids])
         return len(put)
 
     def get_keys(self, ns: str, ids: Sequence[str] | None = None) -> dict[str, str]:
@@ -102,9 +106,10 @@ class KeysMixin:
 
 
 def copy_keys_sql() -> str:
-    """SQL copying the keys of namespace ?2's live items to the same ids in namespace ?1 (clone)."""
+    """SQL copying the keys of namespace (second parameter)'s live items to the same ids in namespace (first
+    parameter): clone."""
     return (
         "INSERT INTO memory_keys (rid, keys, updated_at) SELECT d.rid, k.keys, k.updated_at FROM memories s "
-        "JOIN memory_keys k ON k.rid = s.rid JOIN memories d ON d.namespace = ?1 AND d.id = s.id "
-        "WHERE s.namespace = ?2 AND s.deleted = 0"
+        "JOIN memory_keys k ON k.rid = s.rid JOIN memories d ON d.namespace = ? AND d.id = s.id "
+        "WHERE s.namespace = ? AND s.deleted = 0"
     )

@@ -1,6 +1,6 @@
 """Namespaces and their core memory blocks: the per-user (or per-episode) side of the store.
 
-:class:`NamespaceMixin` is part of :class:`~memrl.memory.store.SQLiteStore` (it uses its connection,
+:class:`NamespaceMixin` is part of :class:`~memrl.memory.store.Store` (it uses its connection,
 transactions and history log): list namespaces, clone one (how an RL episode starts from a copy), drop
 one, and read or change a namespace's core memory block (versioned in the history under ``CORE_ID``).
 """
@@ -17,14 +17,19 @@ from memrl.memory.keys import copy_keys_sql
 
 
 class NamespaceMixin:
-    """Namespaces and core memory for :class:`~memrl.memory.store.SQLiteStore`."""
+    """Namespaces and core memory for :class:`~memrl.memory.store.Store`."""
 
     _conn: Any
     core_limit: int
 
+    def _lex_copy(self, src: str, dst: str) -> None:
+        """Inside ``clone_namespace``, after the items were copied: copy what the back-end indexes lexically
+        (a back-end with its own postings; nothing to do otherwise)."""
+
     def _ensure_namespace(self, ns: str) -> None:
         self._conn.execute(
-            "INSERT OR IGNORE INTO namespaces (name, created_at) VALUES (?, ?)", (ns, time.time())
+            "INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (ns, time.time()),
         )
 
     def namespaces(self) -> list[dict[str, Any]]:
@@ -50,7 +55,7 @@ class NamespaceMixin:
         History is not copied: the clone's history starts empty. Cost is one INSERT ... SELECT.
         """
         self._check_namespace(dst)
-        with self.transaction() as c:
+        with self.transaction((src, dst)) as c:
             if not c.execute("SELECT 1 FROM namespaces WHERE name = ?", (src,)).fetchone():
                 raise NotFoundError(f"namespace {src!r} does not exist")
             if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (dst,)).fetchone():
@@ -73,6 +78,7 @@ class NamespaceMixin:
                 (dst, src),
             ).rowcount
             c.execute(copy_keys_sql(), (dst, src))
+            self._lex_copy(src, dst)
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) "
                 "SELECT ?, content, char_limit, updated_at FROM core WHERE namespace = ?",
@@ -90,7 +96,7 @@ class NamespaceMixin:
 
     def drop_namespace(self, ns: str) -> int:
         """Hard-delete every item, the core memory and the history of ``ns``. Not undoable."""
-        with self.transaction():
+        with self.transaction(ns):
             return self._drop(ns)
 
     # ------------------------------------------------------------------ core memory
@@ -108,7 +114,7 @@ class NamespaceMixin:
         """Read the core memory of ``ns``, compute its new text with ``change`` and write it, in one write
         transaction (two writers appending at once both land). ``change`` may raise to refuse."""
         self._check_namespace(ns)
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             old = self.get_core(ns)
             content = change(old)
             if not isinstance(content, str):

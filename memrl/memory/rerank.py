@@ -86,7 +86,7 @@ class Rescorer:
             return
         first = {lay.rids[k][0]: k for k in todo}
         rows = self.index.store.read(
-            "SELECT rid, COALESCE(json_extract(metadata, '$.text'), content) FROM memories "
+            f"SELECT rid, COALESCE({self.index.store.json_text('metadata', 'text')}, content) FROM memories "
             f"WHERE rid IN ({','.join('?' * len(first))})",
             list(first),
         )
@@ -97,15 +97,13 @@ class Rescorer:
     def _cosines(self, idx: Any, qv: np.ndarray | None, lay: _Layout, keys: list[Any]) -> dict[Any, float]:
         if qv is None or idx is None:
             return {}
+        # each key's first item that has a vector
+        cos = idx.cosines(list(dict.fromkeys(r for k in keys for r in lay.rids.get(k, ()))), qv)
         out: dict[Any, float] = {}
-        want: list[tuple[Any, int]] = []
         for k in keys:
-            row = next((idx.row_of[r] for r in lay.rids.get(k, ()) if r in idx.row_of), None)
-            if row is not None:
-                want.append((k, row))
-        if want:
-            sims = idx.matrix[np.array([r for _, r in want])] @ qv
-            out = {k: float(s) for (k, _), s in zip(want, sims.tolist(), strict=True)}
+            s = next((cos[r] for r in lay.rids.get(k, ()) if r in cos), None)
+            if s is not None:
+                out[k] = float(s)
         return out
 
     def apply(

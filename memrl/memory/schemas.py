@@ -141,6 +141,9 @@ class HistoryLine(_Line):
     actor: Annotated[StrictStr, Field(max_length=200)] | None = None
     batch: Annotated[StrictStr, Field(max_length=100)] | None = None
     undone: StrictBool = False
+    #: seq (in this export) of the UNDO that reverted the entry, so a rollback after an import still knows
+    #: when it was undone; absent in older exports (then treated as undone before any later point)
+    undone_by: StrictInt | None = None
 
     def misfit(self) -> tuple[str, str] | None:
         """(field, message) when the snapshots do not fit the entry (checked by the import, which names

@@ -28,7 +28,7 @@ from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_
 from memrl.memory.lexical import LexicalIndexes, bm25_top
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.rerank import Rescorer
-from memrl.memory.store import SQLiteStore
+from memrl.memory.store import Store
 from memrl.memory.terms import TermIndex, content_terms
 from memrl.memory.types import MemoryType, SearchHit
 
@@ -205,10 +205,11 @@ PLAIN: dict[str, Any] = {
 
 
 class SearchIndex(DenseIndexes):
-    """Hybrid search over a :class:`SQLiteStore`: the dense indexes (:class:`DenseIndexes`), BM25 per
-    namespace (:class:`~memrl.memory.lexical.LexicalIndexes`), fusion and query priors."""
+    """Hybrid search over a :class:`Store`: the dense indexes (:class:`DenseIndexes`), BM25 per namespace
+    (the back-end's own ``lexical`` when it ranks BM25 itself, as Postgres does; else the in-process
+    :class:`~memrl.memory.lexical.LexicalIndexes`), fusion and query priors."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
+    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
         super().__init__(store, embedder, backend=backend)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
@@ -229,6 +230,8 @@ class SearchIndex(DenseIndexes):
         """(rid, BM25 score) best first, higher is better, with the namespace's own statistics
         (:mod:`memrl.memory.lexical`), restricted to ``opts.types`` and ``allowed`` rids (``opts.filters``
         when not given)."""
+        if hasattr(self.store, "lexical"):  # the back-end ranks BM25 itself (Postgres: pg_lexical)
+            return self.store.lexical(ns, query, k, **self._restrict(ns, opts, allowed, names=True))
         return bm25_top(self.lexical.content(ns), query, k, **self._restrict(ns, opts, allowed))
 
     def bm25_keys(
@@ -237,15 +240,24 @@ class SearchIndex(DenseIndexes):
         """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`): the keys of
         live items of ``ns`` passing the same restrictions as :meth:`bm25`, with the namespace's keys
         statistics."""
+        if hasattr(self.store, "lexical"):
+            return self.store.lexical(
+                ns, query, k, keys=True, **self._restrict(ns, opts, allowed, names=True)
+            )
         content = self.lexical.content(ns)
         r = self._restrict(ns, opts, allowed)
         codes = r.pop("type_codes")
         live = functools.partial(content.live_mask, type_codes=codes)
         return bm25_top(self.lexical.keys(ns), query, k, only=live, **r)
 
-    def _restrict(self, ns: str, opts: SearchOptions, allowed: np.ndarray | None) -> dict[str, Any]:
+    def _restrict(
+        self, ns: str, opts: SearchOptions, allowed: np.ndarray | None, *, names: bool = False
+    ) -> dict[str, Any]:
+        """The types (codes, or with ``names`` their names) and rids a lexical list may return."""
         if allowed is None and opts.filters:
             allowed = np.asarray(self.store.allowed_rids(ns, opts.filters), dtype=np.int64)
+        if names:
+            return {"types": [t.value for t in opts.types] if opts.types else None, "allowed": allowed}
         codes = [TYPE_CODE[t.value] for t in opts.types] if opts.types else None
         return {"type_codes": codes, "allowed": allowed}
 
@@ -258,10 +270,10 @@ class SearchIndex(DenseIndexes):
         cache = self._fact_cache.get(ns)
         if cache is None or cache.generation != gen or cache.keys != keys:
             cache = self._fact_cache[ns] = _Facts(gen, keys)
-        paths = ['$."' + str(k or "").replace('"', '""') + '"' for k in keys]
+        paths = [self.store.json_key(k) for k in keys]
+        j = self.store.json_value("metadata")
         rows = self.store.read(
-            "SELECT rid, deleted, seq, json_extract(metadata, ?), json_extract(metadata, ?), session, "
-            "json_extract(metadata, ?), json_extract(metadata, ?) FROM memories WHERE namespace = ? AND seq > ?",
+            f"SELECT rid, deleted, seq, {j}, {j}, session, {j}, {j} FROM memories WHERE namespace = ? AND seq > ?",
             [*paths, ns, cache.seq],
         )
         for rid, deleted, seq, unit, speaker, session, date, when in rows:
@@ -467,11 +479,9 @@ class SearchIndex(DenseIndexes):
             )
         # cosine for every candidate (bm25-only hits too), for the threshold and the report
         if qv is not None:
-            missing = [rid for rid in rep.values() if rid not in dense_score and rid in idx.row_of]
+            missing = [rid for rid in rep.values() if rid not in dense_score]
             if missing:
-                rows = np.array([idx.row_of[r] for r in missing])
-                for rid, s in zip(missing, (idx.matrix[rows] @ qv).tolist(), strict=True):
-                    dense_score[rid] = s
+                dense_score.update(idx.cosines(missing, qv))
             if opts.threshold is not None:
                 fused = {k: s for k, s in fused.items() if dense_score.get(rep[k], -1.0) >= opts.threshold}
 

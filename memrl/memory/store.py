@@ -1,4 +1,4 @@
-"""The embedded memory store: items, core memory, namespaces and an undoable history, in one SQLite file.
+"""The memory store: items, core memory, namespaces and an undoable history, over SQL any back-end runs.
 
 This layer is synchronous and knows nothing about embeddings beyond storing cached vectors; search lives
 in :mod:`memrl.memory.search` and the user-facing API in :mod:`memrl.memory.facade`.
@@ -8,23 +8,20 @@ change itself, so a crash never leaves a change without its history. Deletes are
 ``undo`` reverts the latest change of an item, or a whole batch (a merge or a split) at once.
 Namespaces isolate users and RL episodes; ``clone_namespace`` copies one with a single SQL statement.
 
-:class:`SQLiteStore` is assembled from one part per job: this module holds the connection, transactions and
-item writes; :mod:`~memrl.memory.validation` the input checks, :mod:`~memrl.memory.history` history and
+:class:`Store` is assembled from one part per job: this module holds the back-end interface and the item
+writes; :mod:`~memrl.memory.validation` the input checks, :mod:`~memrl.memory.history` history and
 undo, :mod:`~memrl.memory.namespaces` namespaces and core memory, :mod:`~memrl.memory.indexing` what search
-indexes read, and :mod:`~memrl.memory.transfer` export and import.
+indexes read, :mod:`~memrl.memory.keys` retrieval keys, and :mod:`~memrl.memory.transfer` export and import.
+The back-ends: :class:`~memrl.memory.sqlite_store.SQLiteStore` (one file, the default) and
+:class:`~memrl.memory.postgres.PostgresStore` (Postgres with pgvector, by URL).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from memrl.errors import ConflictError, NotFoundError, ValidationError
@@ -32,13 +29,12 @@ from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
 from memrl.memory.keys import KeysMixin
 from memrl.memory.namespaces import NamespaceMixin
-from memrl.memory.schema import connect, store_error
 from memrl.memory.schemas import MAX_OFFSET
 from memrl.memory.types import MemoryItem, MemoryType
 from memrl.memory.validation import CONTENT_DERIVED_KEYS, ValidationMixin, content_hash, new_id, strip_derived
 
 __all__ = [
-    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "SQLiteStore", "content_hash", "new_id",
+    "CONTENT_DERIVED_KEYS", "CORE_ID", "Change", "NewItem", "Store", "content_hash", "new_id",
     "strip_derived",
 ]  # fmt: skip
 
@@ -62,80 +58,59 @@ class NewItem:
     vector: Any = None
 
 
-class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
-    """Items, core memory, namespaces and history in one SQLite database (a file or ``:memory:``).
+class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
+    """Items, core memory, namespaces and history, written once over SQL both back-ends run.
 
-    Thread-safe (one connection behind a lock); several processes may share one file.
+    A back-end (:class:`~memrl.memory.sqlite_store.SQLiteStore`, :class:`~memrl.memory.postgres.PostgresStore`)
+    supplies the small interface below: connection and transactions (``transaction``, ``read``, ``_conn``,
+    ``close``) and the few SQL fragments whose spelling differs (JSON access, "no limit", the dense-row
+    expressions of :class:`~memrl.memory.indexing.IndexSupportMixin`, metadata filters). A back-end that
+    ranks BM25 itself also offers ``lexical(ns, query, k, *, keys, types, allowed)`` and keeps its postings
+    through the ``_lex_changed``, ``_keys_changed`` and ``_lex_copy`` hooks (no-ops here); without it,
+    search keeps an in-process index per namespace (:mod:`memrl.memory.lexical`). Everything else (items,
+    history and undo, namespaces, keys, transfer, and all of search's ranking) is shared.
     """
 
-    def __init__(
-        self,
-        path: str | Path = ":memory:",
-        *,
-        busy_timeout: float = 5.0,
-        core_limit: int = 5000,
-        max_content_chars: int = 10_000,
-    ) -> None:
-        self.path = str(path)
-        self.core_limit = core_limit
-        self.max_content_chars = max_content_chars
-        self._conn = connect(self.path, busy_timeout=busy_timeout)
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._batch: str | None = None
+    #: The LIMIT parameter meaning "no limit".
+    _NO_LIMIT: Any = -1
+    path: str
+    _batch: str | None
 
-    # ------------------------------------------------------------------ plumbing
+    # ------------------------------------------------------------------ the back-end interface
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        raise NotImplementedError
 
-    @contextmanager
-    def transaction(self, *, batch: bool = False) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction; nested calls join the outer one.
+    def transaction(self, ns: str | Sequence[str] | None = None, *, batch: bool = False) -> Any:
+        """Context manager: one atomic write transaction (nested calls join the outer one), yielding a
+        connection whose ``execute(sql, params)`` takes ``?`` placeholders. ``ns``: the namespace(s) it
+        writes; a back-end with concurrent writers serialises writers of one namespace (so the history
+        sequence numbers of a namespace commit in order) and lets other namespaces' writers run."""
+        raise NotImplementedError
 
-        With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
-        them together.
-        """
-        with self._lock:
-            outer = self._depth == 0
-            if outer:
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as e:
-                    raise store_error(e, self.path) from e
-            opened_batch = batch and self._batch is None
-            if opened_batch:
-                self._batch = uuid.uuid4().hex
-            self._depth += 1
-            try:
-                yield self._conn
-            except BaseException:
-                self._depth -= 1
-                if opened_batch:
-                    self._batch = None
-                if outer:
-                    self._conn.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if opened_batch:
-                self._batch = None
-            if outer:
-                try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error as e:
-                    self._conn.execute("ROLLBACK")
-                    raise store_error(e, self.path) from e
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one query (``?`` placeholders); inside a transaction it sees that transaction's writes."""
+        raise NotImplementedError
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as e:
-                raise store_error(e, self.path) from e
+    def json_value(self, column: str) -> str:
+        """SQL for the JSON value of ``column`` (a JSON text) at a key given as one parameter
+        (:meth:`json_key`)."""
+        return f"json_extract({column}, ?)"
+
+    @staticmethod
+    def json_key(key: Any) -> Any:
+        return '$."' + str(key or "").replace('"', '""') + '"'
+
+    def json_text(self, column: str, key: str) -> str:
+        """SQL for the text at constant ``key`` of JSON ``column`` (NULL when absent)."""
+        return f"json_extract({column}, '$.{key}')"
+
+    def _lex_changed(self, rids: Sequence[int]) -> None:
+        """Inside a write transaction: the content or the deleted flag of rows ``rids`` changed."""
 
     def _log(self, ns: str, memory_id: str, op: str, old: Any, new: Any, actor: str | None) -> int:
         cur = self._conn.execute(
-            "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES (?,?,?,?,?,?,?,?) "
+            "RETURNING seq",
             (
                 ns,
                 memory_id,
@@ -147,7 +122,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 self._batch,
             ),
         )
-        return int(cur.lastrowid)
+        return int(cur.fetchone()[0])
 
     # ------------------------------------------------------------------ items
     def validate(
@@ -172,17 +147,30 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         return prepared
 
     @staticmethod
-    def _free_id(c: sqlite3.Connection, ns: str, content: str) -> str:
-        """The first :func:`new_id` attempt not taken in ``ns`` (deleted rows included: a generated id
-        never brings back a deleted memory's row)."""
-        for attempt in range(1000):
+    def _free_id(c: Any, ns: str, content: str, taken: set[str], start: int = 0) -> str:
+        """The first :func:`new_id` attempt from ``start`` not taken in ``ns`` (deleted rows included: a
+        generated id never brings back a deleted memory's row) nor in ``taken`` (this call's)."""
+        for attempt in range(start, 1000):
             mid = new_id(ns, content, attempt)
-            if (
+            if mid not in taken and (
                 c.execute("SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (ns, mid)).fetchone()
                 is None
             ):
                 return mid
         raise ValidationError(f"no free id for a new memory in namespace {ns!r}")  # pragma: no cover
+
+    def _existing(self, c: Any, ns: str, ids: Sequence[str]) -> dict[str, int]:
+        """``{id: deleted}`` of the rows of ``ns`` among ``ids``."""
+        out: dict[str, int] = {}
+        ids = list(dict.fromkeys(ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            rows = c.execute(
+                f"SELECT id, deleted FROM memories WHERE namespace = ? AND id IN ({','.join('?' * len(chunk))})",
+                [ns, *chunk],
+            ).fetchall()
+            out.update({r[0]: r[1] for r in rows})
+        return out
 
     def insert(self, items: Sequence[NewItem], ns: str, *, actor: str | None = None) -> list[MemoryItem]:
         """Insert items atomically (all or none)."""
@@ -191,37 +179,80 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
     def insert_valid(
         self, prepared: Sequence[tuple], ns: str, *, actor: str | None = None
     ) -> list[MemoryItem]:
-        """Insert what :meth:`validate` returned (so a caller that validated first does not pay twice)."""
+        """Insert what :meth:`validate` returned (so a caller that validated first does not pay twice).
+
+        Set-based: the ids are checked in one query, the history entries and rows of new items are
+        written by one multi-row statement each (per 200 items), in item order; an item taking back the id
+        of a deleted memory is written on its own, in its place in that order."""
         self._check_namespace(ns)
-        out = []
+        out: list[MemoryItem] = []
         now = time.time()
-        with self.transaction() as c:
+        with self.transaction(ns) as c:
             self._ensure_namespace(ns)
-            for mid, mtype, content, meta, evidence, session in prepared:
-                row = None  # a generated id is free by construction: no row to look up
+            given = self._existing(c, ns, [p[0] for p in prepared if p[0] is not None])
+            # generated ids: the first attempt of all of them checked at once; a taken one tries further
+            first = {i: new_id(ns, p[2], 0) for i, p in enumerate(prepared) if p[0] is None}
+            busy = self._existing(c, ns, list(first.values()))
+            taken: set[str] = set()
+            rids: list[int] = []
+            pending: list[MemoryItem] = []
+            for i, (mid, mtype, content, meta, evidence, session) in enumerate(prepared):
                 if mid is None:
-                    mid = self._free_id(c, ns, content)
-                else:
-                    row = c.execute(
-                        "SELECT deleted FROM memories WHERE namespace = ? AND id = ?", (ns, mid)
-                    ).fetchone()
+                    mid = first[i]
+                    if mid in busy or mid in taken:
+                        mid = self._free_id(c, ns, content, taken, start=1)
+                elif mid in taken or (mid in given and not given[mid]):
+                    raise ConflictError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
-                if row is not None:
-                    if not row[0]:
-                        raise ConflictError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
+                taken.add(mid)
+                if mid in given:
                     # The id of a deleted memory is taken again (a rolled-back build re-adding turn D1:3): the
                     # row comes back with the new content; its history keeps the deleted version.
+                    rids += self._insert_rows(c, ns, pending, actor)
+                    pending = []
                     self._write_state(ns, self.get(ns, mid, include_deleted=True), item, "ADD", actor)
                 else:
-                    seq = self._log(ns, mid, "ADD", None, item.to_dict(), actor)
-                    c.execute(
-                        "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
-                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,0,?)",
-                        (ns, mid, mtype.value, content, content_hash(content), json.dumps(meta),
-                         json.dumps(list(evidence)), session, now, now, seq),
-                    )  # fmt: skip
+                    pending.append(item)
                 out.append(item)
+            rids += self._insert_rows(c, ns, pending, actor)
+            self._lex_changed(rids)
         return out
+
+    def _insert_rows(self, c: Any, ns: str, items: Sequence[MemoryItem], actor: str | None) -> list[int]:
+        """History entries (op ADD) and rows of new ``items``, in order; returns their rids."""
+        rids: list[int] = []
+        for i in range(0, len(items), 200):
+            chunk = items[i : i + 200]
+            at = time.time()
+            hist = [
+                (ns, it.id, "ADD", None, json.dumps(it.to_dict()), at, actor, self._batch) for it in chunk
+            ]
+            seq_of = dict(
+                (r[1], r[0])
+                for r in c.execute(
+                    "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch) VALUES "
+                    + ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
+                    + " RETURNING seq, memory_id",
+                    [v for h in hist for v in h],
+                ).fetchall()
+            )
+            rows = [
+                (ns, it.id, it.type.value, it.content, content_hash(it.content), json.dumps(it.metadata),
+                 json.dumps(list(it.evidence)), it.session, it.created_at, it.updated_at, seq_of[it.id])
+                for it in chunk
+            ]  # fmt: skip
+            rid_of = dict(
+                (r[1], r[0])
+                for r in c.execute(
+                    "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
+                    "session, created_at, updated_at, deleted, seq) VALUES "
+                    + ",".join(["(?,?,?,?,?,?,?,?,?,?,0,?)"] * len(chunk))
+                    + " RETURNING rid, id",
+                    [v for r in rows for v in r],
+                ).fetchall()
+            )
+            rids += [rid_of[it.id] for it in chunk]
+        return rids
 
     @staticmethod
     def _row_to_item(r: Sequence[Any]) -> MemoryItem:
@@ -284,7 +315,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         order = "DESC" if newest_first else "ASC"
         sql = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY created_at {order}, rid {order}"
         sql += " LIMIT ? OFFSET ?"
-        params += [-1 if limit is None else int(limit), int(offset)]
+        params += [self._NO_LIMIT if limit is None else int(limit), int(offset)]
         return [self._row_to_item(r) for r in self.read(sql, params)]
 
     def count(self, ns: str, *, types: Sequence[MemoryType | str] | None = None) -> int:
@@ -299,12 +330,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         self, ns: str, old: MemoryItem, new: MemoryItem, op: str, actor: str | None
     ) -> MemoryItem:
         seq = self._log(ns, old.id, op, old.to_dict(), new.to_dict(), actor)
-        self._conn.execute(
+        row = self._conn.execute(
             "UPDATE memories SET type = ?, content = ?, content_hash = ?, metadata = ?, evidence = ?, session = ?, "
-            "updated_at = ?, deleted = ?, seq = ? WHERE namespace = ? AND id = ?",
+            "updated_at = ?, deleted = ?, seq = ? WHERE namespace = ? AND id = ? RETURNING rid",
             (new.type.value, new.content, content_hash(new.content), json.dumps(new.metadata),
              json.dumps(list(new.evidence)), new.session, new.updated_at, int(new.deleted), seq, ns, old.id),
-        )  # fmt: skip
+        ).fetchone()  # fmt: skip
+        if old.content != new.content or old.deleted != new.deleted:
+            self._lex_changed([row[0]])
         return new
 
     def update(
@@ -323,7 +356,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         """Replace fields of a live item; the previous version is kept in its history. A call that changes
         nothing (no field given, or every given field equal to the current one) writes nothing and
         returns the item as it is."""
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id)
             meta = old.metadata if metadata is None else self._check_metadata(metadata)
             if content is not None and content != old.content:
@@ -355,14 +388,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         """Soft-delete: the item leaves search and listings but can be restored or undone.
 
         A ``reason`` is kept in the deleted version's metadata (``delete_reason``)."""
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id)
             meta = old.metadata if reason is None else {**old.metadata, "delete_reason": str(reason)}
             new = replace(old, deleted=True, metadata=meta, updated_at=time.time())
             return self._write_state(ns, old, new, op, actor)
 
     def restore(self, ns: str, memory_id: str, *, actor: str | None = None) -> MemoryItem:
-        with self.transaction():
+        with self.transaction(ns):
             old = self.get(ns, memory_id, include_deleted=True)
             if not old.deleted:
                 raise ValidationError(f"memory {memory_id!r} is not deleted")

@@ -223,11 +223,11 @@ class TermIndex:
         cache = self._cache.get(ns)
         if cache is None or cache.generation != gen or cache.tagger != tagger:
             cache = self._cache[ns] = NamespaceTerms(gen, tagger)
-        path = ['$."' + str(k or "").replace('"', '""') + '"' for k in (collapse, speaker_key)]
+        path = [self.store.json_key(k) for k in (collapse, speaker_key)]
+        j = self.store.json_value("metadata")
         rows = self.store.read(
-            "SELECT rid, deleted, seq, json_extract(metadata, ?), session, "
-            "COALESCE(json_extract(metadata, '$.text'), content), json_extract(metadata, ?) "
-            "FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
+            f"SELECT rid, deleted, seq, {j}, session, COALESCE({self.store.json_text('metadata', 'text')}, content), "
+            f"{j} FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
             [path[0], path[1], ns, cache.seq],
         )
         if not rows:

@@ -67,6 +67,7 @@ def export_namespace(store: Any, ns: str) -> Iterator[dict[str, Any]]:
             "kind": "history", "seq": e[0], "memory_id": e[1], "op": e[2],
             "old": None if e[3] is None else json.loads(e[3]), "new": None if e[4] is None else json.loads(e[4]),
             "at": e[5], "actor": e[6], "batch": e[7], "undone": bool(e[8]),
+            "undone_by": int(e[8]) if e[8] and int(e[8]) > 1 else None,
         }  # fmt: skip
 
 
@@ -230,7 +231,7 @@ class ImportReader:
         store = self.store
         ns = store._check_namespace(namespace or header["namespace"])
         now = time.time()
-        with store.transaction() as c:
+        with store.transaction(ns) as c:
             if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (ns,)).fetchone():
                 if not overwrite and ns in {x["name"] for x in store.namespaces()}:
                     raise ConflictError(
@@ -243,25 +244,29 @@ class ImportReader:
                 (self.meta.get("parent"), self.meta.get("created_at") or now, ns),
             )
             new_seq: dict[int, int] = {}
-            keys = []
+            keys, rids, undone_by = [], [], []
             for line in self.lines():
                 kind = line["kind"]
                 if kind == "history":
                     cur = c.execute(
                         "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch, undone) "
-                        "VALUES (?,?,?,?,?,?,?,?,?)",
+                        "VALUES (?,?,?,?,?,?,?,?,?) RETURNING seq",
                         (ns, line["memory_id"], line["op"], _snapshot(line["old"], ns), _snapshot(line["new"], ns),
                          line["at"], line["actor"], line["batch"], int(line["undone"])),
                     )  # fmt: skip
-                    new_seq[line["seq"]] = int(cur.lastrowid)
+                    new_seq[line["seq"]] = int(cur.fetchone()[0])
+                    if line.get("undone_by") is not None:
+                        undone_by.append((new_seq[line["seq"]], line["undone_by"]))
                 elif kind == "item":
-                    c.execute(
+                    cur = c.execute(
                         "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
-                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                        "RETURNING rid",
                         (ns, line["id"], line["type"], line["content"], content_hash(line["content"]),
                          json.dumps(line["metadata"]), json.dumps(line["evidence"]), line["session"],
                          line["created_at"], line["updated_at"], int(line["deleted"]), line["seq"]),
                     )  # fmt: skip
+                    rids.append(int(cur.fetchone()[0]))
                 elif kind == "keys":
                     keys.append(line)
             # an item's seq names a history line of the export: map it to the row that line became
@@ -271,11 +276,17 @@ class ImportReader:
                 [(new, ns, -old) for old, new in new_seq.items()],
             )
             c.execute("UPDATE memories SET seq = 0 WHERE namespace = ? AND seq < 0", (ns,))
+            c.executemany(  # an entry remembers which (renumbered) undo reverted it
+                "UPDATE history SET undone = ? WHERE seq = ?",
+                [(new_seq[by], seq) for seq, by in undone_by if by in new_seq],
+            )
+            store._lex_changed(rids)
             c.executemany(
                 "INSERT INTO memory_keys (rid, keys, updated_at) SELECT rid, ?, ? FROM memories "
                 "WHERE namespace = ? AND id = ?",
                 [(k["keys"], now, ns, k["id"]) for k in keys if k["keys"].strip()],
             )
+            store._keys_changed(rids)
             if self.core is not None:
                 c.execute(
                     "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?)",

@@ -1,6 +1,6 @@
 """Checks on what goes into the store, and small helpers on item content.
 
-:class:`ValidationMixin` is part of :class:`~memrl.memory.store.SQLiteStore`: every write path checks its
+:class:`ValidationMixin` is part of :class:`~memrl.memory.store.Store`: every write path checks its
 input here first (content, type, namespace name, metadata) and raises
 :class:`~memrl.errors.ValidationError` with a message saying what to change, before anything is written.
 """
@@ -40,7 +40,7 @@ def new_id(namespace: str, content: str, attempt: int = 0) -> str:
 
 
 class ValidationMixin:
-    """Input checks for :class:`~memrl.memory.store.SQLiteStore` (uses its ``max_content_chars``)."""
+    """Input checks for :class:`~memrl.memory.store.Store` (uses its ``max_content_chars``)."""
 
     max_content_chars: int
 

@@ -1,0 +1,383 @@
+"""The store on Postgres with pgvector: the same items, history, namespaces, keys and search as on SQLite.
+
+Selected by URL (``AsyncMemory("postgresql://user@host/db")``, ``--db postgresql://...``). Everything above
+the connection is :class:`~memrl.memory.store.Store`'s shared code; this module supplies what the back-end
+interface asks for:
+
+- a connection pool (``psycopg_pool``): many writers at once, from threads of one process or from many
+  processes. A write transaction takes a transaction-scoped advisory lock per namespace it writes, so writers
+  of one namespace take turns (its history sequence numbers commit in order, which the search caches rely
+  on) while writers of different namespaces run in parallel;
+- BM25 over per-namespace postings (:mod:`memrl.memory.pg_lexical`), ranked with FTS5's formula;
+- dense search by pgvector over ``memory_vectors``, kept in step with the items by triggers
+  (``dense_backend="pgvector"``, the default here), or the in-process matrix of SQLite (``"numpy"``);
+- numbered SQL migrations (``memrl/memory/pg_migrations/NNNN_name.sql``), applied on start under an
+  advisory lock, recorded in ``schema_migrations``.
+
+Needs ``pip install 'memrl[postgres]'`` (psycopg 3, psycopg_pool, pgvector; ``pgserver`` bundles a server
+for tests and benchmarks: :mod:`memrl.memory.pglocal`). See docs/postgres.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from memrl.errors import BusyError, ConfigError, StoreError
+from memrl.memory.pg_lexical import PgLexicalMixin
+from memrl.memory.schemas import Filters, check
+from memrl.memory.store import Store
+
+URL_PREFIXES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(path: Any) -> bool:
+    return isinstance(path, str) and path.startswith(URL_PREFIXES)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (for error messages)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pg_sql(sql: str) -> str:
+    """``?`` placeholders (the store's SQL) to psycopg's ``%s``."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """The numbered migrations shipped with memrl: (version, name, SQL), in order."""
+    out = []
+    for f in resources.files("memrl.memory").joinpath("pg_migrations").iterdir():
+        if f.name.endswith(".sql"):
+            out.append((int(f.name.split("_", 1)[0]), f.name, f.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+class _Tx(threading.local):
+    conn: Any = None
+    depth: int = 0
+    batch: str | None = None
+    locked: frozenset = frozenset()
+
+
+class _Conn:
+    """The current transaction's connection, taking the store's ``?`` SQL."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(_pg_sql(sql), list(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Any:
+        cur = self.conn.cursor()
+        cur.executemany(_pg_sql(sql), [list(r) for r in rows])
+        return cur
+
+
+class PostgresStore(PgLexicalMixin, Store):
+    """The store in a Postgres database (see the module docstring). Thread-safe; many processes may share it."""
+
+    _NO_LIMIT = None
+    _VECTOR_KEY = "COALESCE(metadata::jsonb ->> 'vector_key', content_hash)"
+    _DENSE = "(deleted = 0 AND COALESCE(metadata::jsonb -> 'dense', '1'::jsonb) NOT IN ('0'::jsonb, 'false'::jsonb))"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout: float = 5.0,
+        core_limit: int = 5000,
+        max_content_chars: int = 10_000,
+        pool_size: int = 16,
+    ) -> None:
+        try:
+            import psycopg  # noqa: F401
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as e:
+            raise ConfigError(f"a postgresql:// store needs `pip install 'memrl[postgres]'` ({e})") from e
+        self.path = redact(url)
+        self.core_limit = core_limit
+        self.max_content_chars = max_content_chars
+        self.busy_timeout = busy_timeout
+        self._tx = _Tx()
+        self._url = url
+        with self._errors():
+            self._migrate()
+
+            def configure(conn: Any) -> None:
+                register_vector(conn)
+
+            self.pool = ConnectionPool(
+                url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, configure=configure,
+                open=True, timeout=max(busy_timeout, 5.0),
+            )  # fmt: skip
+            self.pool.wait()
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        import psycopg
+
+        try:
+            yield
+        except psycopg.errors.LockNotAvailable as e:
+            raise BusyError(
+                f"{self.path}: a namespace stayed locked by another writer longer than the busy timeout "
+                f"({self.busy_timeout} s); retry, or raise busy_timeout"
+            ) from e
+        except psycopg.OperationalError as e:
+            raise StoreError(f"{self.path}: cannot reach the database ({str(e).strip()})") from e
+        except psycopg.Error as e:
+            raise StoreError(f"{self.path}: {str(e).strip()}") from e
+        except Exception as e:
+            if type(e).__module__.startswith("psycopg_pool"):
+                raise StoreError(f"{self.path}: cannot reach the database ({e})") from e
+            raise
+
+    def _migrate(self) -> None:
+        import psycopg
+
+        known = migrations()
+        with psycopg.connect(self._url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT pg_advisory_lock(7231987)")  # one migrating process at a time
+            try:
+                if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+                    foreign = conn.execute(
+                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+                    ).fetchone()[0]
+                    if foreign:
+                        raise StoreError(
+                            f"{self.path} holds tables of another application (no memrl schema); pass an empty "
+                            "database (or another schema) or an existing memrl database"
+                        )
+                    conn.execute(
+                        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    )
+                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+                newest = max((v for v, _, _ in known), default=0)
+                if done and max(done) > newest:
+                    raise StoreError(
+                        f"{self.path} has schema version {max(done)}, newer than this memrl ({newest}); upgrade memrl"
+                    )
+                for version, name, sql in known:
+                    if version in done:
+                        continue
+                    with conn.transaction():
+                        conn.execute(sql)
+                        conn.execute(
+                            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+                        )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(7231987)")
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def _batch(self) -> str | None:  # type: ignore[override]
+        return self._tx.batch
+
+    @property
+    def _conn(self) -> _Conn:
+        if self._tx.conn is None:
+            raise StoreError("internal: a write outside a transaction")  # pragma: no cover
+        return _Conn(self._tx.conn)
+
+    def _lock(self, conn: Any, names: Sequence[str]) -> None:
+        todo = sorted(set(names) - self._tx.locked)  # sorted: two writers never wait on each other in a cycle
+        for name in todo:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+        self._tx.locked = self._tx.locked | set(todo)
+
+    @contextmanager
+    def transaction(self, ns: str | Sequence[str] | None = None, *, batch: bool = False) -> Iterator[_Conn]:
+        names = [] if ns is None else [ns] if isinstance(ns, str) else list(ns)
+        tx = self._tx
+        if tx.depth:  # nested: join, locking any namespace not locked yet
+            with self._errors():
+                self._lock(tx.conn, names)
+            opened = batch and tx.batch is None
+            if opened:
+                tx.batch = uuid.uuid4().hex
+            tx.depth += 1
+            try:
+                yield _Conn(tx.conn)
+            finally:
+                tx.depth -= 1
+                if opened:
+                    tx.batch = None
+            return
+        with self._errors(), self.pool.connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = {int(self.busy_timeout * 1000)}")
+            tx.conn, tx.depth, tx.locked = conn, 1, frozenset()
+            tx.batch = uuid.uuid4().hex if batch else None
+            try:
+                self._lock(conn, names)
+                yield _Conn(conn)
+            finally:
+                tx.conn, tx.depth, tx.batch, tx.locked = None, 0, None, frozenset()
+
+    def read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
+        """``binary``: results in Postgres' binary format (vectors load as numpy without text parsing)."""
+        if self._tx.conn is not None:  # inside a transaction: see its writes
+            with self._errors():
+                return self._tx.conn.execute(_pg_sql(sql), list(params), binary=binary).fetchall()
+        with self._errors(), self.pool.connection() as conn:
+            return conn.execute(_pg_sql(sql), list(params), binary=binary).fetchall()
+
+    # ------------------------------------------------------------------ SQL fragments
+    def json_value(self, column: str) -> str:
+        return f"(({column})::jsonb -> ?::text)"
+
+    @staticmethod
+    def json_key(key: Any) -> Any:
+        return str(key or "")
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"(({column})::jsonb ->> '{key}')"
+
+    def metadata_where(self, filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
+        """As SQLite's (:meth:`IndexSupportMixin.metadata_where`): a value matches the metadata value of the
+        same JSON type (``None`` a JSON null, ``True`` JSON true and not 1), compared as ``jsonb``."""
+        if not filters:
+            return "", []
+        filters = check("filters", filters, Filters)
+        terms, out = [], []
+        for key, value in filters.items():
+            vals = value if isinstance(value, list) else [value]
+            if not vals:
+                terms.append("FALSE")
+                continue
+            terms.append(f"{self.json_value(alias + '.metadata')} IN ({','.join('?::jsonb' for _ in vals)})")
+            out += [self.json_key(key), *(json.dumps(v) for v in vals)]
+        return "".join(f" AND {t}" for t in terms), out
+
+    # ------------------------------------------------------------------ vectors
+    def get_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        hashes = list(dict.fromkeys(hashes))
+        for i in range(0, len(hashes), 5000):
+            rows = self.read(
+                "SELECT hash, vector FROM embeddings WHERE model = ? AND hash = ANY(?::text[])",
+                [model, hashes[i : i + 5000]],
+                binary=True,
+            )
+            out.update({h: _np(v).tobytes() for h, v in rows})
+        return out
+
+    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+        if not vectors:
+            return
+        from pgvector import Vector
+
+        with self.transaction() as c:
+            c.executemany(
+                "INSERT INTO embeddings (model, hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [(model, h, Vector(np.frombuffer(v, dtype=np.float32))) for h, v in vectors.items()],
+            )
+
+    def dense_rows(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
+        return [
+            (r[0], r[1], r[2], r[3], None if r[4] is None else _np(r[4]).tobytes())
+            for r in self.read(
+                f"SELECT m.rid, m.type, m.key, m.seq, e.vector FROM (SELECT rid, type, {self._VECTOR_KEY} AS key, "
+                f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
+                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
+                (ns, model),
+                binary=True,
+            )
+        ]
+
+    def max_seq(self, ns: str) -> int:
+        return self.read("SELECT COALESCE(MAX(seq), 0) FROM memories WHERE namespace = ?", (ns,))[0][0]
+
+    def vectors_missing(self, ns: str, model: str, since: int, upto: int) -> list[tuple[int, str, str, str]]:
+        """Live dense rows of ``ns`` changed in (since, upto] without a ``model`` vector: (rid, type, key,
+        content)."""
+        return [
+            tuple(r)
+            for r in self.read(
+                f"SELECT m.rid, m.type, {self._VECTOR_KEY}, m.content FROM memories m WHERE m.namespace = ? "
+                f"AND m.seq > ? AND m.seq <= ? AND {self._DENSE} AND NOT EXISTS "
+                "(SELECT 1 FROM memory_vectors v WHERE v.model = ? AND v.rid = m.rid)",
+                (ns, since, upto, model),
+            )
+        ]
+
+    def put_item_vectors(self, ns: str, model: str, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
+        """Vectors of items the cache could not give (embedded under another key): (rid, type, vector)."""
+        from pgvector import Vector
+
+        with self.transaction() as c:
+            c.executemany(
+                "INSERT INTO memory_vectors (rid, model, namespace, type, embedding) SELECT rid, ?, ?, ?, ? "
+                "FROM memories WHERE rid = ? AND deleted = 0 ON CONFLICT DO NOTHING",
+                [(model, ns, t, Vector(np.asarray(v, dtype=np.float32)), rid) for rid, t, v in rows],
+            )
+
+    def vector_top(
+        self, ns: str, model: str, query: np.ndarray, k: int, types: Sequence[str] | None, allowed: Any
+    ) -> list[tuple[int, np.ndarray]]:
+        """pgvector's exact top ``k`` by inner product (unit vectors: cosine) among ``ns``'s live items, with
+        their vectors: (rid, vector) best first."""
+        from pgvector import Vector
+
+        q = Vector(np.asarray(query, dtype=np.float32))
+        where, params = "", []
+        if types is not None:
+            where += " AND type = ANY(?::text[])"
+            params.append(list(types))
+        if allowed is not None:
+            where += " AND rid = ANY(?::bigint[])"
+            params.append([int(r) for r in allowed])
+        rows = self.read(
+            f"SELECT rid, embedding FROM memory_vectors WHERE model = ? AND namespace = ?{where} "
+            "ORDER BY embedding <#> ?, rid LIMIT ?",
+            [model, ns, *params, q, k],
+            binary=True,
+        )
+        return [(r[0], _np(r[1])) for r in rows]
+
+    def vector_rows(
+        self, model: str, rids: Sequence[int] | None, *, ns: str | None = None
+    ) -> dict[int, np.ndarray]:
+        """The ``model`` vectors of those of ``rids`` that have one (``rids`` None: all of namespace ``ns``)."""
+        if rids is None:
+            rows = self.read(
+                "SELECT rid, embedding FROM memory_vectors WHERE model = ? AND namespace = ?",
+                [model, ns],
+                binary=True,
+            )
+            return {r[0]: _np(r[1]) for r in rows}
+        if not rids:
+            return {}
+        rows = self.read(
+            "SELECT rid, embedding FROM memory_vectors WHERE model = ? AND rid = ANY(?::bigint[])",
+            [model, [int(r) for r in rids]],
+            binary=True,
+        )
+        return {r[0]: _np(r[1]) for r in rows}
+
+
+def _np(v: Any) -> np.ndarray:
+    """A pgvector value as float32 numpy."""
+    return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)

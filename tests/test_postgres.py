@@ -1,0 +1,221 @@
+"""What only the Postgres back-end does, on a real server (the store suite runs every other test on it too):
+the same ranking as SQLite, per-namespace BM25 statistics, concurrent writers, migrations, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+from memrl.data import load_conversations
+from memrl.errors import StoreError
+from memrl.eval.retrieval import RetrievalConfig, build_conversation, namespace_of
+from memrl.memory.embedders import HashingEmbedder
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.store import NewItem
+
+
+def fresh(pg) -> str:
+    import psycopg
+
+    name = f"t{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg.url(), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE memrl_template')
+    return pg.url(name)
+
+
+async def test_every_mode_ranks_and_scores_as_on_sqlite(pg_server, tmp_path):
+    """Same conversation, same questions: the same hits with the same scores on both back-ends (BM25 to
+    1e-9, cosine-based scores to float32 precision)."""
+    conv = load_conversations("sample", None)[0][0]
+    cfg = RetrievalConfig(embedder="hashing")
+    stores = [
+        AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(384)),
+        AsyncMemory(fresh(pg_server), embedder=HashingEmbedder(384)),
+    ]
+    for m in stores:
+        await build_conversation(m, conv, cfg)
+    ns = namespace_of(conv)
+    questions = [q.question for q in conv.questions]
+    assert questions
+    for options in (
+        {},
+        {"fusion": "rrf", "collapse": None},
+        {"filters": {"speaker": "Lena"}, "types": ["episodic"]},
+    ):
+        for q in questions:
+            for mode in ("bm25", "dense", "hybrid"):
+                hits = [await m.search(q, namespace=ns, mode=mode, top_k=10, **options) for m in stores]
+                assert [h.item.id for h in hits[0]] == [h.item.id for h in hits[1]], (q, mode)
+                for a, b in zip(*hits, strict=True):
+                    # cosines are float32 products: BLAS may round the last bit apart by matrix size
+                    assert a.score == pytest.approx(b.score, rel=1e-6, abs=1e-9)
+                    assert (a.bm25_score is None) == (b.bm25_score is None)
+                    assert a.bm25_score is None or a.bm25_score == pytest.approx(b.bm25_score, rel=1e-9)
+    for m in stores:
+        await m.close()
+
+
+async def test_one_namespaces_writes_change_neither_anothers_ranking_nor_its_scores(pg_server):
+    m = AsyncMemory(fresh(pg_server), embedder=HashingEmbedder(64))
+    texts = ["Alice adopted a greyhound", "Alice went hiking by the lake", "Bob plays cello"]
+    a = await m.add_many([NewItem(t) for t in texts], namespace="tenant-a")
+    await m.set_keys({a[0].id: "dog pet", a[2].id: "music pet"}, namespace="tenant-a")
+
+    async def ranking() -> dict[str, list[tuple]]:
+        out = {}
+        for mode in ("bm25", "hybrid"):
+            for q, keys in (("greyhound lake", 0.0), ("pet dog", 0.5)):
+                hits = await m.search(q, namespace="tenant-a", mode=mode, keys=keys)
+                out[f"{mode} {q}"] = [(h.item.id, h.score, h.bm25_score) for h in hits]
+        return out
+
+    before = await ranking()
+    assert before["bm25 greyhound lake"][0][2] > 0 and before["bm25 pet dog"][0][0] == a[0].id
+    # Another tenant writes a lot, all about the same words, items and keys: its own statistics change,
+    # tenant-a's do not.
+    b = await m.add_many([NewItem(f"greyhound {i} lake greyhound") for i in range(200)], namespace="tenant-b")
+    await m.set_keys({it.id: "pet dog pet" for it in b}, namespace="tenant-b")
+    assert await ranking() == before
+    stats = dict(((r[0], r[1]), r[2]) for r in m.store.read("SELECT namespace, field, docs FROM lex_stats"))
+    assert stats == {("tenant-a", 0): 3, ("tenant-a", 1): 2, ("tenant-b", 0): 200, ("tenant-b", 1): 200}
+    before = {"bm25": before["bm25 greyhound lake"]}
+    # and the idf really is the namespace's: in tenant-b "greyhound" is in every document (idf floored)
+    b = await m.search("greyhound", namespace="tenant-b", mode="bm25", top_k=1)
+    assert b[0].bm25_score < 1e-3 < before["bm25"][0][2]
+    await m.close()
+
+
+def test_writers_of_other_namespaces_run_while_one_namespace_is_locked(pg_server):
+    url = fresh(pg_server)
+    from memrl.memory.postgres import PostgresStore
+
+    store = PostgresStore(url, busy_timeout=30)
+    holding, release, done = threading.Event(), threading.Event(), {}
+
+    def hold_a():
+        with store.transaction("a"):
+            store.insert([NewItem("first in a")], "a")
+            holding.set()
+            release.wait(30)
+
+    def write(ns: str):
+        store.insert([NewItem(f"written in {ns}")], ns)
+        done[ns] = time.monotonic()
+
+    t = threading.Thread(target=hold_a)
+    t.start()
+    assert holding.wait(30)
+    other, same = threading.Thread(target=write, args=("b",)), threading.Thread(target=write, args=("a",))
+    other.start(), same.start()
+    other.join(30)
+    assert "b" in done and "a" not in done  # b went through; a waits for the lock
+    assert store.count("b") == 1
+    released = time.monotonic()
+    release.set()
+    t.join(30), same.join(30)
+    assert done["a"] >= released and store.count("a") == 2
+    seqs = [h.seq for h in store.history("a")]
+    assert seqs == sorted(seqs) and [h.new["content"] for h in store.history("a")] == [
+        "first in a",
+        "written in a",
+    ]
+    store.close()
+
+
+def test_a_namespace_locked_too_long_is_a_clear_error_and_nothing_is_written(pg_server):
+    from memrl.memory.postgres import PostgresStore
+
+    url = fresh(pg_server)
+    holder, waiter = PostgresStore(url), PostgresStore(url, busy_timeout=0.2)
+    with holder.transaction("a"):
+        with pytest.raises(StoreError, match="locked by another writer"):
+            waiter.insert([NewItem("blocked")], "a")
+        waiter.insert([NewItem("free")], "b")  # another namespace is not blocked
+    assert waiter.count("a") == 0 and waiter.count("b") == 1
+    holder.close(), waiter.close()
+
+
+async def test_many_concurrent_writers_lose_nothing(pg_server):
+    """16 writers (threads of one process, each its own facade on the shared database) into 4 namespaces:
+    every item lands once, each namespace's history is in commit order, statistics and vectors agree."""
+    url = fresh(pg_server)
+    n_writers, per = 16, 25
+
+    def writer(w: int) -> None:
+        async def go():
+            m = AsyncMemory(url, embedder=HashingEmbedder(32))
+            for i in range(per):
+                await m.add(f"writer {w} fact {i} about tea", namespace=f"ns{w % 4}")
+            await m.close()
+
+        asyncio.run(go())
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(n_writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    m = AsyncMemory(url, embedder=HashingEmbedder(32))
+    for k in range(4):
+        ns = f"ns{k}"
+        assert await m.count(namespace=ns) == n_writers // 4 * per
+        seqs = [h.seq for h in await m.history(namespace=ns)]
+        assert len(seqs) == n_writers // 4 * per and seqs == sorted(seqs)
+        hits = await m.search("tea", namespace=ns, mode="bm25", top_k=1000)
+        assert len(hits) == n_writers // 4 * per
+    assert m.store.read("SELECT sum(docs) FROM lex_stats")[0][0] == n_writers * per
+    assert m.store.read("SELECT count(*) FROM memory_vectors")[0][0] == n_writers * per
+    await m.close()
+
+
+def test_migrations_are_recorded_and_a_newer_or_foreign_database_is_refused(pg_server):
+    import psycopg
+
+    from memrl.memory.postgres import PostgresStore, migrations
+
+    url = pg_server.create_database("mig")
+    PostgresStore(url).close()
+    PostgresStore(url).close()  # re-opening applies nothing twice
+    with psycopg.connect(url, autocommit=True) as c:
+        versions = [r[0] for r in c.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        assert versions == [v for v, _, _ in migrations()]
+        c.execute("INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql')")
+    with pytest.raises(StoreError, match="newer than this memrl"):
+        PostgresStore(url)
+    other = pg_server.create_database("other_app")
+    with psycopg.connect(other, autocommit=True) as c:
+        c.execute("CREATE TABLE invoices (id int)")
+    with pytest.raises(StoreError, match="another application"):
+        PostgresStore(other)
+    with psycopg.connect(other) as c:  # refused, and untouched
+        assert [
+            r[0]
+            for r in c.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            )
+        ] == ["invoices"]
+
+
+def test_unreachable_server_is_a_clear_error_without_the_password():
+    from memrl.memory.pglocal import free_port
+    from memrl.memory.postgres import PostgresStore
+
+    with pytest.raises(StoreError) as e:
+        PostgresStore(f"postgresql://u:s3cret@127.0.0.1:{free_port()}/x")
+    assert "127.0.0.1" in str(e.value) and "s3cret" not in str(e.value)
+
+
+async def test_in_process_matrix_over_postgres_equals_pgvector(pg_server):
+    url = fresh(pg_server)
+    server = AsyncMemory(url, embedder=HashingEmbedder(64))
+    local = AsyncMemory(url, embedder=HashingEmbedder(64), dense_backend="numpy")
+    await server.add_many([NewItem(f"fact {i} about {w}") for i in range(60) for w in ("tea", "jazz")])
+    for q in ("tea 3", "jazz 17", "fact 42"):
+        a = await server.search(q, mode="dense", top_k=10)
+        b = await local.search(q, mode="dense", top_k=10)
+        assert [(h.item.id, h.score) for h in a] == [(h.item.id, h.score) for h in b]
+    await server.close(), await local.close()

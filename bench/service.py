@@ -33,7 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory, Memory  # noqa: E402
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.sync import Memory  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.load import add_request, run_load, search_request  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402

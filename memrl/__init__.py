@@ -2,7 +2,7 @@
 
 The public entry points are imported lazily so that ``import memrl`` stays cheap and has no side effects::
 
-    from memrl import Memory            # sync, mem0-like facade over the SQLite store
+    from memrl import Memory            # sync, mem0-like facade over the store (SQLite, or Postgres by URL)
     from memrl import AsyncMemory       # the async core it wraps
 """
 
@@ -15,12 +15,17 @@ __version__ = "0.1.0"
 __all__ = ["AsyncMemory", "Memory", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrl.memory.facade import AsyncMemory, Memory
+    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.sync import Memory
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AsyncMemory", "Memory"):
-        from memrl.memory import facade
+    if name == "AsyncMemory":
+        from memrl.memory.facade import AsyncMemory
 
-        return getattr(facade, name)
+        return AsyncMemory
+    if name == "Memory":
+        from memrl.memory.sync import Memory
+
+        return Memory
     raise AttributeError(f"module 'memrl' has no attribute {name!r}")

@@ -20,7 +20,8 @@ import pytest
 
 from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory, Memory
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.sync import Memory
 
 ROOT = Path(__file__).resolve().parents[1]
 

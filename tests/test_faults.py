@@ -14,9 +14,9 @@ import pytest
 
 from memrl.errors import StoreError
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import Memory
 from memrl.memory.schema import SCHEMA_VERSION
 from memrl.memory.sqlite_store import SQLiteStore
+from memrl.memory.sync import Memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,7 +72,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from memrl.memory.embedders import HashingEmbedder
-    from memrl.memory.facade import Memory
+    from memrl.memory.sync import Memory
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with Memory(path, embedder=HashingEmbedder(32), busy_timeout=30) as m:
         for i in range(n):
@@ -109,7 +109,7 @@ _CRASHER = textwrap.dedent(
     """
     import sys
     from memrl.memory.embedders import HashingEmbedder
-    from memrl.memory.facade import Memory
+    from memrl.memory.sync import Memory
     from memrl.memory.store import NewItem
     m = Memory(sys.argv[1], embedder=HashingEmbedder(32))
     batch = 0

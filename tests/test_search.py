@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from memrl.errors import ValidationError
 from memrl.memory.dense import TYPE_CODE
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory, Memory
+from memrl.memory.facade import AsyncMemory
 from memrl.memory.fusion import fts_query, rrf
 from memrl.memory.lexical import LexicalIndexes
 from memrl.memory.store import NewItem
+from memrl.memory.sync import Memory
 from tests.conftest import CountingEmbedder
 
 FACTS = [

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import Memory
 from memrl.memory.fusion import fts_query
+from memrl.memory.sync import Memory
 
 ALICE = [
     "Alice moved to Lisbon in May and loves the tram",

@@ -6,8 +6,9 @@ import pytest
 
 from memrl.errors import ConflictError, NotFoundError, StoreError, ValidationError
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory, Memory
+from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import CORE_ID, NewItem
+from memrl.memory.sync import Memory
 from memrl.memory.types import MemoryType
 
 

@@ -10,7 +10,7 @@ import pytest
 from memrl.cli.main import main
 from memrl.errors import ValidationError
 from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import Memory
+from memrl.memory.sync import Memory
 
 
 def _fill(m: Memory) -> dict[str, str]:

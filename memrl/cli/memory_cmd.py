@@ -127,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from memrl.memory.facade import Memory
+    from memrl.memory.sync import Memory
 
     # Commands that never embed need no model: a hashing embedder keeps them instant.
     needs_model = args.func in (_add, _search, _update)

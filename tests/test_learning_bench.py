@@ -1,0 +1,117 @@
+"""The learning benchmark's parts: split-pure RULER-LoCoMo documents, the trivial baselines, the paired
+verdict, and a smoke run of ``bench/learning.py --task read`` on the tiny real model (real data, real
+reader, real trainer; the model is tiny and random, so nothing is learned: the run must still produce every
+figure, keep every prediction and refuse nothing)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from memrl.data.splits import LOCOMO_UPDATE_SPLIT
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from learning_baselines import Baselines, Candidate, Item, document_item, score_prediction  # noqa: E402
+from learning_report import paired, verdict  # noqa: E402
+
+
+def _titles(conv) -> set[str]:
+    return {s.id.split(" session ")[0] for s in conv.sessions}
+
+
+def test_ruler_locomo_split_builds_documents_from_that_split_only(locomo_path):
+    for split in ("train", "test"):
+        docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), split=split,
+                                               lengths=("1k",), questions=30))  # fmt: skip
+        assert len(docs) == 30
+        allowed = set(LOCOMO_UPDATE_SPLIT[split])
+        for d in docs:
+            # gold and distractor sessions alike come from the split's conversations
+            assert _titles(d) <= allowed, (split, d.id, _titles(d) - allowed)
+            assert d.metadata["question_id"].split(":")[0] in allowed
+    # without a split, distractors come from every conversation (the length sweep of memrl eval)
+    mixed = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), lengths=("2k",),
+                                            questions=40))  # fmt: skip
+    assert any(_titles(d) & set(LOCOMO_UPDATE_SPLIT["test"]) and _titles(d) & set(LOCOMO_UPDATE_SPLIT["train"])
+               for d in mixed)  # fmt: skip
+
+
+def test_train_cli_refuses_ruler_locomo_documents_of_the_test_split(locomo_path, tmp_path, capsys):
+    from memrl.cli.main import main
+
+    code = main(["train", "grpo", "--task", "read", "--dataset", "ruler-locomo", "--data-path", str(locomo_path),
+                 "--lengths", "1k", "--split", "test", "--questions", "2", "--steps", "1",
+                 "--output-dir", str(tmp_path / "x")])  # fmt: skip
+    assert code == 1 and "evaluation split" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "metrics.jsonl").exists()
+
+
+def test_document_item_ranks_turns_and_dates_the_best_session(locomo_path):
+    docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), split="train",
+                                           lengths=("2k",), questions=20))  # fmt: skip
+    for d in docs:
+        it = document_item(d)
+        assert it.category in (1, 2, 3, 4) and it.candidates
+        assert len(it.candidates) == sum(len(s.turns) for s in d.sessions)
+        assert it.top_session_day is not None  # every LoCoMo session has a date
+
+
+def test_baselines_fit_on_train_and_score_like_the_model():
+    train = [Item("a", "When did X run?", ("8 May 2023",), 2, [Candidate("X: I ran today!", date(2023, 5, 8))]),
+             Item("b", "When did Y swim?", ("8 May 2023",), 2, [Candidate("Y: swam", date(2023, 5, 8))]),
+             Item("c", "What does X like?", ("pottery",), 4, [Candidate("pottery class is fun", None)])]  # fmt: skip
+    rules = Baselines.fit(train)
+    assert rules.frequent == {2: "8 May 2023", 4: "pottery"}
+    assert rules.n_chars == 8  # "pottery " is the gold; any longer cut adds words (ties: the shortest)
+    test = [Item("t", "When did Z sing?", ("7 May 2023",), 2, [Candidate("Z: sang", date(2023, 5, 7))])]
+    preds = rules.predict(test)
+    assert preds["top1_date"] == ["7 May 2023"] and preds["most_frequent"] == ["8 May 2023"]
+    assert score_prediction(preds["top1_date"][0], test[0])["em"] == 1.0
+    assert score_prediction(preds["most_frequent"][0], test[0])["em"] == 0.0
+
+
+def test_verdict_counts_a_gain_only_over_both_before_and_the_best_rule():
+    n = 60
+    before = [{"f1": 0.1} for _ in range(n)]
+    rule = [{"f1": 0.3} for _ in range(n)]
+    weak = [{"f1": 0.0} for _ in range(n)]
+    after_ties_rule = [{"f1": 0.3 + (0.02 if i % 2 else -0.02)} for i in range(n)]
+    v = verdict(before, after_ties_rule, {"rule": rule, "weak": weak})
+    assert v["best_trivial_rule"] == "rule" and v["gain_reference"] == "rule"
+    assert v["after_vs_before"]["excludes_0"] and not v["gain"]  # beats before, not the rule
+    after_wins = [{"f1": 0.5} for _ in range(n)]
+    v = verdict(before, after_wins, {"rule": rule, "weak": weak})
+    assert v["gain"] and v["gain_ci_low"] > 0 and v["after"] == 50.0 and v["best_trivial"] == 30.0
+    assert paired(before, after_wins, "f1")["diff"] == pytest.approx(40.0)
+
+
+def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
+    import learning  # noqa: E402
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "read", "--model", str(tiny), "--out", str(out), "--eval-items", "4", "--steps", "1",
+                   "--group-size", "2", "--tasks-per-step", "1", "--chunk-tokens", "600", "--memory-tokens", "8",
+                   "--answer-tokens", "12", "--quiet", "--budget-minutes", "5"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    for key in ("task", "before", "after", "best_trivial", "gain_ci_low", "gain_ci_high", "seed", "n_eval",
+                "wall_time_s"):  # fmt: skip
+        assert key in result, key
+    assert result["task"] == "read" and result["n_eval"] == 4 and result["train"]["steps"] == 1
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    systems = {r["system"] for r in rows}
+    assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text"}
+    assert len(rows) == 4 * len(systems)
+    assert (out / "learning.png").stat().st_size > 0
+    # trained on documents of train conversations only; evaluated on test conversations only
+    trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
+    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
+    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)

@@ -68,6 +68,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--length", default="1k", help="document length (RULER-LoCoMo tokens, e.g. 1k, 2k)")
     g.add_argument("--chunk-tokens", type=int, default=512)
     g.add_argument("--memory-tokens", type=int, default=48)
+    g.add_argument("--memory-first", action="store_true",
+                   help="the original chunk prompt (memory before the section; default: after it, so a group's "
+                        "prompts share the section, prefilled once)")  # fmt: skip
     g.add_argument(
         "--reward", default="f1", choices=["f1", "reward", "sub_em"], help="read's training reward"
     )

@@ -58,7 +58,8 @@ def reader_config(args: argparse.Namespace) -> Any:
     from memrl.agents.memagent import MemAgentConfig
 
     return MemAgentConfig(chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens,
-                          answer_tokens=args.answer_tokens, answer_grammar=True)  # fmt: skip
+                          answer_tokens=args.answer_tokens, answer_grammar=True,
+                          memory_last=not args.memory_first)  # fmt: skip
 
 
 def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any) -> list[dict[str, Any]]:
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     after = evaluate(llm, eval_docs, items, config)
     timings["eval_after_s"] = time.perf_counter() - t
     setting = {"length": args.length, "chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens,
-               "answer_tokens": args.answer_tokens, "reward": args.reward,
+               "answer_tokens": args.answer_tokens, "reward": args.reward, "memory_last": not args.memory_first,
                "doc_tokens_mean": round(sum(doc_tokens) / len(doc_tokens), 1),
                "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars,
                "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip

@@ -169,6 +169,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
             timings["baselines_s"] = time.perf_counter() - t
             return before, trivial
         finally:
+            await test_set.close()
             await llm.aclose()
 
     before, trivial = asyncio.run(prepare())

@@ -67,6 +67,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g = ap.add_argument_group("read")
     g.add_argument("--length", default="1k", help="document length (RULER-LoCoMo tokens, e.g. 1k, 2k)")
     g.add_argument("--chunk-tokens", type=int, default=512)
+    g.add_argument(
+        "--before-cache", help="file holding the untrained model's evaluation, reused by later seeds"
+    )
+    g.add_argument("--eval-estimate-s", type=float, default=0.0,
+                   help="seconds the evaluation after training will take (default: as long as the one before)")  # fmt: skip
     g.add_argument("--memory-tokens", type=int, default=48)
     g.add_argument("--memory-first", action="store_true",
                    help="the original chunk prompt (memory before the section; default: after it, so a group's "

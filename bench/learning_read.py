@@ -90,6 +90,31 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any) -
     return rows
 
 
+def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items: Sequence[Any],
+                  config: Any) -> tuple[list[dict[str, Any]], str | None, float]:  # fmt: skip
+    """The untrained model's greedy evaluation, or the one in ``--before-cache`` when it was made with the
+    same model, reading settings and items (greedy decoding of the same model is the same whatever the
+    training seed; the file says which run made it)."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    key = hashlib.sha256(json.dumps([args.model, dataclasses.asdict(config), [it.id for it in items],
+                                     [d.metadata["context"] for d in docs]]).encode()).hexdigest()  # fmt: skip
+    path = Path(args.before_cache) if args.before_cache else None
+    if path is not None and path.is_file():
+        saved = json.loads(path.read_text())
+        if saved["key"] == key:
+            return saved["rows"], saved["made_by"], saved["seconds"]
+    t = time.perf_counter()
+    rows = evaluate(llm, docs, items, config)
+    seconds = time.perf_counter() - t
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "made_by": str(args.out), "seconds": seconds, "rows": rows}))
+    return rows, None, seconds
+
+
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Baselines, before, training, after (see the module docstring); returns the result's parts."""
     from learning_baselines import Baselines, document_item, score_prediction
@@ -115,7 +140,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     doc_tokens = [len(tok.encode(d.metadata["context"])) for d in eval_docs]
     config = reader_config(args)
     t = time.perf_counter()
-    before = evaluate(llm, eval_docs, items, config)
+    before, reused, eval_s = cached_before(args, llm, eval_docs, items, config)
     timings["eval_before_s"] = time.perf_counter() - t
 
     tasks = ReadTasks(train_docs, config, reward=args.reward)
@@ -126,7 +151,8 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
                             micro_tokens=args.micro_tokens, max_grad_norm=args.max_grad_norm)  # fmt: skip
     # what is left of the budget, less the evaluation after training (as long as the one before) and a
     # margin for the last step and the report
-    left = args.budget_minutes * 60 - (time.perf_counter() - t0) - timings["eval_before_s"] - args.margin_s
+    eval_s = args.eval_estimate_s or eval_s  # the evaluation after training takes as long as the one before
+    left = args.budget_minutes * 60 - (time.perf_counter() - t0) - eval_s - args.margin_s
     t = time.perf_counter()
     rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
     timings["train_s"] = time.perf_counter() - t
@@ -136,7 +162,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     setting = {"length": args.length, "chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens,
                "answer_tokens": args.answer_tokens, "reward": args.reward, "memory_last": not args.memory_first,
                "doc_tokens_mean": round(sum(doc_tokens) / len(doc_tokens), 1),
-               "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars,
+               "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars, "before_reused_from": reused,
                "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip
     return {"items": items, "before": before, "after": after, "trivial": trivial, "rows": rows,
             "timings": timings, "setting": setting}  # fmt: skip

@@ -115,3 +115,18 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
     assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
     assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+
+
+def test_the_verl_recipe_for_read_composes_on_verls_trainer():
+    pytest.importorskip("verl")
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(version_base=None, config_dir=str(root / "configs/verl")):
+        cfg = compose(config_name="memagent_ruler_locomo", overrides=["data.train_files=x.parquet"])
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo is False
+    assert cfg.actor_rollout_ref.rollout.n == 16 and cfg.trainer.use_v1
+    assert cfg.reward.custom_reward_function.path == "pkg://memrl.integrations.verl.reward"
+    (loop,) = OmegaConf.load(root / cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    assert loop.name == "memagent" and loop.chunk_tokens == 1024 and loop.memory_tokens == 256

@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--documents", type=int, default=12)
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--length", default="1k")
+    ap.add_argument("--model", help="HF folder or hub id (default: the offline SmolLM2-135M-Instruct)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -61,7 +62,7 @@ def main() -> None:
 
     docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", split="train", lengths=(args.length,),
                                            questions=args.documents))  # fmt: skip
-    llm = LocalLLM(max_batch_size=16).load()
+    llm = LocalLLM(args.model, max_batch_size=16).load()
     answer, chunk = memagent.ANSWER_PROMPT, memagent.CHUNK_PROMPT_MEMORY_LAST
     variants = {
         "memrl prompts, T=1.0": (answer, chunk, 1.0),

@@ -79,6 +79,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument(
         "--reward", default="f1", choices=["f1", "reward", "sub_em"], help="read's training reward"
     )
+    g = ap.add_argument_group("update")
+    g.add_argument("--tool-choice", default="auto", choices=["auto", "required"],
+                   help="update: auto lets the model end an episode in text; required forces a tool call every turn")  # fmt: skip
     g = ap.add_argument_group("answer")
     g.add_argument("--top-k", type=int, default=3, help="memories per question, in training and evaluation")
     g.add_argument(

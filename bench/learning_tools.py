@@ -63,7 +63,8 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import UpdateTasks
 
-    cfg = MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128, sample_size=5, question_hits=3)
+    cfg = MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128, sample_size=5, question_hits=3,
+                          tool_choice=args.tool_choice)  # fmt: skip
     train = UpdateTasks(load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg)
     test = UpdateTasks(load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg)
     idx = list(range(len(test)))
@@ -204,4 +205,5 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         ]
     return {"items": items, "before": before, "after": after, "trivial": trivial, "rows": rows, "timings": timings,
             "metric": "reward", "metric_label": f"{args.task} reward x100", "reward_name": args.task,
-            "setting": {"n_train_items": len(train_set), "n_test_items_all": len(test_set)}}  # fmt: skip
+            "setting": {"n_train_items": len(train_set), "n_test_items_all": len(test_set),
+                        **({"tool_choice": args.tool_choice} if args.task == "update" else {})}}  # fmt: skip

@@ -1,12 +1,21 @@
-"""Load test of memrl's HTTP servers on loopback: requests per second of the memory API and the reward server.
+"""Load test of memrl's HTTP servers on loopback: requests per second of the memory API and the reward server,
+and a multi-tenant phase with every browser defence on.
 
-    flock /work/cpu.lock .venv/bin/python bench/service.py [--clients 8] [--requests 100]
+    flock /work/cpu.lock .venv/bin/python bench/service.py [--clients 8] [--requests 100] [--tenants 8]
 
 N concurrent clients (threads with keep-alive connections) each send a fixed number of requests to a real
 uvicorn server on 127.0.0.1: adds, then searches, on one namespace of a fresh SQLite file (hashing
 embedder, so the figure is the service's own cost, not an embedding model's), then batches of 24 items
 to the reward server. Every add is verified afterwards (none lost). The peer in the same run is the same
 operation called in-process on ``Memory`` from one thread (no HTTP): ``http_vs_inprocess`` is the ratio.
+
+Tenants phase (``tenants``): one namespace per tenant (8 by default), each with its own scoped token. At
+once: a writer per tenant (REST adds sending the page's ``Origin``, so the Origin check runs on each), a
+reader per tenant (searches), a browser per tenant (the web page's add form, with its cookie and CSRF
+token), one probe of another's namespace per writer (must be 403), and an isolation probe: a fixed
+namespace searched over and over in BM25 and hybrid mode while the tenants store the very words it
+searches for; every answer must equal the one before the load (ids, order and scores): ``isolation``
+counts the probes and the mismatches. p50/p99 per kind, unexpected statuses as errors, every write checked.
 Prints one JSON line last.
 """
 
@@ -14,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -49,10 +60,125 @@ def inprocess(db: Path, n: int) -> dict[str, float]:
     return {"add_rps": round(add, 1), "search_rps": round(search, 1)}
 
 
+PROBE = ["Alice moved to Lisbon in May", "Alice paints the Lisbon coast", "A cat named Pastel",
+         "The tram to Belem", "Sourdough bread every Sunday", "The ferry across the Tagus"]  # fmt: skip
+PROBE_QUERIES = ["Lisbon tram", "cat Pastel", "bread Sunday", "ferry Tagus river"]
+
+
+def tenants(tmp: Path, n: int, k: int) -> dict:
+    """The tenants phase (see the module docstring)."""
+    import httpx
+
+    secrets = {f"t{i}": f"tenant-secret-{i:04d}" for i in range(n)}
+    specs = [f"{ns}={tok}:{ns}" for ns, tok in secrets.items()] + ["probe=probe-secret-01:probe"]
+    memory = AsyncMemory(tmp / "tenants.db", embedder=HashingEmbedder(128))
+    out: dict = {"tenants": n}
+    with ServerThread(create_app(memory, Tokens.parse(specs))) as server:
+        url = server.base_url
+        probe = httpx.Client(base_url=url, headers={"Authorization": "Bearer probe-secret-01"}, timeout=60)
+        for text in PROBE:
+            probe.post("/v1/namespaces/probe/memories", json={"content": text}).raise_for_status()
+
+        def probe_answers() -> list:
+            return [[(h["id"], h["score"], h["bm25_score"]) for h in probe.post("/v1/namespaces/probe/search",
+                     json={"query": q, "mode": mode, "top_k": 5}).json()]
+                    for q in PROBE_QUERIES for mode in ("bm25", "hybrid")]  # fmt: skip
+
+        baseline = probe_answers()
+        names = list(secrets)
+        words = " ".join(PROBE_QUERIES)
+        origin = {"Origin": url}
+
+        def headers(i: int) -> dict[str, str]:
+            return {"Authorization": f"Bearer {secrets[names[i]]}", **origin}
+
+        def write(c: int, i: int) -> tuple:
+            if i == 0:  # one attempt at another tenant's namespace: must be refused
+                return ("POST", f"/v1/namespaces/{names[(c + 1) % n]}/memories", {"content": "intrusion"})
+            return (
+                "POST",
+                f"/v1/namespaces/{names[c]}/memories",
+                {"content": f"{names[c]} note {i}: {words}"},
+            )
+
+        def read(c: int, i: int) -> tuple:
+            return ("POST", f"/v1/namespaces/{names[c]}/search", {"query": f"note {i} {words}", "top_k": 10})
+
+        forms: dict = {"latencies": [], "statuses": {}}
+        lock = threading.Lock()
+
+        def browser(ci: int) -> None:
+            ns = names[ci]
+            with httpx.Client(base_url=url, cookies={"memrl_token": secrets[ns]}, timeout=60) as c:
+                token = re.search(r'name="csrf" value="([0-9a-f]+)"', c.get(f"/ns/{ns}").text).group(1)
+                barrier.wait()
+                for i in range(k // 4):
+                    t0 = time.perf_counter()
+                    r = c.post(f"/ns/{ns}/add", data={"csrf": token, "content": f"{ns} form {i}", "type": "semantic"},
+                               headers=origin, follow_redirects=False)  # fmt: skip
+                    with lock:
+                        forms["latencies"].append(time.perf_counter() - t0)
+                        forms["statuses"][r.status_code] = forms["statuses"].get(r.status_code, 0) + 1
+
+        isolation = {"probes": 0, "mismatches": 0}
+        stop = threading.Event()
+
+        def prober() -> None:
+            barrier.wait()
+            while not stop.is_set():
+                got = probe_answers()
+                isolation["probes"] += 1
+                isolation["mismatches"] += got != baseline
+
+        barrier = threading.Barrier(2 + n + 1 + 1)  # two loads, the browsers, the prober, this thread
+        reports: dict = {}
+        threads = [threading.Thread(target=browser, args=(i,)) for i in range(n)]
+        threads.append(threading.Thread(target=prober))
+        threads += [
+            threading.Thread(target=lambda key=key, mk=mk: reports.__setitem__(key, run_load(
+                url, None, clients=n, per_client=k, make_request=mk, client_headers=headers, barrier=barrier)))
+            for key, mk in (("write", write), ("read", read))
+        ]  # fmt: skip
+        for t in threads:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads[:n]:
+            t.join()
+        for t in threads[n + 1 :]:
+            t.join()
+        seconds = time.perf_counter() - t0
+        stop.set()
+        threads[n].join()
+        probe.close()
+
+    w, r = reports["write"], reports["read"]
+    refused = sum(1 for c, i, status, _ in w.results if i == 0 and status == 403)
+    write_errors = sum(1 for c, i, status, _ in w.results if status != (403 if i == 0 else 201))
+    read_errors = sum(1 for *_, status, _ in r.results if status != 200)
+    stored = {(i.namespace, i.content) for ns in names for i in memory.store.list(ns)}
+    wanted = {(names[c], f"{names[c]} note {i}: {words}") for c in range(n) for i in range(1, k)}
+    wanted |= {(ns, f"{ns} form {i}") for ns in names for i in range(k // 4)}
+    lat = sorted(forms["latencies"])
+    out.update({
+        "seconds": round(seconds, 2),
+        "write": {**w.summary(), "errors": write_errors, "scope_refused": f"{refused}/{n}"},
+        "read": {**r.summary(), "errors": read_errors},
+        "browser_form": {"requests": len(lat), "p50_ms": round(1000 * lat[len(lat) // 2], 2) if lat else None,
+                         "p99_ms": round(1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 2) if lat else None,
+                         "statuses": forms["statuses"], "errors": sum(v for s, v in forms["statuses"].items() if s != 303)},
+        "lost_writes": len(wanted - stored),
+        "leaked_writes": sum(1 for ns, text in stored if not text.startswith(ns)),
+        "isolation": isolation,
+    })  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=100, help="requests per client per phase")
+    ap.add_argument("--tenants", type=int, default=8, help="namespaces (and tokens) in the tenants phase")
     args = ap.parse_args()
     n, k = args.clients, args.requests
     out: dict = {"clients": n, "requests_per_client": k}
@@ -78,6 +204,7 @@ def main() -> None:
                                make_request=lambda c, i: ("POST", "/v1/score", body))  # fmt: skip
         out["reward_score"] = {**rewards.summary(), "items_per_request": len(ITEMS),
                                "items_per_s": round(rewards.rps * len(ITEMS), 1)}  # fmt: skip
+        out["tenants"] = tenants(Path(tmp), args.tenants, k)
     out["http_vs_inprocess"] = {
         "add": round(out["memory_add"]["rps"] / out["inprocess_peer"]["add_rps"], 3),
         "search": round(out["memory_search"]["rps"] / out["inprocess_peer"]["search_rps"], 3),

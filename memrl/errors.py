@@ -22,8 +22,21 @@ class NotFoundError(StoreError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class BusyError(StoreError):
+    """The database stayed locked by another writer longer than the busy timeout: retrying later works."""
+
+
 class ValidationError(MemrlError, ValueError):
-    """An argument has the wrong type, value or size."""
+    """An argument has the wrong type, value or size. ``field``: the offending field's name, when known."""
+
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ConflictError(ValidationError):
+    """The request is valid but clashes with the current state: the id or namespace already exists, or
+    the change to undo was changed again later."""
 
 
 class ToolError(MemrlError):

@@ -48,3 +48,25 @@ def snapshot(db: Path) -> list[tuple]:
         ]
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def chromium(profile: Path, *flags: str) -> Iterator[object]:
+    """Debian's headless Chromium driven by Selenium (the caller skips when it is missing), with the flags a
+    machine without network needs, a fresh profile, and ``flags`` added."""
+    import shutil
+
+    from selenium import webdriver
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,900", f"--user-data-dir={profile}", *flags):  # fmt: skip
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -21,8 +21,7 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("no browser: install Debian's packages chromium and chromium-driver "
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)  # fmt: skip
 
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import WebDriverException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -34,7 +33,7 @@ from memrl.memory.embedders import HashingEmbedder  # noqa: E402
 from memrl.memory.facade import Memory  # noqa: E402
 from memrl.server.runs import is_wrong, load_train  # noqa: E402
 from memrl.train.loop import _report  # noqa: E402
-from tests.server_helpers import ROOT, memory_server  # noqa: E402
+from tests.server_helpers import ROOT, chromium, memory_server  # noqa: E402
 from tests.test_qa_eval import config, oracle, question_of  # noqa: E402
 from tests.tiny_lm import make_tiny_lm  # noqa: E402
 
@@ -43,17 +42,8 @@ SHOTS = os.environ.get("MEMRL_SCREENSHOTS")
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):  # fmt: skip
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
 
 
 def shot(driver, name: str) -> None:
@@ -114,7 +104,19 @@ def site(tmp_path_factory, runs):
 
 
 def wait_text(driver, text: str) -> None:
-    WebDriverWait(driver, 10).until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), text))
+    """Wait until the page's <main> shows ``text``. A page that is being replaced (a form posted, a
+    redirect followed) can drop the element between finding and reading it: Chromium then answers "node
+    does not belong to the document", which only means "not yet"; any other error is raised."""
+
+    def shown(d) -> bool:
+        try:
+            return text in d.find_element(By.TAG_NAME, "main").text
+        except WebDriverException as e:  # StaleElementReferenceException is one
+            if isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e):
+                return False
+            raise
+
+    WebDriverWait(driver, 10).until(shown)
 
 
 def test_browse_search_history_and_undo(browser, site) -> None:
@@ -253,3 +255,45 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         browser.find_element(By.NAME, "token").send_keys(ROOT, Keys.ENTER)
         wait_text(browser, "Namespaces")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
+
+
+def test_add_edit_forms_confirmed_undo_and_small_bm25_scores(browser, tmp_path) -> None:
+    """Add a memory and edit it with the page's forms; undo the edit, then undo again: reverting the creation
+    asks first (it used to delete without asking); BM25 scores below 0.001 still show (not 0.000)."""
+    db = tmp_path / "m.db"
+    with Memory(db, embedder=HashingEmbedder(128), namespace="alice") as m:
+        for i in range(3):  # "Lisbon" in 4 of 5 items: its idf is floored, the BM25 score tiny
+            m.add(f"Alice went to Lisbon, trip {i}")
+        m.add("Alice likes tea")
+    with memory_server(db, tokens=[]) as (url, _):
+        browser.get(url + "/ns/alice")
+        browser.find_element(By.TAG_NAME, "summary").click()  # "Add a memory"
+        browser.find_element(By.NAME, "content").send_keys("Alice flew to Lisbon in June")
+        browser.find_element(By.XPATH, "//button[text()='Add']").click()
+        wait_text(browser, "Added.")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in June"
+        item_url = browser.current_url.split("?")[0]
+        browser.find_element(By.XPATH, "//summary[text()='Edit this memory']").click()
+        box = browser.find_element(By.NAME, "content")
+        box.clear()
+        box.send_keys("Alice flew to Lisbon in July")
+        browser.find_element(By.XPATH, "//button[text()='Save']").click()
+        wait_text(browser, "Saved")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in July"
+        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        wait_text(browser, "Undid")
+        assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in June"
+        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        wait_text(browser, "removes the memory")  # asks first: the item is still there
+        with Memory(db, embedder=HashingEmbedder(128)) as m:
+            assert [i.content for i in m.list(namespace="alice")][-1] == "Alice flew to Lisbon in June"
+        browser.find_element(By.XPATH, "//button[text()='Yes, undo and remove it']").click()
+        wait_text(browser, "search never returns it")
+        assert browser.current_url.startswith(item_url)
+
+        browser.get(url + "/ns/alice/search?q=Lisbon&mode=bm25")
+        cells = [
+            r.find_elements(By.TAG_NAME, "td")[4].text
+            for r in browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")
+        ]
+        assert cells and all(float(c) > 0 for c in cells), cells  # 1e-06-ish, shown, not "0.000"

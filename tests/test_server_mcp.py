@@ -53,6 +53,10 @@ async def session(client: Client) -> dict:
         seen["bad"] = (bad.is_error, bad.content[0].text)
         unknown = await c.call_tool("delete_memory", {"memory_id": "nope"})
         seen["unknown"] = (unknown.is_error, unknown.content[0].text)
+        stray = await c.call_tool(
+            "manage_memory", {"operation": "create", "content": "Bob's", "namespace": "bob"}
+        )
+        seen["stray"] = (stray.is_error, stray.content[0].text)
         sample = await c.call_tool("sample_memory", {"k": 5, "strategy": "recent"})
         seen["sample"] = sample.content[0].text
     seen["ids"] = (ida, idb)
@@ -72,7 +76,10 @@ def check(seen: dict, db, ns: str) -> None:
     assert "Undid" in seen["undo"]
     assert "nurse" not in seen["after_delete"]
     assert seen["bad"][0] and "top_k" in seen["bad"][1]
-    assert seen["unknown"][0] and "does not exist" in seen["unknown"][1]
+    # the id and the namespace both quoted whole (the closing quote used to be stripped off the end)
+    assert seen["unknown"][0] and f"memory 'nope' does not exist in namespace '{ns}'." in seen["unknown"][1]
+    # an argument the tool does not take is refused (it used to be dropped: the write went to this namespace)
+    assert seen["stray"][0] and "'namespace': unknown argument" in seen["stray"][1]
     ida, idb = seen["ids"]
     with Memory(
         db, embedder=HashingEmbedder(128)
@@ -80,7 +87,9 @@ def check(seen: dict, db, ns: str) -> None:
         assert m.get(ida, namespace=ns).content == "Alice lives in Lisbon. She has a dog named Rex."
         assert m.get(idb, namespace=ns, include_deleted=True).deleted
         assert [e.actor for e in m.history(ida, namespace=ns)][0] == "mcp"
-        assert m.namespaces()[0]["name"] == ns
+        assert [n["name"] for n in m.namespaces()] == [ns]  # nothing reached "bob"
+        assert m.get(ida, namespace=ns).type.value == "semantic"  # REST's default type, not episodic
+        assert "Bob's" not in [i.content for i in m.list(namespace=ns)]
 
 
 async def test_stdio_transport(tmp_path) -> None:

@@ -130,3 +130,16 @@ def test_bounded_load(reward_server, capsys) -> None:
     with capsys.disabled():
         print(f"\n[load] reward: {rep.requests} requests of {len(batch['items'])} items from 8 clients: "
               f"{rep.rps:.0f} req/s", end="")  # fmt: skip
+
+
+def test_a_web_page_cannot_spend_the_judge(reward_server) -> None:
+    """The browser guard: a cross-origin or text/plain POST (what a page can send without asking) and a
+    rebound Host are refused before any route runs, so no judge call is made."""
+    url = reward_server
+    body = json.dumps({"items": [{"metric": "judge", "question": "q", "answer": "a", "prediction": "a"}]})
+    auth = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    cases = [({"origin": "http://127.0.0.1:1"}, 403), ({"host": "evil.example"}, 421),
+             ({"content-type": "text/plain"}, 415), ({"origin": url}, 200)]  # fmt: skip
+    for headers, status in cases:
+        r = httpx.post(url + "/v1/score", content=body, headers={**auth, **headers}, timeout=30)
+        assert r.status_code == status, (headers, r.text)

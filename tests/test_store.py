@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memrl.errors import NotFoundError, StoreError, ValidationError
+from memrl.errors import ConflictError, NotFoundError, StoreError, ValidationError
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory, Memory
 from memrl.memory.store import CORE_ID, NewItem
@@ -156,7 +156,7 @@ async def test_undo_refuses_when_a_batch_member_changed_later(amem: AsyncMemory)
     b = await amem.add("another fact")
     await amem.merge([a.id, b.id], "both facts")
     await amem.update(a.id, "both facts, edited")
-    with pytest.raises(StoreError, match="changed again later"):
+    with pytest.raises(ConflictError, match="changed again later"):
         await amem.undo(b.id)
     assert (await amem.get(a.id)).content == "both facts, edited"  # nothing half-undone
 

@@ -45,7 +45,7 @@ def test_round_trip_is_lossless_and_undo_still_works(mem: Memory) -> None:
     assert [line["kind"] for line in lines[:3]] == ["header", "namespace", "core"]
     text = [json.dumps(line) for line in lines]  # through real JSON text, as a file would carry it
     got = mem.import_lines(text, namespace="copy")
-    assert got == {"namespace": "copy", "items": 4, "history": 9, "core": 1}
+    assert got == {"namespace": "copy", "items": 4, "history": 9, "core": 1, "keys": 0, "lines": len(lines)}
     again = mem.export_lines(namespace="copy")
     assert _comparable(again) == _comparable(lines)
 
@@ -73,11 +73,11 @@ def test_import_refuses_existing_namespace_and_bad_lines_and_changes_nothing(mem
         mem.import_lines(lines)  # into "alice" itself
     bad = [json.dumps(x) for x in lines]
     bad[4] = bad[4][:-3]  # a truncated line
-    with pytest.raises(ValidationError, match="import line 5: not valid JSON"):
+    with pytest.raises(ValidationError, match="line 5: not valid JSON"):
         mem.import_lines(bad, namespace="copy")
     missing = [dict(x) for x in lines]
     del next(x for x in missing if x["kind"] == "item")["content"]
-    with pytest.raises(ValidationError, match=r"missing field\(s\) content"):
+    with pytest.raises(ValidationError, match=r"line \d+ \(item\) content: Field required"):
         mem.import_lines(missing, namespace="copy")
     with pytest.raises(ValidationError, match="header"):
         mem.import_lines(lines[1:], namespace="copy")

@@ -58,7 +58,7 @@ def sample():
     return load_dataset("sample")[0]
 
 
-def make_loop(name: str, server, tokenizer, **options):
+def make_loop(name: str, server, tokenizer, *, trainer: dict | None = None, **options):
     """Instantiate a registered loop exactly as verl's AgentLoopWorker does (hydra.utils.instantiate)."""
     import hydra
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -66,7 +66,7 @@ def make_loop(name: str, server, tokenizer, **options):
     import memrl.integrations.verl.plugin  # noqa: F401  (what the verl.plugins entry point imports)
 
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}},
-                            "data": {"apply_chat_template_kwargs": {}}})  # fmt: skip
+                            "data": {"apply_chat_template_kwargs": {}}, "trainer": trainer or {"use_v1": True}})  # fmt: skip
     return hydra.utils.instantiate(
         config={**_agent_loop_registry[name], **options}, trainer_config=DictConfigWrap(cfg),
         server_manager=server, tokenizer=tokenizer, processor=None, hf_model_type=None,
@@ -99,7 +99,8 @@ async def test_memagent_loop_one_output_per_call_and_the_episode_reward_on_the_l
     for o, call in zip(outputs, server.calls, strict=True):
         assert o.prompt_ids == call["prompt_ids"] and o.response_ids == call["out"].token_ids
         assert set(o.response_mask) == {1}
-    assert len({c["request_id"] for c in server.calls}) == 1  # sticky: one episode, one server
+    ids = [c["request_id"] for c in server.calls]  # each call starts a new conversation: its own id,
+    assert len(set(ids)) == len(ids) and len({i.rsplit("-", 1)[0] for i in ids}) == 1  # one episode prefix
     check_tokens(outputs, server)
     final = server.engine.tokenizer.decode(outputs[-1].response_ids, skip_special_tokens=True)
     golds = json.loads(row["reward_model"]["ground_truth"])
@@ -118,22 +119,14 @@ async def test_memupdate_loop_one_sequence_with_tool_tokens_masked_and_memupdate
     outputs = await loop.run(SAMPLING, **row_kwargs(row))
     assert all("ebnf" in c["params"] for c in server.calls)  # memrl's tool grammar went to the server
     check_tokens(outputs, server)
-    # a turn continues the previous sequence when the previous call was read back as the model wrote it
-    # (a complete JSON call); a call cut off by max_tokens is shown differently, so a new sequence starts
-    tok = server.engine.tokenizer
-    complete = []
-    for c in server.calls[:-1]:
-        try:
-            complete.append(
-                isinstance(json.loads(tok.decode(c["out"].token_ids, skip_special_tokens=True)), dict)
-            )
-        except json.JSONDecodeError:
-            complete.append(False)
-    assert len(outputs) == 1 + complete.count(False)
-    for o in outputs:
-        if 0 in o.response_mask:  # the tool result sits between two model turns, masked
-            context = [t for t, m in zip(o.response_ids, o.response_mask, strict=True) if m == 0]
-            assert "tool" in tok.decode(context)
+    # every turn is shown back to the model as the text it wrote (a call cut off by max_tokens too), so
+    # each turn continues the previous one: the whole episode is one sequence
+    assert len(outputs) == 1 and len(server.calls) > 1
+    # one request id per conversation: a continued turn keeps its sequence's id (verl's sticky routing)
+    assert len({c["request_id"] for c in server.calls}) == len(outputs)
+    (o,) = outputs  # the tool results sit between the model's turns, masked
+    context = [t for t, m in zip(o.response_ids, o.response_mask, strict=True) if m == 0]
+    assert "tool" in server.engine.tokenizer.decode(context)
     info = outputs[-1].extra_fields["reward_extra_info"]
     assert outputs[-1].reward_score == pytest.approx((info["p_new"] - info["p_old"]) * info["efficiency"])
 
@@ -146,7 +139,7 @@ def build_row(sample):  # rows are written outside any event loop, as memrl data
 async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny, build_row):
     server = FakeServerManager(LocalEngine(tiny))
     loop = make_loop("membuilder", server, server.engine.tokenizer, embedder="hashing", constraints="sglang",
-                     max_operations=1, max_item_chars=20)  # fmt: skip
+                     max_operations=1, max_item_chars=20, answer_tokens=7)  # fmt: skip
     row = build_row
     assert RowTask.from_kwargs(row).memory_lines()  # session 2 starts from the expert's memory of session 1
     outputs = await loop.run(SAMPLING, **row_kwargs(row))
@@ -158,6 +151,31 @@ async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny,
     info = outputs[0].extra_fields["reward_extra_info"]
     assert 0.0 <= outputs[0].reward_score <= 1.0 and info["score"] == outputs[0].reward_score
     assert outputs[0].extra_fields["advantage_weight"] in (1.0, 4.0)
+    # the scoring questions are answered greedily within answer_tokens, whatever the rollout temperature;
+    # the agents' own calls sample at verl's temperature
+    answers = [c for c in server.calls if c["params"]["max_tokens"] == 7]
+    assert answers and all(c["params"]["temperature"] == 0.0 for c in answers)
+    assert all(c["params"]["temperature"] == 1.0 for c in server.calls if c not in answers)
+    # ADRPO's length penalty compares with the expert's reply for this session, written into the row
+    expert = json.loads(row["extra_info"]["expert_chars"])["episodic"]
+    assert expert > 0 and info["expert_length"] == expert
+
+
+async def test_tool_episodes_in_a_database_file_delete_their_clone_when_dropped(tmp_path):
+    from memrl.integrations.verl.tools import EpisodeStores
+    from memrl.memory.facade import AsyncMemory
+
+    db = str(tmp_path / "memory.db")
+    seed = AsyncMemory(db, embedder="hashing")
+    await seed.add("Lena has a dog named Biscuit", namespace="initial")
+    episodes = EpisodeStores(max_episodes=1)
+    first = await episodes.get("episode-aaaaaaaa", {"db": db, "namespace": "initial"}, "hashing")
+    names = {n["name"] for n in await seed.namespaces()}
+    assert first.namespace in names
+    await episodes.get("episode-bbbbbbbb", {"db": db, "namespace": "initial"}, "hashing")  # evicts the first
+    names = {n["name"] for n in await seed.namespaces()}
+    assert first.namespace not in names and "initial" in names  # the clone is gone, the original kept
+    await seed.close()
 
 
 async def test_memrl_tools_load_from_the_yaml_through_verls_registry(tmp_path, sample):
@@ -166,7 +184,7 @@ async def test_memrl_tools_load_from_the_yaml_through_verls_registry(tmp_path, s
     from memrl.tools.memupdate import MEMUPDATE_TOOLS
 
     text = (
-        (ROOT / "configs/verl/memupdate_tools.yaml")
+        (ROOT / "memrl/resources/verl/memupdate_tools.yaml")
         .read_text()
         .replace("embedder: minilm", "embedder: hashing")
     )
@@ -223,7 +241,7 @@ def test_configs_compose_with_hydra_on_verls_ppo_trainer():
     assert cfg.trainer.use_v1 and cfg.actor_rollout_ref.rollout.n == 16
     assert cfg.reward.custom_reward_function.path == "pkg://memrl.integrations.verl.reward"
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size  # verl's own defaults are there
-    assert update.actor_rollout_ref.rollout.multi_turn.tool_config_path == "configs/verl/memupdate_tools.yaml"
+    assert update.actor_rollout_ref.rollout.agent.default_agent_loop == "memupdate"
     loops = OmegaConf.load(ROOT / cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert {entry.name for entry in loops} == {"memagent", "memupdate", "membuilder"}
 
@@ -301,6 +319,39 @@ def test_the_plugin_is_found_through_the_verl_plugins_entry_point():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stdout.strip().splitlines()[-1] == "['memagent', 'membuilder', 'memupdate']"
+
+
+def test_loops_refuse_verls_legacy_trainer_and_share_one_embedder_per_process(tiny):
+    from hydra.errors import InstantiationException
+
+    tok = FakeServerManager(LocalEngine(tiny)).engine.tokenizer
+    with pytest.raises(
+        InstantiationException, match="trainer.use_v1=true"
+    ):  # Hydra wraps memrl's ConfigError
+        make_loop("memupdate", None, tok, trainer={"use_v1": False})
+    a, b = (make_loop("memupdate", None, tok, embedder="hashing:16") for _ in range(2))  # two samples
+    assert a.memory().embedder is b.memory().embedder  # built once, not per episode
+
+
+def test_reward_server_override_needs_no_plus():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(version_base=None, config_dir=str(ROOT / "configs/verl")):
+        cfg = compose(config_name="memagent",
+                      overrides=["reward.custom_reward_function.reward_kwargs.reward_server=http://h:8765"])  # fmt: skip
+    assert cfg.reward.custom_reward_function.reward_kwargs.reward_server == "http://h:8765"
+
+
+def test_smoke_summary_reads_verls_own_console_log_lines():
+    from verl.utils.logger.aggregate_logger import concat_dict_to_str
+
+    from memrl.integrations.verl.smoke import reward_means, summary
+
+    lines = ["starting", concat_dict_to_str({"critic/score/mean": 0.25, "critic/score/max": 1.0}, step=1),
+             concat_dict_to_str({"actor/pg_loss": 0.1, "critic/score/mean": 0.75}, step=2)]  # fmt: skip
+    assert reward_means(lines) == {1: 0.25, 2: 0.75}
+    assert summary("read", reward_means(lines)).startswith("read: mean reward 0.500 over 2 steps")
+    assert "no reward lines" in summary("update", {})
 
 
 def test_sequences_join_continued_calls_and_mask_what_the_model_did_not_write():

@@ -163,6 +163,7 @@ async def score_session(
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
     context_chars: int | None = CONTEXT_CHARS,
+    answer_tokens: int = 48,
 ) -> SessionScore:
     """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
 
@@ -179,13 +180,14 @@ async def score_session(
     ``expert_chars`` maps a memory type to the memory text (characters) the expert wrote for this session
     (its trajectory's ``written_chars``: :func:`expert_lengths`); without it the episodic/semantic/procedural
     agents get no length penalty (``length_penalty`` 0 and ``expert_length`` missing in the metrics).
+    ``answer_tokens`` caps each answer (one line is scored).
     Sets each trajectory's ``reward`` (``None`` on failure), ``metrics`` and ``info["advantage_weight"]``.
     """
     cfg = config or ADRPOConfig()
     score = SessionScore(result.session)
     answers = await asyncio.gather(
         *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k,
-                             context_chars=context_chars) for q in questions)
+                             context_chars=context_chars, max_tokens=answer_tokens) for q in questions)
     )  # fmt: skip
     retrieved_types: list[list[str]] = []
     for q, a in zip(questions, answers, strict=True):

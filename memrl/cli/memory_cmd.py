@@ -260,12 +260,25 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from memrl.memory.transfer import ImportRefused
+
     try:
-        with open(args.file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        f = open(args.file, encoding="utf-8")  # noqa: SIM115 (closed below; read line by line, not whole)
     except OSError as e:
         raise ValidationError(f"cannot read {args.file}: {e.strerror}") from None
-    with _open(args) as m:
-        got = m.import_lines(lines, namespace=args.into, overwrite=args.overwrite)
+    with f, _open(args) as m:
+        try:
+            got = m.import_lines(f, namespace=args.into, overwrite=args.overwrite)
+        except ImportRefused as e:  # the whole report, one bad line per row
+            for x in e.lines[1:]:
+                print(
+                    f"{args.file}:{x['line']}: ({x['kind'] or 'line'}) {x['field']}: {x['message']}",
+                    file=sys.stderr,
+                )
+            raise
+        except UnicodeDecodeError as e:
+            raise ValidationError(
+                f"{args.file} is not UTF-8 text ({e.reason}); nothing was imported"
+            ) from None
     text = f"imported {got['items']} items and {got['history']} history entries into {got['namespace']}"
     return _emit(args, got, text)

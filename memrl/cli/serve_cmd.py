@@ -27,7 +27,12 @@ def _auth(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", action="append", default=[], metavar="NAME=SECRET:NS,..",
                    help="a bearer token and the namespaces it may touch (repeatable; :* = all)")  # fmt: skip
     p.add_argument("--tokens-file", help='JSON: {"name": {"token": "...", "namespaces": ["alice"]}}')
+    p.add_argument("--allowed-origin", action="append", default=[], metavar="SCHEME://HOST[:PORT]",
+                   help="another web origin allowed to send state-changing requests, and its host name "
+                   "(repeatable; by default only the server's own origin, on --host or a loopback name)")  # fmt: skip
     p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="larger request bodies get 413")
+    p.add_argument("--max-import-bytes", type=int, default=1 << 30,
+                   help="largest import body (JSONL, validated as it streams and spooled to disk)")  # fmt: skip
     p.add_argument(
         "--max-concurrency", type=int, default=32, help="requests handled at once; others wait, then 503"
     )
@@ -105,12 +110,25 @@ def _tokens(args: argparse.Namespace):  # -> Tokens
     return tokens
 
 
+def _policy(args: argparse.Namespace):  # -> Policy
+    from memrl.server.guard import Policy
+
+    try:
+        return Policy.for_server(args.host, args.allowed_origin)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _limits(args: argparse.Namespace):  # -> Limits
     from memrl.server.http import Limits
 
     if args.max_body_bytes < 1 or args.max_concurrency < 1:
         raise ConfigError("--max-body-bytes and --max-concurrency must be at least 1")
-    return Limits(max_body_bytes=args.max_body_bytes, max_concurrency=args.max_concurrency)
+    return Limits(
+        max_body_bytes=args.max_body_bytes,
+        max_concurrency=args.max_concurrency,
+        max_import_bytes=getattr(args, "max_import_bytes", 1 << 30),
+    )
 
 
 def _need(extra: str, module: str) -> None:
@@ -156,8 +174,9 @@ def _serve_memory(args: argparse.Namespace) -> int:
 
     tokens, limits = _tokens(args), _limits(args)
     app = create_app(
-        AsyncMemory(args.db, embedder=args.embedder), tokens, limits, runs=args.runs, ui=not args.no_ui
-    )
+        AsyncMemory(args.db, embedder=args.embedder), tokens, limits, runs=args.runs, ui=not args.no_ui,
+        policy=_policy(args),
+    )  # fmt: skip
     return _run(app, args.host, args.port, f"the memory API for {args.db}")
 
 
@@ -173,7 +192,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         return 0
     tokens, limits = _tokens(args), _limits(args)
     return _run(
-        http_app(server, tokens, args.namespace, limits),
+        http_app(server, tokens, args.namespace, limits, policy=_policy(args)),
         args.host,
         args.port,
         f"MCP ({args.namespace}) on /mcp",
@@ -190,7 +209,9 @@ def _serve_reward(args: argparse.Namespace) -> int:
 
         kw = {"base_url": args.judge_base_url} if args.judge_base_url else {}
         judge = create_llm(args.judge_provider, args.judge_model, **kw)
-    app = create_reward_app(_tokens(args), _limits(args), judge=judge, max_batch=args.max_batch)
+    app = create_reward_app(
+        _tokens(args), _limits(args), judge=judge, max_batch=args.max_batch, policy=_policy(args)
+    )
     return _run(app, args.host, args.port, "the reward server")
 
 

@@ -23,8 +23,8 @@ recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :
 :class:`RawConfig` and :class:`~memrl.memory.search.SearchOptions`) are the best settings of the ablation study
 (:func:`ablation_steps`): neighbour context as a BM25 view, pooled dense vectors, speaker/time/date priors,
 convex fusion. Knobs were tuned on conversations 0-4; the ablation also reports conversations 5-9 apart.
-All conversations are built before any question is searched, because FTS5's BM25 statistics are global
-to the store: every question then sees the same index. Before building, every text to embed (all turns,
+All conversations are built before any question is searched (BM25 statistics are per namespace, so the
+order no longer matters for scores; building first keeps build and search times apart). Before building, every text to embed (all turns,
 then all questions) is embedded up front, longest first, in blocks (:func:`prefetch_embeddings`): one
 pass with little padding instead of one call per conversation.
 """
@@ -147,8 +147,7 @@ async def aevaluate(
     rows: list[dict[str, Any]] = []
     totals = {"embed_turns_s": 0.0, "embed_questions_s": 0.0, "build_time_s": 0.0, "search_time_s": 0.0,
               "turns": 0, "items": 0}  # fmt: skip
-    # Build every conversation first: FTS5's BM25 statistics are global to the store, so every question
-    # should see the same index (all conversations), whatever the order.
+    # Build every conversation first, then search (build and search times apart).
     try:
         embed_turns, embed_questions = await prefetch_embeddings(
             memory, conversations, config, progress=progress

@@ -10,8 +10,11 @@
   JSON text the model itself emits (:mod:`memrl.llm.grammar`);
 * **constraint**: the request's constraint record (:func:`memrl.llm.base.constraint_of`) goes to the
   engine, which enforces it (or says it did not);
-* **parsing**: with tools, a reply that is a JSON call becomes a ``ToolCall`` (malformed ones carry
-  ``error``), with a deterministic id (a hash of prompt and completion), so cached replays match;
+* **parsing**: with tools, the calls in a reply (Hermes/Qwen ``<tool_call>`` blocks, several per turn,
+  Llama 3 JSON, plain JSON: :mod:`memrl.llm.toolcalls`) become ``ToolCall`` objects (malformed ones carry
+  ``error``), with deterministic ids (a hash of prompt and completion), so cached replays match; an
+  assistant turn with calls is shown back to the model as the text it wrote (when this LLM produced it),
+  else in the template's own format (templates that render ``tools``) or as memrl's JSON;
 * **continuation**: when a conversation continues one this LLM answered (its messages start with an
   earlier request's messages plus that reply), the new prompt is the earlier prompt ids + the sampled
   completion ids + the tokens of what was appended (tool results, the next user turn), as long as the
@@ -27,6 +30,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -35,14 +39,25 @@ from typing import Any
 
 from memrl.errors import ValidationError
 from memrl.llm.base import LLM, ChatRequest, ChatResponse, Message, Usage
-from memrl.llm.grammar import parse_tool_call, render_tool_call, tool_instructions
+from memrl.llm.grammar import render_tool_call, tool_instructions
 from memrl.llm.tokens import TokenEngine, TokenRequest, TokenResult
+from memrl.llm.toolcalls import parse_tool_calls
 
 
 def _text(content: Any) -> str:
     if isinstance(content, list):  # OpenAI multi-part content: keep the text parts
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
+
+
+def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool call with its arguments as an object (templates render them with ``tojson``)."""
+    fn = call.get("function", call)
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        with contextlib.suppress(json.JSONDecodeError):  # else shown as the string the model wrote
+            args = json.loads(args) if args.strip() else {}
+    return {"id": call.get("id"), "type": "function", "function": {"name": fn["name"], "arguments": args}}
 
 
 def _key(messages: list[Message], tools: list[dict[str, Any]] | None, tool_choice: str) -> str:
@@ -73,6 +88,7 @@ class TemplatedLLM(LLM):
         self._turns: OrderedDict[str, tuple[str, list[int], list[int]]] = OrderedDict()
         self._turns_max = remembered_turns
         self._turns_lock = threading.Lock()
+        self._written: OrderedDict[str, str] = OrderedDict()  # call id -> the reply text that holds it
 
     @property
     def tokenizer(self) -> Any:
@@ -87,16 +103,11 @@ class TemplatedLLM(LLM):
                tool_choice: str = "auto", *, generation_prompt: bool = True) -> str:  # fmt: skip
         """The chat-templated text of ``messages`` (ending with the assistant header by default)."""
         tok = self.tokenizer
-        msgs = []
-        for m in messages:
-            content = _text(m.get("content"))
-            calls = [render_tool_call(c.get("function", c)["name"], c.get("function", c).get("arguments"))
-                     for c in m.get("tool_calls") or []]  # fmt: skip
-            content = "\n".join(([content] if content else []) + calls)
-            msgs.append({"role": m["role"], "content": content})
+        native = "tools" in str(tok.chat_template or "")  # the template renders tools and calls itself
+        msgs = [self._message(m, native) for m in messages]
         template_tools = None
         if tools and tool_choice != "none":
-            if "tools" in str(tok.chat_template or ""):
+            if native:
                 template_tools = tools
             else:
                 block = tool_instructions(tools, tool_choice)
@@ -108,6 +119,24 @@ class TemplatedLLM(LLM):
             msgs, tools=template_tools, add_generation_prompt=generation_prompt, tokenize=False,
             **self.chat_template_kwargs,
         )  # fmt: skip
+
+    def _message(self, m: Message, native: bool) -> dict[str, Any]:
+        """A message as the template gets it. An assistant turn with calls is the exact text the model
+        wrote when this LLM produced it (so a continued conversation is conditioned on the sampled
+        tokens), else the calls in the template's own format (``native``) or memrl's JSON."""
+        content = _text(m.get("content"))
+        calls = m.get("tool_calls") or []
+        if not calls:
+            return {"role": m["role"], "content": content}
+        with self._turns_lock:
+            written = {self._written.get(str(c.get("id"))) for c in calls}
+        if len(written) == 1 and None not in written:
+            return {"role": m["role"], "content": written.pop()}
+        if native:
+            return {"role": m["role"], "content": content, "tool_calls": [_native_call(c) for c in calls]}
+        rendered = [render_tool_call(c.get("function", c)["name"], c.get("function", c).get("arguments"))
+                    for c in calls]  # fmt: skip
+        return {"role": m["role"], "content": "\n".join(([content] if content else []) + rendered)}
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -161,10 +190,16 @@ class TemplatedLLM(LLM):
         calls, raw = [], {"text": text}
         if request.tools and request.tool_choice != "none":
             digest = hashlib.sha256(json.dumps([prompt_ids, result.completion_ids]).encode()).hexdigest()
-            call = parse_tool_call(text, request.tools, call_id=f"call_{digest[:16]}")
-            if call is not None:
-                text, calls = "", [call]
-                finish = "tool_calls" if finish == "stop" else finish
+            parsed = parse_tool_calls(text, request.tools, call_id=f"call_{digest[:16]}")
+            if parsed is not None:
+                with self._turns_lock:
+                    for call in parsed[1]:
+                        self._written[call.id] = text
+                        self._written.move_to_end(call.id)
+                    while len(self._written) > self._turns_max:
+                        self._written.popitem(last=False)
+                text, calls = parsed
+                finish = "tool_calls" if finish == "stop" and calls else finish
         return ChatResponse(
             text=text,
             tool_calls=calls,

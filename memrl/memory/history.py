@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from memrl.errors import NotFoundError, StoreError
+from memrl.errors import ConflictError, NotFoundError
 from memrl.memory.types import HistoryEntry, MemoryItem
 
 #: History id under which a namespace's core memory block is versioned.
@@ -88,7 +88,7 @@ class HistoryMixin:
                     (ns, e.memory_id, e.seq, row[8] or ""),
                 ).fetchone()[0]
                 if later:
-                    raise StoreError(
+                    raise ConflictError(
                         f"cannot undo change {e.seq} of {e.memory_id!r}: it was changed again later; "
                         "undo the later changes first"
                     )

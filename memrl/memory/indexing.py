@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from memrl.errors import ValidationError
+from memrl.memory.schemas import Filters, check
 
 
 class Change(NamedTuple):
@@ -23,6 +23,7 @@ class Change(NamedTuple):
     vector_key: str  # embedding-cache key: metadata vector_key, else the content hash
     seq: int
     content: str
+    live: bool = True  # not deleted (lexical search indexes every live row, lexical-only ones too)
 
 
 class IndexSupportMixin:
@@ -38,7 +39,7 @@ class IndexSupportMixin:
         return [
             Change(*r)
             for r in self.read(
-                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content FROM memories "
+                f"SELECT rid, type, {self._DENSE}, {self._VECTOR_KEY}, seq, content, deleted = 0 FROM memories "
                 "WHERE namespace = ? AND seq > ? ORDER BY seq",
                 (ns, seq),
             )
@@ -68,24 +69,33 @@ class IndexSupportMixin:
 
     @staticmethod
     def metadata_where(filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
+        """SQL (``AND ...``) keeping the rows whose metadata matches every ``key: value`` of ``filters``: a
+        list value means any of its values, ``None`` a JSON null. Keys are matched as they are (any
+        character, quotes included: no JSON path is built from them). Filters are validated by
+        :data:`memrl.memory.schemas.Filters` (422 naming the key when malformed)."""
         if not filters:
             return "", []
-        if not isinstance(filters, dict):
-            raise ValidationError("filters must be a dict of metadata key -> value (or list of values)")
+        filters = check("filters", filters, Filters)
         sql, params = [], []
         for key, value in filters.items():
-            col = f"json_extract({alias}.metadata, ?)"
-            kparams = ['$."' + str(key).replace('"', '""') + '"']
-            if isinstance(value, (list, tuple, set)):
-                vals = list(value)
-                if not vals:
-                    sql.append("0")
-                    continue
-                sql.append(f"{col} IN ({','.join('?' * len(vals))})")
-                params += kparams + vals
-            else:
-                sql.append(f"{col} = ?")
-                params += [*kparams, value]
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                sql.append("0")
+                continue
+            conds, vparams = [], []
+            for v in values:
+                if v is None:
+                    conds.append("j.type = 'null'")
+                elif isinstance(v, bool):  # JSON true/false, not the numbers 1/0
+                    conds.append("j.type = ?")
+                    vparams.append("true" if v else "false")
+                else:
+                    conds.append("(j.type IN ('integer', 'real', 'text') AND j.value = ?)")
+                    vparams.append(v)
+            sql.append(
+                f"EXISTS (SELECT 1 FROM json_each({alias}.metadata) j WHERE j.key = ? AND ({' OR '.join(conds)}))"
+            )
+            params += [key, *vparams]
         return "".join(f" AND {s}" for s in sql), params
 
     # ------------------------------------------------------------------ embedding cache

@@ -2,8 +2,9 @@
 
 A builder (or any caller) may attach *keys* to a stored item: words a reader would search it by that its
 text does not contain (the people, places, topics and dates it is about, synonyms, a resolved date).
-Keys live in their own table with their own FTS5 index (Porter stemming, like the items'), so they are a
-second lexical view of the item: search runs BM25 over them as a separate list, fused with weight
+Keys live in their own table; search indexes them per namespace (:mod:`memrl.memory.lexical`, Porter
+stemming like the items'), so they are a second lexical view of the item: search runs BM25 over them as a
+separate list, fused with weight
 :class:`~memrl.memory.search.SearchOptions` ``keys`` (0, the default, leaves search as it was and reads
 nothing). The item's content, history and vector are untouched. Keys describe one text: editing an
 item's content drops its keys; hard deletes drop them too (cascade), soft-deleted items leave search
@@ -79,6 +80,21 @@ class KeysMixin:
             rows = self.read(sql + f" AND m.id IN ({','.join('?' * len(chunk))})", [ns, *chunk])
             out.update({r[0]: r[1] for r in rows})
         return out
+
+    def keys_rows(self, ns: str) -> list[tuple[int, str]]:
+        """(rid, keys text) of every keyed item of ``ns`` (deleted ones too: search filters by liveness)."""
+        return [
+            (r[0], r[1])
+            for r in self.read(
+                "SELECT k.rid, k.keys FROM memory_keys k JOIN memories m ON m.rid = k.rid WHERE m.namespace = ?",
+                [ns],
+            )
+        ]
+
+    def keys_state(self, ns: str) -> tuple[int, int]:
+        """(generation, keys version) of ``ns``: the version grows with every change of its keys."""
+        rows = self.read("SELECT generation, keys_version FROM namespaces WHERE name = ?", [ns])
+        return (rows[0][0], rows[0][1]) if rows else (-1, 0)
 
     def keyed_ids(self, ns: str) -> set[str]:
         """Ids of the items of ``ns`` that have keys."""

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memrl.errors import NotFoundError, ValidationError
+from memrl.errors import ConflictError, NotFoundError, ValidationError
 from memrl.memory.history import CORE_ID
 from memrl.memory.keys import copy_keys_sql
 
@@ -55,7 +55,7 @@ class NamespaceMixin:
                 raise NotFoundError(f"namespace {src!r} does not exist")
             if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (dst,)).fetchone():
                 if not overwrite:
-                    raise ValidationError(
+                    raise ConflictError(
                         f"namespace {dst!r} already exists (pass overwrite=True to replace it)"
                     )
                 self._drop(dst)

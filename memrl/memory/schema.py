@@ -1,9 +1,8 @@
 """The SQLite schema of the embedded store, its numbered migrations, and opening a database safely.
 
-One file (or ``:memory:``) holds everything: memory items, their full-text index (FTS5, Porter stemming),
-the change history, core memory blocks, namespaces, the embedding cache and retrieval keys
-(:mod:`memrl.memory.keys`). The file runs in WAL mode so
-readers never block the writer; writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
+One file (or ``:memory:``) holds everything: memory items, the change history, core memory blocks,
+namespaces, the embedding cache and retrieval keys (:mod:`memrl.memory.keys`). Full-text search is not
+here: BM25 runs per namespace in :mod:`memrl.memory.lexical`. The file runs in WAL mode so readers never block the writer; writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout`` for each other, so two processes can write the same file.
 """
 
@@ -12,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memrl.errors import StoreError
+from memrl.errors import BusyError, StoreError
 
 #: Each entry upgrades the schema by one version (``PRAGMA user_version``). Never edit a released entry:
 #: append a new one.
@@ -119,6 +118,32 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM memory_keys WHERE rid = new.rid;
     END;
     """,
+    # 3: BM25 per namespace (memrl.memory.lexical). The FTS5 indexes kept one set of statistics for every
+    # namespace (one tenant's writes moved another's scores); search now indexes each namespace apart, in
+    # memory. Retrieval keys carry a per-namespace version so those indexes know when to rebuild.
+    """
+    DROP TRIGGER memories_ai;
+    DROP TRIGGER memories_ad;
+    DROP TRIGGER memories_au;
+    DROP TABLE memories_fts;
+    DROP TRIGGER memory_keys_ai;
+    DROP TRIGGER memory_keys_ad;
+    DROP TRIGGER memory_keys_au;
+    DROP TABLE memory_keys_fts;
+    ALTER TABLE namespaces ADD COLUMN keys_version INTEGER NOT NULL DEFAULT 0;
+    CREATE TRIGGER memory_keys_ai AFTER INSERT ON memory_keys BEGIN
+        UPDATE namespaces SET keys_version = keys_version + 1
+            WHERE name = (SELECT namespace FROM memories WHERE rid = new.rid);
+    END;
+    CREATE TRIGGER memory_keys_ad AFTER DELETE ON memory_keys BEGIN
+        UPDATE namespaces SET keys_version = keys_version + 1
+            WHERE name = (SELECT namespace FROM memories WHERE rid = old.rid);
+    END;
+    CREATE TRIGGER memory_keys_au AFTER UPDATE ON memory_keys BEGIN
+        UPDATE namespaces SET keys_version = keys_version + 1
+            WHERE name = (SELECT namespace FROM memories WHERE rid = new.rid);
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -196,7 +221,7 @@ def store_error(e: sqlite3.Error, name: str) -> StoreError:
     """Translate a :mod:`sqlite3` error into a :class:`StoreError` that names the database file."""
     msg = str(e)
     if "locked" in msg or "busy" in msg:
-        return StoreError(
+        return BusyError(
             f"{name} is locked by another writer ({msg}); it stayed locked longer than the busy timeout. "
             "Retry, or raise busy_timeout"
         )

@@ -1,7 +1,8 @@
-"""Hybrid search over the store: exact dense search + BM25 (SQLite FTS5), fused, with query priors.
+"""Hybrid search over the store: exact dense search + BM25 per namespace, fused, with query priors.
 
 Dense search is exact brute force over per-namespace matrices kept in step with the database
-(:mod:`memrl.memory.dense`); BM25 runs in SQLite's FTS5 (Porter stemming); the two ranked lists are fused
+(:mod:`memrl.memory.dense`); BM25 runs over per-namespace inverted indexes with the namespace's own
+statistics (:mod:`memrl.memory.lexical`, FTS5's formula and Porter stemming); the two ranked lists are fused
 (:mod:`memrl.memory.fusion`: reciprocal rank fusion, or a convex combination of min-max normalised
 scores), then query priors may be added (:mod:`memrl.memory.query`: the speaker a question names, the
 month it mentions, whether it asks *when*). :class:`SearchOptions` lists every feature; the defaults are
@@ -11,6 +12,7 @@ the settings measured best on LoCoMo by ``memrl eval retrieval --ablation`` (REA
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from memrl.memory.dense import TYPE_CODE, DenseIndexes
 from memrl.memory.embedder import Embedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
+from memrl.memory.lexical import LexicalIndexes, bm25_top
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.rerank import Rescorer
 from memrl.memory.store import SQLiteStore
@@ -202,55 +205,49 @@ PLAIN: dict[str, Any] = {
 
 
 class SearchIndex(DenseIndexes):
-    """Hybrid search over a :class:`SQLiteStore`: the dense indexes (:class:`DenseIndexes`), BM25 (FTS5),
-    fusion and query priors."""
+    """Hybrid search over a :class:`SQLiteStore`: the dense indexes (:class:`DenseIndexes`), BM25 per
+    namespace (:class:`~memrl.memory.lexical.LexicalIndexes`), fusion and query priors."""
 
     def __init__(self, store: SQLiteStore, embedder: Embedder, *, backend: str = "numpy") -> None:
         super().__init__(store, embedder, backend=backend)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
+        self.lexical = LexicalIndexes(store, TYPE_CODE)
         self.rescorer = Rescorer(self)
 
     def forget(self, ns: str) -> None:
         super().forget(ns)
         self._fact_cache.pop(ns, None)
         self.terms.forget(ns)
+        self.lexical.forget(ns)
         self.rescorer.forget(ns)
 
     # ------------------------------------------------------------------ retrievers
-    def bm25(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
-        """(rid, bm25 score) best first; FTS5's bm25() is lower-is-better, we return its negation."""
-        return self._fts(ns, query, k, opts, "memories_fts")
+    def bm25(
+        self, ns: str, query: str, k: int, opts: SearchOptions, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """(rid, BM25 score) best first, higher is better, with the namespace's own statistics
+        (:mod:`memrl.memory.lexical`), restricted to ``opts.types`` and ``allowed`` rids (``opts.filters``
+        when not given)."""
+        return bm25_top(self.lexical.content(ns), query, k, **self._restrict(ns, opts, allowed))
 
-    def bm25_keys(self, ns: str, query: str, k: int, opts: SearchOptions) -> list[tuple[int, float]]:
-        """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`)."""
-        return self._fts(ns, query, k, opts, "memory_keys_fts")
+    def bm25_keys(
+        self, ns: str, query: str, k: int, opts: SearchOptions, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """(rid, BM25 score over the item's retrieval keys) best first (:mod:`memrl.memory.keys`): the keys of
+        live items of ``ns`` passing the same restrictions as :meth:`bm25`, with the namespace's keys
+        statistics."""
+        content = self.lexical.content(ns)
+        r = self._restrict(ns, opts, allowed)
+        codes = r.pop("type_codes")
+        live = functools.partial(content.live_mask, type_codes=codes)
+        return bm25_top(self.lexical.keys(ns), query, k, only=live, **r)
 
-    def _fts(self, ns: str, query: str, k: int, opts: SearchOptions, table: str) -> list[tuple[int, float]]:
-        """The ``k`` best live items of ``ns`` by BM25 over the FTS5 index ``table`` (its rowid is the item's
-        rid), negated so higher is better, with ``opts``' type and metadata filters."""
-        match = fts_query(query)
-        if not match or k <= 0:
-            return []
-        where, params = self._where(opts)
-        # ORDER BY the FTS5 ``rank`` column (bm25 by default) lets FTS5 sort inside the virtual table, so the
-        # join stops after k rows that pass the filters (no temp B-tree over every match).
-        rows = self.store.read(
-            f"SELECT m.rid, {table}.rank FROM {table} JOIN memories m ON m.rid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND m.namespace = ? AND m.deleted = 0{where} "
-            f"ORDER BY {table}.rank LIMIT ?",
-            [match, ns, *params, k],
-        )
-        return [(r[0], -r[1]) for r in rows]
-
-    def _where(self, opts: SearchOptions) -> tuple[str, list[Any]]:
-        """SQL restricting the joined item (alias ``m``) to ``opts.types`` and ``opts.filters``."""
-        where, params = "", []
-        if opts.types:
-            where += f" AND m.type IN ({','.join('?' * len(opts.types))})"
-            params += [t.value for t in opts.types]
-        mw, mp = self.store.metadata_where(opts.filters)
-        return where + mw, params + mp
+    def _restrict(self, ns: str, opts: SearchOptions, allowed: np.ndarray | None) -> dict[str, Any]:
+        if allowed is None and opts.filters:
+            allowed = np.asarray(self.store.allowed_rids(ns, opts.filters), dtype=np.int64)
+        codes = [TYPE_CODE[t.value] for t in opts.types] if opts.types else None
+        return {"type_codes": codes, "allowed": allowed}
 
     def _facts(self, ns: str, opts: SearchOptions) -> _Facts:
         """What search knows of each live item of ``ns`` besides its text (unit, speaker, session, date,
@@ -284,7 +281,13 @@ class SearchIndex(DenseIndexes):
         return cache
 
     def _feedback(
-        self, ns: str, query: str, ranked: list[tuple[int, float]], fetch: int, opts: SearchOptions
+        self,
+        ns: str,
+        query: str,
+        ranked: list[tuple[int, float]],
+        fetch: int,
+        opts: SearchOptions,
+        allowed: np.ndarray | None,
     ) -> list[tuple[int, float]]:
         """BM25 list re-scored with pseudo-relevance feedback (see :class:`SearchOptions` ``prf_docs``)."""
         top = [r for r, _ in ranked[: opts.prf_docs]]
@@ -298,7 +301,7 @@ class SearchIndex(DenseIndexes):
         terms = [w for w, n in sorted(df.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2][: opts.prf_terms]
         if not terms:
             return ranked
-        expanded = self.bm25(ns, query + " " + " ".join(terms), fetch, opts)
+        expanded = self.bm25(ns, query + " " + " ".join(terms), fetch, opts, allowed)
         fused = convex([dict(ranked), dict(expanded)], (1.0, opts.prf_weight))
         return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:fetch]
 
@@ -367,11 +370,11 @@ class SearchIndex(DenseIndexes):
                     who = re.escape(next(iter(named)))
                     stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", q.bm25_query, flags=re.IGNORECASE)
                     q.bm25_query = stripped if fts_query(stripped) else q.bm25_query
-            q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts)
+            q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts, allowed)
             if opts.prf_docs > 0 and q.bm25_list:
-                q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts)
+                q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts, allowed)
             if opts.keys > 0:
-                q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts)
+                q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts, allowed)
         # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
         q.keys_c = q.collapsed(q.keys_list, depth)

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memrl.errors import NotFoundError, ValidationError
+from memrl.errors import ConflictError, NotFoundError, ValidationError
 from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
 from memrl.memory.keys import KeysMixin
 from memrl.memory.namespaces import NamespaceMixin
 from memrl.memory.schema import connect, store_error
+from memrl.memory.schemas import MAX_OFFSET
 from memrl.memory.types import MemoryItem, MemoryType
 from memrl.memory.validation import CONTENT_DERIVED_KEYS, ValidationMixin, content_hash, new_id, strip_derived
 
@@ -160,12 +161,12 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 raise ValidationError(f"expected NewItem or str, got {type(it).__name__}")
             prepared.append(
                 (
-                    it.id or None,  # None: a deterministic id is chosen on insert (new_id)
+                    None if it.id is None else self.check_id(it.id),  # None: chosen on insert (new_id)
                     self.check_type(it.type),
                     self.check_content(it.content),
                     self._check_metadata(it.metadata),
-                    tuple(str(e) for e in it.evidence or ()),
-                    it.session,
+                    self.check_evidence(it.evidence or ()),
+                    self.check_session(it.session),
                 )
             )
         return prepared
@@ -207,7 +208,7 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 item = MemoryItem(mid, ns, mtype, content, meta, evidence, session, now, now)
                 if row is not None:
                     if not row[0]:
-                        raise ValidationError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
+                        raise ConflictError(f"a memory with id {mid!r} already exists in namespace {ns!r}")
                     # The id of a deleted memory is taken again (a rolled-back build re-adding turn D1:3): the
                     # row comes back with the new content; its history keeps the deleted version.
                     self._write_state(ns, self.get(ns, mid, include_deleted=True), item, "ADD", actor)
@@ -265,6 +266,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         offset: int = 0,
         newest_first: bool = False,
     ) -> list[MemoryItem]:
+        if not (isinstance(offset, int) and 0 <= offset <= MAX_OFFSET):
+            raise ValidationError(
+                f"offset must be an integer from 0 to {MAX_OFFSET}, got {offset!r}", field="offset"
+            )
+        if limit is not None and not (isinstance(limit, int) and 0 <= limit <= MAX_OFFSET):
+            raise ValidationError(
+                f"limit must be an integer from 0 to {MAX_OFFSET}, got {limit!r}", field="limit"
+            )
         where, params = ["namespace = ?"], [ns]
         if not include_deleted:
             where.append("deleted = 0")
@@ -311,7 +320,9 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
         op: str = "UPDATE",
         actor: str | None = None,
     ) -> MemoryItem:
-        """Replace fields of a live item; the previous version is kept in its history."""
+        """Replace fields of a live item; the previous version is kept in its history. A call that changes
+        nothing (no field given, or every given field equal to the current one) writes nothing and
+        returns the item as it is."""
         with self.transaction():
             old = self.get(ns, memory_id)
             meta = old.metadata if metadata is None else self._check_metadata(metadata)
@@ -323,12 +334,14 @@ class SQLiteStore(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMix
                 type=old.type if type is None else self.check_type(type),
                 content=old.content if content is None else self.check_content(content),
                 metadata=meta,
-                evidence=old.evidence if evidence is None else tuple(str(e) for e in evidence),
-                session=old.session if session is None else session,
+                evidence=old.evidence if evidence is None else self.check_evidence(evidence),
+                session=old.session if session is None else self.check_session(session),
                 created_at=old.created_at,
-                updated_at=time.time(),
+                updated_at=old.updated_at,
             )
-            return self._write_state(ns, old, new, op, actor)
+            if new == old:
+                return old
+            return self._write_state(ns, old, replace(new, updated_at=time.time()), op, actor)
 
     def delete(
         self,

@@ -10,28 +10,31 @@ The format (``"format": "memrl-export"``, version 1) is one object per line, eac
 with its ``deleted`` flag), ``history`` (every change, oldest first, with old/new snapshots, actor, batch
 and undone flag), ``keys`` (an item's retrieval keys, :mod:`memrl.memory.keys`). Cached embeddings are not exported: they are recomputed from content on first search.
 
-An import is one transaction: either the whole namespace arrives or nothing changes. It refuses a target
-namespace that already exists (unless ``overwrite``) and any malformed line, naming its line number and
-field.
+An import is read line by line (:class:`ImportReader`: each line validated against the one schema of
+:mod:`memrl.memory.schemas`, good lines spooled to a temporary file), then written in one transaction:
+either the whole namespace arrives or nothing changes. It refuses a target namespace that already exists
+(unless ``overwrite``) and, with a report naming each bad line's number, kind and field, any malformed
+line (:class:`ImportRefused`).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memrl.errors import NotFoundError, ValidationError
-from memrl.memory.types import MemoryItem
+import pydantic
+
+from memrl.errors import ConflictError, NotFoundError, ValidationError
+from memrl.memory.history import CORE_ID
+from memrl.memory.schemas import EXPORT_LINE, describe
 from memrl.memory.validation import content_hash
 
 FORMAT = "memrl-export"
 VERSION = 1
-
-_ITEM_FIELDS = ("id", "type", "content", "metadata", "evidence", "session", "created_at", "updated_at")
-_HISTORY_FIELDS = ("seq", "memory_id", "op", "old", "new", "at", "actor", "batch", "undone")
 
 
 def export_namespace(store: Any, ns: str) -> Iterator[dict[str, Any]]:
@@ -67,41 +70,228 @@ def export_namespace(store: Any, ns: str) -> Iterator[dict[str, Any]]:
         }  # fmt: skip
 
 
-def _need(line: dict[str, Any], n: int, fields: Iterable[str]) -> None:
-    missing = [f for f in fields if f not in line]
-    if missing:
-        raise ValidationError(f"import line {n} ({line.get('kind')}): missing field(s) {', '.join(missing)}")
+class ImportRefused(ValidationError):
+    """An import with bad lines: nothing was written. ``lines`` is the report, one
+    ``{"line", "kind", "field", "message"}`` per problem (the first :attr:`ImportReader.max_errors`)."""
+
+    def __init__(self, message: str, lines: list[dict[str, Any]]) -> None:
+        super().__init__(message, field=lines[0]["field"] if lines else None)
+        self.lines = lines
 
 
-def _renamed(snapshot: Any, ns: str) -> Any:
-    return (
-        {**snapshot, "namespace": ns} if isinstance(snapshot, dict) and "namespace" in snapshot else snapshot
-    )
+class ImportReader:
+    """Reads an export one line at a time (text lines, bytes chunks as they arrive, or parsed dicts),
+    validating each against :data:`memrl.memory.schemas.ExportLine` and the store's limits, and spooling
+    the good lines to a temporary file, so memory stays small whatever the size. :meth:`finish` checks what
+    spans lines (header first, unique ids and sequence numbers, keys and history naming existing items)
+    and raises :class:`ImportRefused` with a line-numbered report if anything was wrong; :meth:`write`
+    then imports in one transaction."""
 
+    max_errors = 20
 
-def parse_lines(lines: Iterable[str | dict[str, Any]]) -> list[dict[str, Any]]:
-    """JSON lines (text or already-parsed dicts) to dicts, with a clear error naming a bad line."""
-    out = []
-    for n, raw in enumerate(lines, 1):
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.n = 0
+        self.errors: list[dict[str, Any]] = []
+        self.errors_dropped = 0  # bad lines past max_errors: counted, not listed
+        self.header: dict[str, Any] | None = None
+        self.meta: dict[str, Any] = {}
+        self.core: dict[str, Any] | None = None
+        self.ids: dict[str, int] = {}
+        self.seqs: set[int] = set()
+        self.counts = {"items": 0, "history": 0, "keys": 0}
+        self._refs: list[tuple[int, str, str, str]] = []  # (line, kind, field, item id) to check at the end
+        self._item_seqs: list[tuple[int, int]] = []
+        self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self._partial = b""
+
+    def error(self, n: int, kind: str | None, field: str, message: str) -> None:
+        if len(self.errors) < self.max_errors:
+            self.errors.append({"line": n, "kind": kind, "field": field, "message": message})
+        else:
+            self.errors_dropped += 1
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        """Part of a UTF-8 JSONL body; lines are parsed as soon as they are complete."""
+        data = self._partial + chunk
+        *lines, self._partial = data.split(b"\n")
+        for raw in lines:
+            self._feed_raw(raw)
+
+    def _feed_raw(self, raw: bytes) -> None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.n += 1
+            return self.error(self.n, None, "line", f"not UTF-8 text (byte {e.start})")
+        self.feed(text)
+
+    def feed(self, raw: str | dict[str, Any]) -> None:
+        """One line: JSON text (blank lines are skipped but counted) or an already parsed dict."""
+        self.n += 1
+        n = self.n
         if isinstance(raw, str):
             if not raw.strip():
-                continue
+                return
             try:
                 raw = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise ValidationError(
-                    f"import line {n}: not valid JSON ({e.msg} at column {e.colno})"
-                ) from None
-        if not isinstance(raw, dict) or "kind" not in raw:
-            raise ValidationError(f"import line {n}: expected a JSON object with a 'kind' field")
-        out.append(raw)
-    if not out or out[0].get("kind") != "header" or out[0].get("format") != FORMAT:
-        raise ValidationError(f"import: the first line must be the header of a {FORMAT} file")
-    if out[0].get("version") != VERSION:
-        raise ValidationError(
-            f"import: unsupported {FORMAT} version {out[0].get('version')!r} (this is {VERSION})"
-        )
-    return out
+            except (json.JSONDecodeError, RecursionError) as e:
+                return self.error(n, None, "line", f"not valid JSON ({getattr(e, 'msg', e)})")
+        kind = raw.get("kind") if isinstance(raw, dict) else None
+        if self.header is None and kind != "header":
+            return self.error(n, kind, "kind", f"the first line must be the header of a {FORMAT} file")
+        try:
+            line = EXPORT_LINE.validate_python(raw)
+        except pydantic.ValidationError as e:
+            field, message = describe(e)
+            if isinstance(raw, dict) and field == "version" and raw.get("kind") == "header":
+                message = f"unsupported {FORMAT} version {raw.get('version')!r} (this is {VERSION})"
+            tag = f"{kind}."  # the discriminator's tag leads every path: the report names the kind apart
+            field, message = field.removeprefix(tag), message.replace(tag, "")
+            return self.error(n, kind, field, message.removeprefix(f"{field}: "))
+        self._accept(n, line)
+
+    def _accept(self, n: int, line: Any) -> None:
+        kind = line.kind
+        if kind == "header":
+            if self.header is not None:
+                return self.error(n, kind, "kind", "a second header line")
+            self.header = line.model_dump()
+            return
+        if kind == "namespace":
+            self.meta = line.model_dump()
+            return
+        if kind == "core":
+            if self.core is not None:
+                return self.error(n, kind, "kind", "a second core line")
+            if len(line.content) > self.store.core_limit:
+                return self.error(n, kind, "content", f"core memory of {len(line.content)} characters; "
+                                  f"this store's limit is {self.store.core_limit}")  # fmt: skip
+            self.core = line.model_dump()
+            return
+        if kind == "item":
+            if line.id in self.ids:
+                return self.error(n, kind, "id", f"id {line.id!r} already on line {self.ids[line.id]}")
+            if len(line.content) > self.store.max_content_chars:
+                return self.error(n, kind, "content", f"{len(line.content)} characters; this store's limit "
+                                  f"is {self.store.max_content_chars}")  # fmt: skip
+            self.ids[line.id] = n
+            self.counts["items"] += 1
+            if line.seq is not None:
+                self._item_seqs.append((n, line.seq))
+        elif kind == "history":
+            misfit = line.misfit()
+            if misfit is not None:
+                return self.error(n, kind, *misfit)
+            if line.seq in self.seqs:
+                return self.error(n, kind, "seq", f"sequence number {line.seq} appears twice")
+            self.seqs.add(line.seq)
+            self.counts["history"] += 1
+            if line.memory_id != CORE_ID:
+                self._refs.append((n, kind, "memory_id", line.memory_id))
+        elif kind == "keys":
+            self.counts["keys"] += 1
+            self._refs.append((n, kind, "id", line.id))
+        self._spool.write(json.dumps(line.model_dump(mode="json"), ensure_ascii=False) + "\n")
+
+    def finish(self) -> dict[str, Any]:
+        """Check what spans lines; raise :class:`ImportRefused` if any line was bad. Returns the header."""
+        if self._partial.strip():
+            self._feed_raw(self._partial)
+            self._partial = b""
+        if self.header is None and not self.errors:
+            self.error(1, None, "kind", f"empty: the first line must be the header of a {FORMAT} file")
+        for n, kind, field, mid in self._refs if not self.errors else ():  # (else: likely consequences)
+            if mid not in self.ids:
+                self.error(n, kind, field, f"no item {mid!r} in this export")
+        for n, seq in self._item_seqs if not self.errors else ():
+            if seq not in self.seqs:
+                self.error(n, "item", "seq", f"no history line has sequence number {seq}")
+        if self.errors:
+            more = self.errors_dropped
+            first = self.errors[0]
+            where = f"line {first['line']}" + (f" ({first['kind']})" if first["kind"] else "")
+            where += f" {first['field']}" if first["field"] != "line" else ""
+            raise ImportRefused(
+                f"import refused, nothing written: {len(self.errors) + more} bad line(s); {where}: "
+                f"{first['message']}",
+                self.errors,
+            )
+        return self.header
+
+    def lines(self) -> Iterator[dict[str, Any]]:
+        self._spool.seek(0)
+        for text in self._spool:
+            yield json.loads(text)
+
+    def write(self, namespace: str | None = None, *, overwrite: bool = False) -> dict[str, Any]:
+        """Import what was read into ``namespace`` (default: the exported one), in one transaction."""
+        header = self.finish()
+        store = self.store
+        ns = store._check_namespace(namespace or header["namespace"])
+        now = time.time()
+        with store.transaction() as c:
+            if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (ns,)).fetchone():
+                if not overwrite and ns in {x["name"] for x in store.namespaces()}:
+                    raise ConflictError(
+                        f"namespace {ns!r} already exists (import with overwrite to replace it)"
+                    )
+                store._drop(ns)
+            store._ensure_namespace(ns)
+            c.execute(
+                "UPDATE namespaces SET parent = ?, created_at = ? WHERE name = ?",
+                (self.meta.get("parent"), self.meta.get("created_at") or now, ns),
+            )
+            new_seq: dict[int, int] = {}
+            keys = []
+            for line in self.lines():
+                kind = line["kind"]
+                if kind == "history":
+                    cur = c.execute(
+                        "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch, undone) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)",
+                        (ns, line["memory_id"], line["op"], _snapshot(line["old"], ns), _snapshot(line["new"], ns),
+                         line["at"], line["actor"], line["batch"], int(line["undone"])),
+                    )  # fmt: skip
+                    new_seq[line["seq"]] = int(cur.lastrowid)
+                elif kind == "item":
+                    c.execute(
+                        "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
+                        "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (ns, line["id"], line["type"], line["content"], content_hash(line["content"]),
+                         json.dumps(line["metadata"]), json.dumps(line["evidence"]), line["session"],
+                         line["created_at"], line["updated_at"], int(line["deleted"]), line["seq"]),
+                    )  # fmt: skip
+                elif kind == "keys":
+                    keys.append(line)
+            # an item's seq names a history line of the export: map it to the row that line became
+            c.execute("UPDATE memories SET seq = -seq WHERE namespace = ?", (ns,))
+            c.executemany(
+                "UPDATE memories SET seq = ? WHERE namespace = ? AND seq = ?",
+                [(new, ns, -old) for old, new in new_seq.items()],
+            )
+            c.execute("UPDATE memories SET seq = 0 WHERE namespace = ? AND seq < 0", (ns,))
+            c.executemany(
+                "INSERT INTO memory_keys (rid, keys, updated_at) SELECT rid, ?, ? FROM memories "
+                "WHERE namespace = ? AND id = ?",
+                [(k["keys"], now, ns, k["id"]) for k in keys if k["keys"].strip()],
+            )
+            if self.core is not None:
+                c.execute(
+                    "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?)",
+                    (ns, self.core["content"], self.core.get("char_limit") or store.core_limit,
+                     self.core.get("updated_at") or now),
+                )  # fmt: skip
+        return {"namespace": ns, **self.counts, "core": int(self.core is not None), "lines": self.n}
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+def _snapshot(snap: dict[str, Any] | None, ns: str) -> str | None:
+    if snap is None:
+        return None
+    return json.dumps({**snap, "namespace": ns} if "namespace" in snap else snap)
 
 
 def import_namespace(
@@ -111,90 +301,15 @@ def import_namespace(
     namespace: str | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Import an export into ``namespace`` (default: the exported one); returns where and how much arrived."""
-    parsed = parse_lines(lines)
-    ns = store._check_namespace(namespace or parsed[0].get("namespace"))
-    items, history, core, meta, keys = [], [], None, {}, []
-    for n, line in enumerate(parsed, 1):
-        kind = line["kind"]
-        if kind == "item":
-            _need(line, n, (*_ITEM_FIELDS, "deleted"))
-            try:
-                item = MemoryItem.from_dict({**line, "namespace": ns})
-            except (TypeError, ValueError) as e:
-                raise ValidationError(f"import line {n} (item): {e}") from None
-            store.check_content(item.content)
-            store.check_type(item.type)
-            store._check_metadata(item.metadata)
-            items.append((item, line.get("seq")))
-        elif kind == "history":
-            _need(line, n, _HISTORY_FIELDS)
-            history.append(line)
-        elif kind == "core":
-            _need(line, n, ("content",))
-            core = line
-        elif kind == "namespace":
-            meta = line
-        elif kind == "keys":
-            _need(line, n, ("id", "keys"))
-            keys.append((n, line))
-        elif kind != "header":
-            raise ValidationError(f"import line {n}: unknown kind {kind!r}")
-    ids = [i.id for i, _ in items]
-    if len(set(ids)) != len(ids):
-        raise ValidationError("import: an item id appears twice")
-    known = set(ids)
-    for n, line in keys:
-        if line["id"] not in known or not isinstance(line["keys"], str):
-            raise ValidationError(f"import line {n} (keys): no item {line['id']!r}, or keys not a string")
-    now = time.time()
-    with store.transaction() as c:
-        if c.execute("SELECT 1 FROM namespaces WHERE name = ?", (ns,)).fetchone():
-            if not overwrite and ns in {x["name"] for x in store.namespaces()}:
-                raise ValidationError(
-                    f"namespace {ns!r} already exists (import with overwrite to replace it)"
-                )
-            store._drop(ns)
-        store._ensure_namespace(ns)
-        c.execute(
-            "UPDATE namespaces SET parent = ?, created_at = ? WHERE name = ?",
-            (meta.get("parent"), meta.get("created_at") or now, ns),
-        )
-        new_seq: dict[int, int] = {}
-        for h in history:
-            cur = c.execute(
-                "INSERT INTO history (namespace, memory_id, op, old, new, at, actor, batch, undone) "
-                "VALUES (?,?,?,?,?,?,?,?,?)",
-                (ns, h["memory_id"], h["op"],
-                 None if h["old"] is None else json.dumps(_renamed(h["old"], ns)),
-                 None if h["new"] is None else json.dumps(_renamed(h["new"], ns)),
-                 h["at"], h["actor"], h["batch"], int(bool(h["undone"]))),
-            )  # fmt: skip
-            new_seq[h["seq"]] = int(cur.lastrowid)
-        for item, seq in items:
-            c.execute(
-                "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, session, "
-                "created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (ns, item.id, item.type.value, item.content, content_hash(item.content), json.dumps(item.metadata),
-                 json.dumps(list(item.evidence)), item.session, item.created_at, item.updated_at,
-                 int(item.deleted), new_seq.get(seq, 0)),
-            )  # fmt: skip
-        c.executemany(
-            "INSERT INTO memory_keys (rid, keys, updated_at) SELECT rid, ?, ? FROM memories "
-            "WHERE namespace = ? AND id = ?",
-            [(line["keys"], now, ns, line["id"]) for _, line in keys],
-        )
-        if core is not None:
-            c.execute(
-                "INSERT INTO core (namespace, content, char_limit, updated_at) VALUES (?,?,?,?)",
-                (
-                    ns,
-                    core["content"],
-                    core.get("char_limit") or store.core_limit,
-                    core.get("updated_at") or now,
-                ),
-            )
-    return {"namespace": ns, "items": len(items), "history": len(history), "core": int(core is not None)}
+    """Import an export into ``namespace`` (default: the exported one); returns where and how much
+    arrived. Raises :class:`ImportRefused` (a line-numbered report) and writes nothing if a line is bad."""
+    reader = ImportReader(store)
+    try:
+        for line in lines:
+            reader.feed(line.rstrip("\n") if isinstance(line, str) else line)
+        return reader.write(namespace, overwrite=overwrite)
+    finally:
+        reader.close()
 
 
 def write_jsonl(store: Any, ns: str, path: str | Path) -> int:

@@ -8,10 +8,10 @@ input here first (content, type, namespace name, metadata) and raises
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from memrl.errors import ValidationError
+from memrl.memory import schemas as S
 from memrl.memory.types import ITEM_TYPES, MemoryType
 
 #: Metadata a builder derives from an item's content (its plain text beside an indexed text, its own vector,
@@ -46,22 +46,40 @@ class ValidationMixin:
 
     def check_content(self, content: Any) -> str:
         if not isinstance(content, str):
-            raise ValidationError(f"content must be a string, got {type(content).__name__}")
+            raise ValidationError(f"content must be a string, got {type(content).__name__}", field="content")
         if not content.strip():
-            raise ValidationError("content is empty")
+            raise ValidationError("content is empty", field="content")
         if len(content) > self.max_content_chars:
             raise ValidationError(
                 f"content has {len(content)} characters, more than the limit of {self.max_content_chars}; "
-                "split it into smaller memories"
+                "split it into smaller memories",
+                field="content",
             )
+        if "\x00" in content:
+            raise ValidationError("content contains a NUL character", field="content")
         return content
+
+    @staticmethod
+    def check_id(memory_id: Any) -> str:
+        return S.check("id", memory_id, S.MemoryId)
+
+    @staticmethod
+    def check_evidence(evidence: Any) -> tuple[str, ...]:
+        """A list of evidence ids (a bare string is refused: it is not a list of one-character ids)."""
+        if isinstance(evidence, tuple):
+            evidence = list(evidence)
+        return tuple(S.check("evidence", evidence, S.Evidence))
+
+    @staticmethod
+    def check_session(session: Any) -> str | None:
+        return None if session is None else S.check("session", session, S.Session)
 
     @staticmethod
     def check_type(value: MemoryType | str) -> MemoryType:
         try:
             t = MemoryType.parse(value)
-        except ValueError as e:
-            raise ValidationError(str(e)) from None
+        except (ValueError, TypeError, AttributeError) as e:
+            raise ValidationError(f"type: {e}", field="type") from None
         if t not in ITEM_TYPES:
             raise ValidationError(
                 "core memory is one text block per namespace, not an item: use the core memory operations "
@@ -71,20 +89,14 @@ class ValidationMixin:
 
     @staticmethod
     def _check_namespace(ns: Any) -> str:
-        if not isinstance(ns, str) or not ns or len(ns) > 200:
-            raise ValidationError(
-                f"namespace must be a non-empty string of at most 200 characters, got {ns!r}"
-            )
-        return ns
+        return S.check("namespace", ns, S.Namespace)
 
     @staticmethod
     def _check_metadata(metadata: Any) -> dict[str, Any]:
         if metadata is None:
             return {}
         if not isinstance(metadata, dict):
-            raise ValidationError(f"metadata must be a JSON object (dict), got {type(metadata).__name__}")
-        try:
-            json.dumps(metadata)
-        except (TypeError, ValueError) as e:
-            raise ValidationError(f"metadata is not JSON-serialisable: {e}") from None
-        return metadata
+            raise ValidationError(
+                f"metadata must be a JSON object (dict), got {type(metadata).__name__}", field="metadata"
+            )
+        return S.check("metadata", metadata, S.Metadata)

@@ -34,7 +34,7 @@ from memrl.scoring.metrics import (
     normalize_answer,
 )
 
-__all__ = ["ANSWER_REWARDS", "answer_f1", "answer_parts", "answer_reward", "short_sub_em"]
+__all__ = ["ANSWER_REWARDS", "answer_f1", "answer_parts", "answer_reward", "reward_golds", "short_sub_em"]
 
 #: What ``--reward`` may name for answer-producing tasks: ``f1`` (:func:`answer_f1`), ``em`` (exact
 #: match), ``sub_em`` (:func:`short_sub_em`).
@@ -128,8 +128,20 @@ def short_sub_em(prediction: Any, golds: Any, *, max_extra_tokens: int = 3) -> f
     return 0.0
 
 
+def reward_golds(golds: Any, category: int | str | None = None) -> list[str]:
+    """The gold answers a reward compares with: as given, but a LoCoMo open-domain gold (category 3) cut at
+    its first ';' (what follows is a justification, not part of the answer: the official script cuts it)."""
+    if golds is None or isinstance(golds, (str, int, float)):
+        golds = [] if golds is None else [golds]
+    cat = None if category is None else locomo_category(category)
+    return [str(g).split(";")[0].strip() if cat == 3 else str(g) for g in golds]
+
+
 def answer_reward(kind: str, prediction: Any, golds: Any, category: int | str | None = None) -> float:
-    """The training reward ``kind`` (one of :data:`ANSWER_REWARDS`), best over the gold answers."""
+    """The training reward ``kind`` (one of :data:`ANSWER_REWARDS`), best over the gold answers (cut as
+    :func:`reward_golds` says)."""
+    if kind in ("em", "sub_em"):
+        golds = reward_golds(golds, category)
     if kind == "f1":
         return best_over_golds(lambda p, g: answer_f1(p, g, category), prediction, golds)
     if kind == "em":

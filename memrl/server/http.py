@@ -7,9 +7,12 @@
 - **Limits** (:class:`Limits`): request bodies above ``max_body_bytes`` get 413 before they are read
   whole; at most ``max_concurrency`` requests run at once, the rest wait up to ``queue_timeout`` seconds,
   then get 503 with ``Retry-After``.
-- **Errors**: every error is ``{"error": {"type": ..., "message": ...}}`` with a 4xx/5xx status: malformed
-  JSON 400, bad or missing token 401, a namespace outside the token's scope 403, unknown id 404, a
-  conflict (already exists, cannot undo) 409, too large 413, wrong types or values 422, overloaded 503.
+- **Errors**: every error is ``{"error": {"type": ..., "message": ...}}`` (plus ``field`` naming the bad
+  field, and ``lines`` for an import's line report) with a 4xx/5xx status: malformed JSON 400, bad or
+  missing token 401, a namespace outside the token's scope or a cross-origin write 403, unknown id 404,
+  a conflict (already exists, cannot undo) 409, a foreign Host 421, too large 413, not JSON 415, wrong
+  types or values 422, overloaded or database locked 503 with ``Retry-After``. Messages never carry the
+  database's file path.
 - :class:`ServerThread` runs an ASGI app under uvicorn in a background thread (port 0 = any free port),
   for tests and for ``memrl ui``.
 
@@ -29,14 +32,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memrl.errors import ConfigError, MemrlError, NotFoundError, StoreError, ValidationError
+from memrl.errors import (
+    BusyError,
+    ConfigError,
+    ConflictError,
+    MemrlError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+)
 
 #: Status and error type per memrl error class, most specific first.
 ERROR_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
+    (ConflictError, 409, "conflict"),
     (ValidationError, 422, "invalid_request"),
     (ConfigError, 400, "invalid_request"),
-    (StoreError, 409, "conflict"),
+    (BusyError, 503, "busy"),
+    (StoreError, 500, "store_error"),
     (MemrlError, 400, "invalid_request"),
 )
 
@@ -141,9 +154,13 @@ class Tokens:
 # ---------------------------------------------------------------------------------------------- limits
 @dataclass(frozen=True)
 class Limits:
+    """``max_body_bytes`` for every request but imports (``POST .../import``), which may be up to
+    ``max_import_bytes``: an import is validated line by line and spooled to disk, not held in memory."""
+
     max_body_bytes: int = 1_000_000
     max_concurrency: int = 32
     queue_timeout: float = 10.0
+    max_import_bytes: int = 1 << 30
 
 
 async def _send_json(send: Any, status: int, payload: dict, headers: dict | None = None) -> None:
@@ -166,8 +183,10 @@ class LimitsMiddleware:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.limits.max_body_bytes
-        too_big = f"request body is larger than the limit of {limit} bytes"
+        importing = scope.get("method") == "POST" and scope.get("path", "").endswith("/import")
+        limit = self.limits.max_import_bytes if importing else self.limits.max_body_bytes
+        option = "--max-import-bytes" if importing else "--max-body-bytes"
+        too_big = f"request body is larger than the limit of {limit} bytes (the server's {option})"
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             return await _send_json(send, 413, error_body("too_large", too_big))
@@ -298,13 +317,28 @@ def install_error_handlers(app: Any) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Any, exc: RequestValidationError) -> Any:
-        status, message = validation_message(exc.errors())
-        return reply(status, "invalid_json" if status == 400 else "invalid_request", message)
+        errors = list(exc.errors())
+        status, message = validation_message(errors)
+        body = error_body("invalid_json" if status == 400 else "invalid_request", message)
+        loc = [str(x) for x in (errors[0].get("loc", ()) if errors else ())]
+        if status == 422 and len(loc) > 1:
+            body["error"]["field"] = loc[1]  # the first bad field (loc[0] is body/query/path)
+        return JSONResponse(body, status_code=status)
 
     @app.exception_handler(MemrlError)
     async def _memrl(request: Any, exc: MemrlError) -> Any:
         status, kind = status_of(exc)
-        return reply(status, kind, str(exc))
+        message = str(exc)
+        store = getattr(getattr(request.app.state, "memory", None), "store", None)
+        if store is not None and store.path not in ("", ":memory:"):
+            message = message.replace(store.path, "the store")
+        body = error_body(kind, message)
+        if getattr(exc, "field", None):
+            body["error"]["field"] = exc.field
+        if getattr(exc, "lines", None):
+            body["error"]["lines"] = exc.lines
+        headers = {"Retry-After": "1"} if status == 503 else None
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _starlette(request: Any, exc: StarletteHTTPException) -> Any:

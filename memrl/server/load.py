@@ -46,9 +46,19 @@ class LoadReport:
 
 
 def run_load(
-    base_url: str, token: str | None, *, clients: int, per_client: int, make_request: RequestMaker
+    base_url: str,
+    token: str | None,
+    *,
+    clients: int,
+    per_client: int,
+    make_request: RequestMaker,
+    client_headers: Callable[[int], dict[str, str]] | None = None,
+    barrier: threading.Barrier | None = None,
 ) -> LoadReport:
-    """Send ``clients * per_client`` requests from ``clients`` threads at once; collect every response."""
+    """Send ``clients * per_client`` requests from ``clients`` threads at once; collect every response.
+
+    ``client_headers(i)``: extra headers of client ``i`` (its own token, an ``Origin``); ``barrier``: also
+    wait on it before starting (to start several loads together)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -57,7 +67,8 @@ def run_load(
     start = threading.Barrier(clients + 1)
 
     def worker(ci: int) -> None:
-        with httpx.Client(base_url=base_url, headers=headers, timeout=60) as c:
+        mine = {**headers, **(client_headers(ci) if client_headers else {})}
+        with httpx.Client(base_url=base_url, headers=mine, timeout=60) as c:
             start.wait()
             for i in range(per_client):
                 method, path, body = make_request(ci, i)
@@ -75,6 +86,8 @@ def run_load(
     threads = [threading.Thread(target=worker, args=(ci,)) for ci in range(clients)]
     for t in threads:
         t.start()
+    if barrier is not None:
+        barrier.wait()
     start.wait()
     t0 = time.perf_counter()
     for t in threads:

@@ -23,8 +23,10 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.schemas import DEFAULT_TYPE
+from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
-from memrl.tools.base import Tool
+from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
 from memrl.tools.service import memory_history, undo_change
 
@@ -35,6 +37,12 @@ def _adapter(t: Tool, ctx: MemoryContext) -> Any:
     """An async function with ``t``'s own signature (minus the context) that runs ``t`` on ``ctx``."""
 
     async def call(**kwargs: Any) -> CallToolResult:
+        if (
+            t.name == "manage_memory"
+            and kwargs.get("operation") == "create"
+            and not kwargs.get("memory_type")
+        ):
+            kwargs["memory_type"] = DEFAULT_TYPE  # the REST API's default, not the RL agent's (episodic)
         result = await t.call(ctx, kwargs)
         structured = None if result.data is None else {"data": result.data}
         return CallToolResult(
@@ -44,6 +52,10 @@ def _adapter(t: Tool, ctx: MemoryContext) -> Any:
 
     hints = get_type_hints(t.fn, include_extras=True)
     described = {n: f.description for n, f in t.model.model_fields.items()}
+    if t.name == "manage_memory":
+        described["memory_type"] = (described["memory_type"] or "").replace(
+            "Default: episodic for a new memory", f"Default: {DEFAULT_TYPE} for a new memory"
+        )
     params = [
         p.replace(
             annotation=Annotated[hints[p.name], Field(description=described[p.name])],
@@ -57,14 +69,31 @@ def _adapter(t: Tool, ctx: MemoryContext) -> Any:
     return call
 
 
+class _StrictServer(MCPServer):
+    """The SDK's server, but each call is first validated by memrl's own tool model: the SDK ignores
+    arguments a tool does not take (``namespace: "bob"`` was silently dropped and the write went to the
+    served namespace); here an unknown or bad argument is an error result naming it, and nothing runs."""
+
+    memrl_tools: dict[str, Tool]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        t = self.memrl_tools.get(name)
+        if t is not None:
+            checked = t.validate(arguments)
+            if isinstance(checked, ToolResult):
+                return CallToolResult(content=[TextContent(type="text", text=checked.content)], is_error=True)
+        return await super().call_tool(name, arguments, context)
+
+
 def create_mcp(memory: AsyncMemory, namespace: str, *, actor: str = "mcp") -> MCPServer:
     """An MCP server whose tools act on ``namespace`` of ``memory``."""
-    server = MCPServer(
+    server = _StrictServer(
         "memrl",
         instructions=f"Long-term memory of namespace {namespace!r}: search it, add and update memories, delete, "
         "merge or split them, look at a sample, read a memory's history and undo a change.",
     )
     ctx = MemoryContext(memory, namespace, actor=actor)
+    server.memrl_tools = {t.name: t for t in MCP_TOOLS}
     for t in MCP_TOOLS:
         server.add_tool(_adapter(t, ctx), name=t.name, description=t.description, structured_output=False)
     return server
@@ -86,7 +115,16 @@ class _BearerScope:
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer, tokens: Tokens, namespace: str, limits: Limits | None = None) -> Any:
-    """The streamable-HTTP ASGI app (``/mcp``) behind bearer tokens and limits."""
+def http_app(
+    server: MCPServer,
+    tokens: Tokens,
+    namespace: str,
+    limits: Limits | None = None,
+    *,
+    policy: Policy | None = None,
+) -> Any:
+    """The streamable-HTTP ASGI app (``/mcp``) behind the browser guard (Host and Origin checks, JSON
+    bodies only), bearer tokens and limits."""
     app = server.streamable_http_app(streamable_http_path="/mcp")
-    return LimitsMiddleware(_BearerScope(app, tokens, namespace), limits or Limits())
+    guarded = BrowserGuard(_BearerScope(app, tokens, namespace), policy or Policy.for_server("127.0.0.1"))
+    return LimitsMiddleware(guarded, limits or Limits())

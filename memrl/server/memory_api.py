@@ -31,12 +31,18 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import pydantic
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import AfterValidator
 
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.lexical import tokens as tokens_of
+from memrl.memory.schemas import Name, check
+from memrl.memory.transfer import ImportReader
+from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
 from memrl.server.http import (
     HTTPError,
     Limits,
@@ -46,6 +52,7 @@ from memrl.server.http import (
     bearer_dependency,
     install_error_handlers,
 )
+from memrl.server.pages import SCRIPT_HASHES
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MemoryContext, delete_memory
 from memrl.tools.service import (
@@ -59,10 +66,22 @@ from memrl.tools.service import (
     update_memory,
 )  # fmt: skip
 
+
+def no_control(value: str) -> str:
+    """Path names are checked like stored names (:mod:`memrl.memory.schemas`): no control characters."""
+    return check("name", value, Name(10_000))
+
+
 NamespacePath = Annotated[
-    str, Path(min_length=1, max_length=200, description="the namespace (user or episode)")
+    str,
+    Path(min_length=1, max_length=200, description="the namespace (user or episode)"),
+    AfterValidator(no_control),
 ]
-MemoryIdPath = Annotated[str, Path(min_length=1, max_length=64, description="the memory's id")]
+MemoryIdPath = Annotated[
+    str,
+    Path(min_length=1, max_length=64, description="the memory's id (may hold '/')"),
+    AfterValidator(no_control),
+]
 
 
 @dataclass(frozen=True)
@@ -78,18 +97,33 @@ class Route:
 
     @property
     def path_fields(self) -> list[str]:
-        return [p for p in ("memory_id",) if "{" + p + "}" in self.path]
+        return [p for p in ("memory_id",) if "{" + p + "}" in self.path or "{" + p + ":path}" in self.path]
 
 
 ROUTES = (
     Route("POST", "/namespaces/{namespace}/memories", add_memory, 201, summary="Add a memory"),
     Route("GET", "/namespaces/{namespace}/memories", list_memories, summary="List memories"),
     Route("POST", "/namespaces/{namespace}/search", search_memories, summary="Search memories"),
-    Route("GET", "/namespaces/{namespace}/memories/{memory_id}", get_memory, summary="Get a memory"),
-    Route("PATCH", "/namespaces/{namespace}/memories/{memory_id}", update_memory, summary="Update a memory"),
-    Route("DELETE", "/namespaces/{namespace}/memories/{memory_id}", delete_memory, summary="Delete a memory"),
-    Route("POST", "/namespaces/{namespace}/memories/{memory_id}/restore", restore_memory, summary="Restore"),
-    Route("GET", "/namespaces/{namespace}/memories/{memory_id}/history", memory_history, summary="History"),
+    # An id may hold "/" (the routes take the rest of the path): the routes with a suffix come first.
+    Route(
+        "POST", "/namespaces/{namespace}/memories/{memory_id:path}/restore", restore_memory, summary="Restore"
+    ),
+    Route(
+        "GET", "/namespaces/{namespace}/memories/{memory_id:path}/history", memory_history, summary="History"
+    ),
+    Route(
+        "POST", "/namespaces/{namespace}/memories/{memory_id:path}/undo", undo_change, summary="Undo a change"
+    ),
+    Route("GET", "/namespaces/{namespace}/memories/{memory_id:path}", get_memory, summary="Get a memory"),
+    Route(
+        "PATCH", "/namespaces/{namespace}/memories/{memory_id:path}", update_memory, summary="Update a memory"
+    ),
+    Route(
+        "DELETE",
+        "/namespaces/{namespace}/memories/{memory_id:path}",
+        delete_memory,
+        summary="Delete a memory",
+    ),
     Route(
         "GET",
         "/namespaces/{namespace}/history",
@@ -97,7 +131,6 @@ ROUTES = (
         fixed={"memory_id": None},
         summary="Namespace history",
     ),  # fmt: skip
-    Route("POST", "/namespaces/{namespace}/memories/{memory_id}/undo", undo_change, summary="Undo a change"),
     Route(
         "POST",
         "/namespaces/{namespace}/undo",
@@ -106,6 +139,13 @@ ROUTES = (
         summary="Undo the namespace's latest change",
     ),  # fmt: skip
 )
+
+
+def content_disposition(filename: str) -> str:
+    """An attachment header for any file name: an ASCII fallback plus the UTF-8 name (RFC 6266/5987), so a
+    namespace such as 李 or one with quotes exports (a raw non-Latin-1 header value cannot be sent)."""
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def request_model(route: Route) -> type[pydantic.BaseModel] | None:
@@ -209,7 +249,7 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
             for line in lines:
                 yield (json.dumps(line, ensure_ascii=False) + "\n").encode()
 
-        headers = {"Content-Disposition": f'attachment; filename="{namespace}.jsonl"'}
+        headers = {"Content-Disposition": content_disposition(f"{namespace}.jsonl")}
         return StreamingResponse(stream(), media_type="application/x-ndjson", headers=headers)
 
     @router.post(
@@ -218,14 +258,19 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
     async def import_(
         namespace: NamespacePath, request: Request, overwrite: bool = False, who: Principal = Depends(auth)
     ) -> dict[str, Any]:
-        """Import a JSONL export (the request body) into this namespace, atomically."""
+        """Import a JSONL export (the request body, ``Content-Type: application/x-ndjson``) into this
+        namespace, atomically. The body is read and validated line by line as it arrives; a bad line gets
+        422 with a report (``error.lines``: line number, kind, field, message) and nothing is written."""
         who.check(namespace)
-        raw = await request.body()
+        reader = ImportReader(memory.store)
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise HTTPError(400, "the import body is not UTF-8 text") from None
-        return await memory.import_lines(text.splitlines(), namespace=namespace, overwrite=overwrite)
+            async for chunk in request.stream():
+                reader.feed_bytes(chunk)
+            counts = reader.write(namespace, overwrite=overwrite)
+        finally:
+            reader.close()
+        memory.index.forget(namespace)
+        return counts
 
     return router
 
@@ -237,8 +282,10 @@ def create_app(
     *,
     runs: list[str] | None = None,
     ui: bool = True,
+    policy: Policy | None = None,
 ) -> Any:
-    """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``."""
+    """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``,
+    behind :class:`~memrl.server.guard.BrowserGuard` with ``policy`` (default: a loopback server's)."""
     from memrl import __version__
 
     tokens = tokens or Tokens()
@@ -256,6 +303,8 @@ def create_app(
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(memory, tokens, runs or []))
+        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens()))
     app.state.memory = memory
-    return LimitsMiddleware(app, limits or Limits())
+    tokens_of("warm up")  # load the stemmer now, not inside the first search requests
+    guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
+    return LimitsMiddleware(guarded, limits or Limits())

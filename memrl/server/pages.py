@@ -8,6 +8,8 @@ search box; ``g n`` goes to namespaces, ``g r`` to runs). Everything user-suppli
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
@@ -41,7 +43,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 form.inline { display:inline; }
 button { font: inherit; padding: .25rem .8rem; border:1px solid var(--accent); background:#fff; color:var(--accent); border-radius:.35rem; cursor:pointer; }
 button.primary { background: var(--accent); color:#fff; }
-input[type=text], input[type=search], input[type=password], select, input[type=number] { font:inherit; padding:.25rem .4rem; border:1px solid var(--line); border-radius:.3rem; }
+textarea, input[type=text], input[type=search], input[type=password], select, input[type=number] { font:inherit; padding:.25rem .4rem; border:1px solid var(--line); border-radius:.3rem; }
 input[type=search] { width: min(32rem, 100%); }
 pre { white-space: pre-wrap; background:#fff; border:1px solid var(--line); padding:.6rem; border-radius:.3rem; font-size:.85rem; }
 .timeline { list-style:none; padding-left: 0; border-left: 3px solid var(--line); margin-left:.4rem; }
@@ -90,11 +92,13 @@ def when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def num(x: Any, digits: int = 3) -> str:
+def num(x: Any, digits: int = 3, *, significant: bool = False) -> str:
+    """A number for a table cell: ``digits`` decimals, or ``digits`` significant digits (small scores such
+    as BM25's near-zero ones stay readable instead of showing 0.000)."""
     if x is None:
         return "–"
     if isinstance(x, float):
-        return f"{x:.{digits}f}"
+        return f"{x:.{digits}g}" if significant else f"{x:.{digits}f}"
     return esc(x)
 
 
@@ -109,6 +113,10 @@ def page(title: str, body: str, *, flash: str = "", error: str = "", user: str |
 <header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a><a href="/runs">Runs</a>
 <a href="/openapi.json">API</a></nav>{who}</header>
 <main id="main"><h1>{esc(title)}</h1>{note}{body}</main><script>{JS}</script></body></html>"""
+
+
+#: The Content-Security-Policy hash of the one inline script every page carries (:data:`JS`).
+SCRIPT_HASHES = (base64.b64encode(hashlib.sha256(JS.encode()).digest()).decode(),)
 
 
 def table(

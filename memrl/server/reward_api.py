@@ -176,8 +176,11 @@ def create_reward_app(
     judge: Any = None,
     max_batch: int = 256,
     judge_concurrency: int = 8,
+    policy: Any = None,
 ) -> Any:
-    """The reward server as an ASGI app (``judge``: a memrl LLM for the ``judge`` metric, or None)."""
+    """The reward server as an ASGI app (``judge``: a memrl LLM for the ``judge`` metric, or None), behind
+    the browser guard (:mod:`memrl.server.guard`, ``policy``: a loopback server's by default): a web page
+    must not spend the judge's LLM calls through the visitor's browser."""
     from memrl import __version__
 
     tokens = tokens or Tokens()
@@ -225,4 +228,6 @@ def create_reward_app(
         done = [r for r in results if r is not None]
         return ScoreResponse(results=done, n=len(done), failed=sum(r.score is None for r in done))
 
-    return LimitsMiddleware(app, limits or Limits())
+    from memrl.server.guard import BrowserGuard, Policy
+
+    return LimitsMiddleware(BrowserGuard(app, policy or Policy.for_server("127.0.0.1")), limits or Limits())

@@ -146,7 +146,9 @@ class Tool:
         except (MemrlError, ValueError, KeyError) as e:
             if is_infrastructure(e):
                 raise
-            return self._error(str(e).strip("'\""))
+            # a KeyError's str() wraps its message in quotes: take the message itself (stripping quote
+            # characters off the ends would cut a message that ends with a quoted name)
+            return self._error(str(e.args[0]) if type(e) is KeyError and e.args else str(e))
         return out if isinstance(out, ToolResult) else ToolResult(ok=True, content=str(out))
 
     def __repr__(self) -> str:

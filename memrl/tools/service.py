@@ -16,17 +16,25 @@ BM25 and fused scores, history entries with old and new snapshots).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
+from memrl.memory.schemas import (
+    DEFAULT_TYPE,
+    Evidence,
+    Filters,
+    ItemType,
+    MemoryId,
+    Metadata,
+    Offset,
+    Session,
+)
+from memrl.memory.schemas import Content as Text
 from memrl.tools.base import ToolResult, Toolset, tool
-from memrl.tools.memupdate import ItemType, MemoryContext, MemoryId, Query, format_item
+from memrl.tools.memupdate import MemoryContext, Query, format_item
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
-#: A stored memory's text: the store's own limit (``max_content_chars``) applies as well.
-Text = Annotated[str, Field(min_length=1, max_length=10_000)]
-Evidence = Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=100)]
 
 __all__ = ["SERVICE_TOOLS", "SearchMode"]
 
@@ -35,10 +43,10 @@ __all__ = ["SERVICE_TOOLS", "SearchMode"]
 async def add_memory(
     ctx: MemoryContext,
     content: Text,
-    memory_type: ItemType = "semantic",
-    metadata: dict[str, Any] | None = None,
+    memory_type: ItemType = DEFAULT_TYPE,
+    metadata: Metadata | None = None,
     evidence: Evidence | None = None,
-    session: Annotated[str, Field(max_length=200)] | None = None,
+    session: Session | None = None,
     memory_id: MemoryId | None = None,
 ) -> ToolResult:
     """Store one new memory and return it with its id.
@@ -65,7 +73,7 @@ async def search_memories(
     top_k: Annotated[int, Field(ge=1, le=100)] = 10,
     mode: SearchMode = "hybrid",
     types: Annotated[list[ItemType], Field(max_length=3)] | None = None,
-    filters: dict[str, Any] | None = None,
+    filters: Filters | None = None,
     threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None,
 ) -> ToolResult:
     """Search memories; each hit carries its fused score and the dense and BM25 scores and ranks behind it.
@@ -75,7 +83,7 @@ async def search_memories(
         top_k: How many hits to return (1-100).
         mode: hybrid (dense + BM25, fused), dense or bm25.
         types: Only search memories of these types.
-        filters: Metadata conditions, key -> value (or a list of accepted values).
+        filters: Metadata conditions, key -> value (or a list of accepted values; null matches null).
         threshold: Minimum cosine similarity between query and memory (-1 to 1).
     """
     hits = await ctx.memory.search(
@@ -109,7 +117,7 @@ async def list_memories(
     types: Annotated[list[ItemType], Field(max_length=3)] | None = None,
     include_deleted: bool = False,
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Field(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> ToolResult:
     """List memories, oldest first, a page at a time.
 
@@ -132,10 +140,11 @@ async def update_memory(
     memory_id: MemoryId,
     content: Text | None = None,
     memory_type: ItemType | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: Metadata | None = None,
     evidence: Evidence | None = None,
 ) -> ToolResult:
-    """Change a memory; fields not given stay as they are, and the old version is kept in its history.
+    """Change a memory; fields not given stay as they are, and the old version is kept in its history. A
+    change that changes nothing records nothing.
 
     Args:
         memory_id: The id of the memory to change.

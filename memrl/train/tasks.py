@@ -88,10 +88,12 @@ class ReadTasks(GroupedTasks):
 
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory:
         from memrl.agents.memagent import MemAgent
+        from memrl.rewards.answer import reward_golds
 
         document, q, category = self.items[index]
         cfg = dataclasses.replace(self.config, temperature=temperature)
-        result = await MemAgent(llm, cfg).run(q.question, document, golds=list(q.answers), task_id=q.id)
+        golds = reward_golds(q.answers, q.category_id)
+        result = await MemAgent(llm, cfg).run(q.question, document, golds=golds, task_id=q.id)
         traj = result.trajectory
         if traj.failure is None and self.reward != "reward":
             from memrl.rewards.answer import answer_reward

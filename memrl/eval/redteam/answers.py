@@ -15,7 +15,7 @@ from memrl.eval.redteam import HONEST, RewardTable
 from memrl.eval.redteam.items import Item, spoken_date
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.types import SearchHit
-from memrl.rewards.answer import answer_reward
+from memrl.rewards.answer import answer_reward, reward_golds
 from memrl.rewards.memagent import memagent_reward
 from memrl.scoring import metrics as M
 
@@ -72,7 +72,9 @@ async def answer_rows(
         q = item.question
         hits = await memory.search(q.question, namespace=item.namespace, top_k=top_k)
         for policy, text in answer_policies(item, hits, frequent.get(q.category, [])).items():
-            rows.append(AnswerRow(policy, text, list(q.answers), str(q.answer), q.category_id))
+            rows.append(
+                AnswerRow(policy, text, reward_golds(q.answers, q.category_id), str(q.answer), q.category_id)
+            )
     return rows
 
 

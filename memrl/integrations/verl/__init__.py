@@ -4,13 +4,16 @@ Plugged in through verl's own extension points only (no fork, no patch):
 
 * agent loops ``memagent``, ``memupdate``, ``membuilder`` (:mod:`.loops`), registered with verl's
   ``@register`` when :mod:`.plugin` is imported, which verl does in every Ray worker through the
-  ``verl.plugins`` entry point memrl declares (or list ``configs/verl/agent_loops.yaml`` in
-  ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` to set their options);
+  ``verl.plugins`` entry point memrl declares, and listed with their options in the packaged
+  ``memrl/resources/verl/agent_loops.yaml`` (``actor_rollout_ref.rollout.agent.agent_loop_config_path``;
+  :mod:`.resources` gives its absolute path);
 * the agents call the policy through memrl's token protocol on ``server_manager.generate``
   (:mod:`.engine`), so the same agent code runs in ``memrl eval``, ``memrl train`` and verl;
 * ``reward.custom_reward_function`` = ``pkg://memrl.integrations.verl.reward`` / ``compute_score``;
-* verl tool classes for MemUpdate's six tools (:mod:`.tools`, ``configs/verl/memupdate_tools.yaml``);
+* verl tool classes for MemUpdate's six tools (:mod:`.tools`, ``memrl/resources/verl/memupdate_tools.yaml``);
 * parquet rows from ``memrl data prepare --format verl --task read|update|build`` (:mod:`.rows`).
+
+How to run it at each scale, what it has (not) been run on, and verl's limits: docs/verl.md.
 
 **ADRPO's attribution weight is not applied inside verl.** verl 0.9's advantage estimators registered
 with ``core_algos.register_adv_est`` are called (``verl.trainer.ppo.ray_trainer.compute_advantage``)

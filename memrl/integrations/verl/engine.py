@@ -22,6 +22,17 @@ prompt_ids=..., sampling_params=...)`` (verl 0.9: ``LLMServerClient.generate`` -
   softmax), so with a constraint the rollout and the trained distribution differ wherever the mask cut
   tokens off; vLLM's reported ``log_probs`` follow its ``logprobs_mode`` (verl's default
   ``processed_logprobs``). That is why ``"none"`` is the default.
+* **request ids**: one per conversation, not per episode: a call whose prompt extends an earlier call's
+  prompt + completion (a multi-turn tool episode) reuses that call's id, so verl's load balancer keeps
+  the conversation on one server (prefix cache); a new conversation (MemAgent's next chunk, MemBuilder's
+  four agents and its answer calls, which run concurrently) gets its own id, so concurrent calls never
+  share one (verl passes it to vLLM unchanged under ``rollout.full_determinism``,
+  ``LLMServerClient._vllm_request_id``) and spread over the servers.
+* **what the server reports**: ``TokenOutput.extra_fields`` carry the weight version each call ran on
+  (``min_global_steps``/``max_global_steps``, set by ``LLMServerClient.generate``); verl's v1 trainer
+  reads them from every output (``agent_loop_tq.py`` puts them in the sample's tags,
+  ``trainer_base._compute_metrics`` makes them ints). :meth:`ServerManagerEngine.server_fields` gives
+  the episode's span (the lowest ``min``, the highest ``max``) for the loop's outputs.
 """
 
 from __future__ import annotations
@@ -98,10 +109,41 @@ class ServerManagerEngine(TokenEngine):
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer)
         self.base = {k: sampling_params[k] for k in VERL_KEYS if k in sampling_params}
-        self.request_id = request_id  # verl's sticky session: every turn of an episode on one server
+        self.request_id = request_id  # prefix of this episode's request ids (one per conversation)
         self.constraints = constraints
         self.context_length = context_length
         self.calls = 0
+        self.threads: list[tuple[str, list[int]]] = []  # (request id, tokens so far) per conversation
+        self.min_global_steps: int | None = None
+        self.max_global_steps: int | None = None
+        self.num_preempted = 0
+
+    def thread_id(self, prompt_ids: list[int]) -> tuple[int, str]:
+        """The conversation ``prompt_ids`` continues (index, request id), or a new one."""
+        for i in range(len(self.threads) - 1, -1, -1):
+            rid, tokens = self.threads[i]
+            if len(prompt_ids) >= len(tokens) and prompt_ids[: len(tokens)] == tokens:
+                return i, rid
+        self.threads.append((f"{self.request_id}-{len(self.threads)}", []))
+        return len(self.threads) - 1, self.threads[-1][0]
+
+    def record(self, extra_fields: dict[str, Any] | None) -> None:
+        """Keep the weight versions (and preemptions) a server reported for one call."""
+        fields = extra_fields or {}
+        low = fields.get("min_global_steps", fields.get("global_steps"))
+        high = fields.get("max_global_steps", fields.get("global_steps"))
+        if low is not None:
+            self.min_global_steps = (
+                int(low) if self.min_global_steps is None else min(self.min_global_steps, int(low))
+            )
+        if high is not None:
+            self.max_global_steps = (
+                int(high) if self.max_global_steps is None else max(self.max_global_steps, int(high))
+            )
+
+    def server_fields(self) -> dict[str, Any]:
+        """The ``extra_fields`` verl's trainer reads from every output, for this episode's calls."""
+        return {"min_global_steps": self.min_global_steps, "max_global_steps": self.max_global_steps}
 
     async def generate(self, request: TokenRequest) -> TokenResult:
         params = dict(self.base)
@@ -113,12 +155,16 @@ class ServerManagerEngine(TokenEngine):
             params.update(constraint_params(request.constraint, self.constraints))
             sent = request.constraint
         self.calls += 1
-        out = await self.server_manager.generate(
-            self.request_id, prompt_ids=list(request.prompt_ids), sampling_params=params
-        )
-        if getattr(out, "stop_reason", None) == "aborted":
+        prompt = list(request.prompt_ids)
+        thread, rid = self.thread_id(prompt)
+        out = await self.server_manager.generate(rid, prompt_ids=prompt, sampling_params=params)
+        if getattr(out, "stop_reason", None) in ("aborted", "abort"):
             raise LLMProviderError("verl rollout server aborted the request (weights being updated?)")
+        self.record(getattr(out, "extra_fields", None))
+        if getattr(out, "num_preempted", None):
+            self.num_preempted += int(out.num_preempted)
         ids = list(out.token_ids)
+        self.threads[thread] = (rid, prompt + ids)
         logprobs = None if out.log_probs is None else list(out.log_probs)
         if logprobs is not None and len(logprobs) != len(ids):
             raise LLMProviderError(f"rollout server returned {len(ids)} tokens but {len(logprobs)} log-probs")
@@ -142,7 +188,8 @@ def verl_llm(
     chat_template_kwargs: dict[str, Any] | None = None,
     context_length: int | None = None,
 ) -> Any:
-    """A memrl LLM whose calls go to verl's rollout servers (one per episode: ``request_id`` is sticky)."""
+    """A memrl LLM whose calls go to verl's rollout servers (``request_id`` prefixes the request ids of
+    its conversations); its engine is ``llm.engine``."""
     from memrl.llm.templated import TemplatedLLM
 
     engine = ServerManagerEngine(

@@ -3,7 +3,7 @@
 Each loop is a ``verl.experimental.agent_loop.agent_loop.AgentLoopBase`` registered with verl's own
 ``@register`` (found through the ``verl.plugins`` entry point, :mod:`memrl.integrations.verl.plugin`), or
 listed with keyword settings in ``actor_rollout_ref.rollout.agent.agent_loop_config_path``
-(``configs/verl/agent_loops.yaml``). A parquet row picks its loop by ``agent_name``
+(``memrl/resources/verl/agent_loops.yaml``). A parquet row picks its loop by ``agent_name``
 (:mod:`memrl.integrations.verl.rows`). Every loop runs memrl's own agent, unchanged, on a memrl LLM whose
 calls go to verl's rollout servers (:func:`memrl.integrations.verl.engine.verl_llm`), then turns the
 trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outputs`):
@@ -17,26 +17,55 @@ trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outpu
   ``(P_new - P_old) x E`` (:func:`memrl.rewards.memupdate.score_memupdate`).
 * ``membuilder``: the row's session is built by all four MemBuilder agents from the row's pre-session
   memory, the session is scored with ADRPO (:func:`memrl.agents.adrpo.score_session`: questions answered
-  from the new memory by the policy itself through the same servers, judged by the official F1 or an
-  LLM judge), and the output is the row's own agent (``memory_type``) with its reward ``task x (1 - 0.8 LP)``.
+  greedily (temperature 0, ``answer_tokens`` each) from the new memory by the policy itself through the same
+  servers, judged by the official F1 or an LLM judge; the length penalty against the expert's reply
+  lengths stored in the row), and the output is the row's own agent (``memory_type``) with its reward ``task x (1 - 0.8 LP)``.
   GRPO groups are then the rollouts of one (session, agent): ADRPO's per-agent comparison. The
   attribution weight (4x for the dominant memory type) is logged (``reward_extra_info``) but not applied:
   see :mod:`memrl.integrations.verl` for why verl 0.9 offers no hook for it.
 
-A failed episode raises :class:`~memrl.integrations.verl.outputs.RolloutFailed`: verl's v1 worker marks the
-group failed and evicts it, so a failure is never trained on with a made-up reward.
+What every loop shares: one embedder per process (:func:`shared_embedder`: verl builds a loop object per
+sample, and loading MiniLM per episode would dominate a rollout), request ids per conversation and the
+weight versions the servers reported (:mod:`memrl.integrations.verl.engine`), copied into each output's
+``extra_fields`` (``min_global_steps``/``max_global_steps``: verl's v1 trainer reads them from every
+sample).
+
+A failed episode raises (:class:`~memrl.integrations.verl.outputs.RolloutFailed`, or the provider error
+itself): verl's v1 worker (``AgentLoopWorkerTQ._run_prompt``) then writes nothing for that rollout and
+marks the prompt's status ``failure``. What happens to the group's other rollouts is the trainer's
+choice: in verl 0.9.1's synchronous mode a failed group stays sampleable and is trained on the rollouts
+that finished (``ReplayBuffer`` in ``verl/trainer/ppo/v1/replay_buffer.py``: "failed groups remain
+sampleable"); with ``trainer.v1.sampler.sync_refill_failed_groups=true`` a group with no rollout left is
+replaced. Either way the failed rollout is no sample and never gets a reward.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, register
 
+from memrl.errors import ConfigError, DataError
 from memrl.integrations.verl.engine import verl_llm
 from memrl.integrations.verl.outputs import RolloutFailed, agent_loop_outputs
 from memrl.integrations.verl.rows import RowTask
+from memrl.integrations.verl.shared import shared_embedder
+
+#: Sampling of calls whose tokens are not trained (MemBuilder's answers to its scoring questions): greedy,
+#: as memrl's own evaluation and the original MemBuilder answer them.
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": -1}
+
+
+def server_fields(*llms: Any) -> dict[str, Any]:
+    """The weight versions of an episode's calls over all its LLMs (see the module docstring)."""
+    lows = [e.min_global_steps for e in (llm.engine for llm in llms) if e.min_global_steps is not None]
+    highs = [e.max_global_steps for e in (llm.engine for llm in llms) if e.max_global_steps is not None]
+    return {
+        "min_global_steps": min(lows) if lows else None,
+        "max_global_steps": max(highs) if highs else None,
+    }
 
 
 class MemrlAgentLoop(AgentLoopBase):
@@ -49,15 +78,23 @@ class MemrlAgentLoop(AgentLoopBase):
     ) -> None:
         kwargs.pop("tools", None)  # verl passes its tool list to every loop; memrl's agents bring their own
         super().__init__(*args, **kwargs)
+        if (self.config.get("trainer") or {}).get("use_v1") is False:
+            # verl 0.9.1's legacy worker (AgentLoopWorker._run_agent_loop, main_ppo_v0) takes ONE
+            # AgentLoopOutput per sample; memrl's loops return a list (MemAgent: one per call), which only
+            # the v1 worker (verl/trainer/ppo/v1/agent_loop_tq.py) accepts
+            raise ConfigError(f"memrl's {self.agent} loop needs verl's v1 trainer: set trainer.use_v1=true (the "
+                              "legacy trainer takes one output per sample and is deprecated in verl 0.9)")  # fmt: skip
         self.constraints = constraints
         self.embedder = embedder
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
 
-    def llm(self, sampling_params: dict[str, Any]) -> Any:
-        """A memrl LLM on verl's servers for one episode (its own sticky request id)."""
+    def llm(self, sampling_params: dict[str, Any], *, greedy: bool = False) -> Any:
+        """A memrl LLM on verl's servers for one episode (request ids: one per conversation); ``greedy``
+        for calls that are not trained (their tokens never reach verl's actor)."""
+        params = {**sampling_params, **GREEDY} if greedy else sampling_params
         return verl_llm(
-            self.server_manager, self.tokenizer, sampling_params, request_id=uuid.uuid4().hex,
+            self.server_manager, self.tokenizer, params, request_id=uuid.uuid4().hex,
             constraints=self.constraints,  # type: ignore[arg-type]
             chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
         )  # fmt: skip
@@ -73,7 +110,7 @@ class MemrlAgentLoop(AgentLoopBase):
     def memory(self) -> Any:
         from memrl.memory.facade import AsyncMemory
 
-        return AsyncMemory(":memory:", embedder=self.embedder)
+        return AsyncMemory(":memory:", embedder=shared_embedder(self.embedder))
 
 
 @register("memagent")
@@ -94,10 +131,12 @@ class MemAgentLoop(MemrlAgentLoop):
         from memrl.agents.memagent import MemAgent
 
         row = self.task(kwargs)
-        agent = MemAgent(self.llm(sampling_params), self.agent_config)
+        llm = self.llm(sampling_params)
+        agent = MemAgent(llm, self.agent_config)
         result = await agent.run(row.question, str(row.info.get("document") or ""), golds=row.golds,
                                  task_id=str(row.info.get("question_id") or row.info.get("index")))  # fmt: skip
-        return agent_loop_outputs(result.trajectory, response_length=self.response_length)
+        return agent_loop_outputs(result.trajectory, response_length=self.response_length,
+                                  extra=server_fields(llm))  # fmt: skip
 
 
 @register("memupdate")
@@ -125,15 +164,15 @@ class MemUpdateLoop(MemrlAgentLoop):
         conv = row.conversation()
         question = row.question_obj(conv)
         memory = self.memory()
+        llm = self.llm(sampling_params)
         try:
             ns = f"{conv.id}@obs"
             await init_from_observations(memory, ns, conv)
-            result = await run_episode(self.llm(sampling_params), memory, ns, conv, question,
-                                       config=self.agent_config)  # fmt: skip
+            result = await run_episode(llm, memory, ns, conv, question, config=self.agent_config)
         finally:
             await memory.close()
         return agent_loop_outputs(result.trajectory, response_length=self.response_length,
-                                  extra={"stop_reason": result.stop_reason})  # fmt: skip
+                                  extra={"stop_reason": result.stop_reason, **server_fields(llm)})  # fmt: skip
 
 
 @register("membuilder")
@@ -166,22 +205,36 @@ class MemBuilderLoop(MemrlAgentLoop):
         conv = row.conversation()
         session = conv.session(int(row.info["session"]))
         mtype = str(row.info["memory_type"])
+        expert_chars = expert_lengths(row)
         memory = self.memory()
+        llm, answer_llm = self.llm(sampling_params), self.llm(sampling_params, greedy=True)
         try:
             ns = f"{conv.id}@membuilder"
             lines = row.memory_lines()
             if lines:
                 await memory.import_lines(lines, namespace=ns, overwrite=True)
-            llm = self.llm(sampling_params)
             result = await MemBuilderAgent(llm, self.agent_config).build_session(memory, ns, conv, session)
             questions = session_questions(conv, session, len(row.golds) or 5)
-            await score_session(memory, ns, conv, result, questions, answer_llm=self.llm(sampling_params),
-                                judge_llm=self.judge, f1_threshold=self.f1_threshold)  # fmt: skip
+            await score_session(memory, ns, conv, result, questions, answer_llm=answer_llm, judge_llm=self.judge,
+                                f1_threshold=self.f1_threshold, expert_chars=expert_chars,
+                                answer_tokens=self.answer_tokens)  # fmt: skip
         finally:
             await memory.close()
         mine = [t for t in result.trajectories if t.info.get("memory_type") == mtype]
         if not mine:
             raise RolloutFailed(f"row {row.info.get('index')}: no {mtype} agent ran (MemBuilderConfig.types)")
         traj = mine[0]
-        extra = {"memory_type": mtype, "advantage_weight": float(traj.info.get("advantage_weight", 1.0))}
+        extra = {"memory_type": mtype, "advantage_weight": float(traj.info.get("advantage_weight", 1.0)),
+                 **server_fields(llm, answer_llm)}  # fmt: skip
         return agent_loop_outputs(traj, response_length=self.response_length, extra=extra)
+
+
+def expert_lengths(row: RowTask) -> dict[str, int] | None:
+    """The expert's reply length (characters) per memory type for the row's session, written by ``memrl
+    data prepare`` (ADRPO's length penalty compares the policy's reply to it); None for rows prepared
+    without an expert (``--expert none``: no length penalty for episodic/semantic/procedural)."""
+    if "expert_chars" not in row.info:
+        raise DataError(f"row {row.info.get('index')}: extra_info.expert_chars is missing (rows written by an "
+                        "older memrl): write them again with memrl data prepare --format verl --task build")  # fmt: skip
+    text = row.info["expert_chars"]
+    return {str(k): int(v) for k, v in json.loads(text).items()} if text else None

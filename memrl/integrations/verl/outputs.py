@@ -25,8 +25,9 @@ from memrl.errors import MemrlError
 
 
 class RolloutFailed(MemrlError):
-    """The episode failed (provider error, unscorable reward): verl's v1 worker marks the prompt's group
-    as failed and the replay buffer evicts it, so a failure is never trained on as a reward."""
+    """The episode failed (provider error, unscorable reward): verl's v1 worker stores no sample for it and
+    marks the prompt ``failure``; the failure is never trained on as a reward. (verl 0.9.1's synchronous
+    replay buffer still trains the group's finished rollouts: docs/verl.md, Failures.)"""
 
 
 @dataclass

@@ -6,6 +6,13 @@ Declared in memrl's ``pyproject.toml``::
 
     [project.entry-points."verl.plugins"]
     memrl = "memrl.integrations.verl.plugin"
+
+**A plugin that fails to import is silent in verl 0.9.1**: ``verl/__init__.py`` catches the exception and
+logs it at DEBUG (``logging.getLogger(__name__).debug("Failed to load plugin ...")``), and the run later
+stops with "Agent loop memagent not registered". memrl does not rely on this path alone: the launch
+scripts import this module on the driver first (``python -m memrl.integrations.verl.resources``, which
+raises with the real error), and ``agent_loops.yaml`` names each loop by ``_target_``, so verl's workers
+import ``memrl.integrations.verl.loops`` through Hydra and a broken install raises there, with its cause.
 """
 
 from __future__ import annotations

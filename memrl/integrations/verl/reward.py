@@ -4,17 +4,25 @@ manager.
     reward.custom_reward_function.path=pkg://memrl.integrations.verl.reward
     reward.custom_reward_function.name=compute_score
 
+**Who calls it.** Not memrl's own loops: ``memagent``, ``memupdate`` and ``membuilder`` score their
+episodes in process and set ``reward_score``, and verl's worker only asks its reward loop for outputs that
+have none (``verl/experimental/agent_loop/agent_loop.py``, ``_compute_score``: ``if
+final_output.reward_score is None and enable_async_reward``). It serves verl's stock loops
+(``single_turn_agent``, ``tool_agent``) run on memrl ``read`` rows, and anyone scoring MemAgent answers
+through verl's reward managers.
+
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` with
 the decoded response of an episode's last sequence. For ``read`` rows (MemAgent) that is the final
 answer, scored by :func:`memrl.rewards.memagent.memagent_eval` (``score`` = MemAgent's 0/1 boxed match,
 plus ``em``, ``f1``, ``sub_em``, ``has_boxed`` logged by verl). With
-``reward_kwargs.reward_server=http://host:8765`` (and ``reward_token``) the same score is asked of
-memrl's reward server (``memrl serve reward``, ``POST /v1/score`` with a ``memagent`` item) instead.
+``reward.custom_reward_function.reward_kwargs.reward_server=http://host:8765`` (and ``reward_token``;
+configs/verl/memrl_base.yaml declares both keys, so no ``+`` is needed) the same score is asked of memrl's
+reward server (``memrl serve reward``, ``POST /v1/score`` with a ``memagent`` item) instead.
 
-``update`` and ``build`` rows need the episode's memory store, which only the agent loop has: their
-loops set ``reward_score`` themselves and verl does not call this function for them; if it is called for
-one (a stock loop was configured for memrl rows), it raises a clear error instead of inventing a score.
-A failure is never turned into a reward: an unreachable server or a ``null`` score raises.
+``update`` and ``build`` rows need the episode's memory store, which only memrl's agent loop has; if this
+function is called for one (a stock loop was configured for memrl rows), it raises a clear error instead
+of inventing a score. A failure is never turned into a reward: an unreachable server or a ``null`` score
+raises.
 """
 
 from __future__ import annotations
@@ -76,7 +84,7 @@ def compute_score(
     if task != "read":
         raise DataError(
             f"memrl {task!r} rows ({data_source}) are scored by memrl's {task} agent loop, which sets the "
-            "reward itself: use agent_name memupdate/membuilder (configs/verl/agent_loops.yaml)"
+            "reward itself: use agent_name memupdate/membuilder (docs/verl.md)"
         )
     golds = _golds(ground_truth)
     if reward_server:

@@ -14,7 +14,9 @@ needed on a Ray cluster):
 * ``build`` (agent ``membuilder``): one row per (session, memory type): ``conversation``, ``session``,
   ``memory_type`` and ``memory``, the pre-session memory as a memrl export (JSON lines), built by an
   expert over the earlier sessions (:mod:`memrl.agents.experts`' annotation expert: no LLM needed), so
-  each row is one session of ADRPO training from a realistic memory state.
+  each row is one session of ADRPO training from a realistic memory state; ``expert_chars``: JSON
+  ``{memory type: characters}`` of the expert's own reply for this session (ADRPO's length penalty
+  compares the policy's reply with it, in the same unit), empty without an expert.
 
 Every row has the same ``extra_info`` keys (unused ones empty), so files of different tasks concatenate.
 """
@@ -42,7 +44,8 @@ TASK_PROMPT = {
 def _row(task: Task, source: str, index: int, split: str, question: str, golds: Sequence[str],
          **extra: Any) -> dict[str, Any]:  # fmt: skip
     info = {"index": index, "split": split, "task": task, "question_id": "", "question": question,
-            "document": "", "conversation": "", "session": 0, "memory_type": "", "memory": ""}  # fmt: skip
+            "document": "", "conversation": "", "session": 0, "memory_type": "", "memory": "",
+            "expert_chars": ""}  # fmt: skip
     info.update(extra)
     content = question if task == "read" else TASK_PROMPT[task].format(question=question, **extra)
     return {
@@ -94,13 +97,16 @@ def update_rows(conversations: Iterable[Conversation], *, split: str = "train") 
     return rows
 
 
-async def _snapshots(conv: Conversation, expert: str) -> dict[int, str]:
-    """The memory before each session (memrl export lines, JSON), built by ``expert``."""
+async def _snapshots(conv: Conversation, expert: str) -> tuple[dict[int, str], dict[int, str]]:
+    """The memory before each session (memrl export lines, JSON), built by ``expert``, and the expert's
+    reply length per memory type for each session (JSON; empty without an expert)."""
+    from memrl.agents.adrpo import expert_lengths
     from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
     from memrl.memory.embedders import HashingEmbedder
     from memrl.memory.facade import AsyncMemory
 
     out: dict[int, str] = {}
+    lengths: dict[int, str] = {}
     memory = AsyncMemory(embedder=HashingEmbedder(64))  # vectors are not exported: any embedder will do
     try:
         ns = f"{conv.id}@expert"
@@ -115,11 +121,13 @@ async def _snapshots(conv: Conversation, expert: str) -> dict[int, str]:
         for s in conv.sessions:
             lines = await memory.export_lines(namespace=ns) if s.index > 1 else []
             out[s.index] = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines)
+            lengths[s.index] = ""
             if agent is not None:
-                await agent.build_session(memory, ns, conv, s)
+                built = await agent.build_session(memory, ns, conv, s)
+                lengths[s.index] = json.dumps(expert_lengths(built), sort_keys=True)
     finally:
         await memory.close()
-    return out
+    return out, lengths
 
 
 def build_rows(conversations: Iterable[Conversation], *, split: str = "train", types: Sequence[str] = TYPES,
@@ -134,7 +142,7 @@ def build_rows(conversations: Iterable[Conversation], *, split: str = "train", t
         raise ConfigError(f"--types must be among {', '.join(TYPES)}, got {', '.join(types) or 'none'}")
     rows: list[dict[str, Any]] = []
     for conv in conversations:
-        snaps = asyncio.run(_snapshots(conv, expert))
+        snaps, lengths = asyncio.run(_snapshots(conv, expert))
         blob = json.dumps(conv.to_dict(), ensure_ascii=False)
         for s in conv.sessions:
             qs = session_questions(conv, s, questions)
@@ -143,7 +151,8 @@ def build_rows(conversations: Iterable[Conversation], *, split: str = "train", t
             golds = [q.answer for q in qs]
             for t in types:
                 rows.append(_row("build", conv.source, len(rows), split, "", golds, conversation=blob,
-                                 session=s.index, memory_type=t, memory=snaps[s.index]))  # fmt: skip
+                                 session=s.index, memory_type=t, memory=snaps[s.index],
+                                 expert_chars=lengths[s.index]))  # fmt: skip
     return rows
 
 

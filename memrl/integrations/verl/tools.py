@@ -1,7 +1,7 @@
 """MemUpdate's six memory tools as verl tools (``verl.tools.base_tool.BaseTool``), for verl's stock
 ``tool_agent`` loop and anything else that loads tools through verl's tool registry.
 
-``configs/verl/memupdate_tools.yaml`` lists one :class:`MemrlTool` per tool with only its name
+``memrl/resources/verl/memupdate_tools.yaml`` lists one :class:`MemrlTool` per tool with only its name
 (``config: {type: native, tool: search_memory}``): the schema is memrl's own, derived from the typed
 function (:data:`memrl.tools.memupdate.MEMUPDATE_TOOLS`), never copied into the yaml.
 
@@ -11,8 +11,19 @@ tool instance cannot hold an episode's memory. The episode's store is kept per t
 first call from the row's ``tools_kwargs`` (``create_kwargs``): ``{"db": "<sqlite file>", "namespace":
 "<initial memory>"}`` (the episode works on a clone of that namespace) or ``{"conversation": "<memrl
 conversation JSON>"}`` (MemUpdate's initial memory from its observations, in memory). At most
-``max_episodes`` (default 256) episodes are kept per process, the oldest dropped first. memrl's own
-``memupdate`` agent loop does not need any of this: it owns its store for exactly one episode.
+``max_episodes`` (default 256) episodes are kept per process, the oldest dropped first: a dropped episode's
+clone is deleted from the database file (``memory.reset``), an in-memory store is simply closed; the
+episodes still kept when the process ends leave their clones (``{namespace}@verl-<request id>``) in the
+file. verl's ``ToolAgentLoop`` has no end-of-episode hook for tools (it calls ``release`` after every
+call: ``verl/experimental/agent_loop/tool_agent_loop.py``, ``_call_tool``), so eviction is the only point
+where an episode is known to be over.
+
+**No reward on this path.** verl's stock ``tool_agent`` loop scores an episode with the reward function
+on its decoded final response (``tool_agent_loop.py`` returns per-call ``tool_rewards`` only, from
+``execute``); MemUpdate's reward needs the episode's store, which lives in the tools' process. memrl's
+``compute_score`` therefore refuses ``update`` rows with a message naming the ``memupdate`` loop: train
+MemUpdate with memrl's own loop (``agent_name: memupdate``, the default of ``configs/verl/memupdate.yaml``);
+use these tools for tool-use rollouts and evaluation.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from memrl.errors import ConfigError
+from memrl.integrations.verl.shared import shared_embedder
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
 
 
@@ -50,11 +62,11 @@ class EpisodeStores:
             from memrl.data.types import Conversation
 
             conv = Conversation.from_dict(json.loads(create_kwargs["conversation"]))
-            memory, ns = AsyncMemory(":memory:", embedder=embedder), f"{conv.id}@obs"
+            memory, ns = AsyncMemory(":memory:", embedder=shared_embedder(embedder)), f"{conv.id}@obs"
             await init_from_observations(memory, ns, conv)
         elif create_kwargs.get("db") and create_kwargs.get("namespace"):
             memory, ns = (
-                AsyncMemory(create_kwargs["db"], embedder=embedder),
+                AsyncMemory(create_kwargs["db"], embedder=shared_embedder(embedder)),
                 f"{create_kwargs['namespace']}@verl-{key[:12]}",
             )
             await memory.clone(create_kwargs["namespace"], ns, overwrite=True)
@@ -66,8 +78,17 @@ class EpisodeStores:
             self.contexts[key] = ctx
             old = [self.contexts.popitem(last=False)[1] for _ in range(max(0, len(self.contexts) - self.max))]
         for o in old:
-            await o.memory.close()
+            await self.drop(o)
         return ctx
+
+    @staticmethod
+    async def drop(ctx: MemoryContext) -> None:
+        """End an episode: delete its clone from a database file, close its store."""
+        try:
+            if ctx.memory.store.path != ":memory:":
+                await ctx.memory.reset(namespace=ctx.namespace)
+        finally:
+            await ctx.memory.close()
 
 
 EPISODES = EpisodeStores()

@@ -1,0 +1,25 @@
+# Sourced by verl_train.sh and verl_cluster.sh: a task's config name and the overrides every launch needs.
+# Paths become absolute: verl's Ray workers resolve relative ones against their own working directory.
+
+memrl_verl_config() {
+  case "$1" in read) echo memagent ;; update) echo memupdate ;; build) echo membuilder ;;
+    *) echo "task must be read, update or build, got $1" >&2; return 2 ;; esac
+}
+
+# memrl_verl_args TRAIN VAL|none: fills the array VERL_ARGS.
+memrl_verl_args() {
+  local train val loops
+  train=$(realpath -m "$1")
+  loops=$(python -m memrl.integrations.verl.resources agent_loops.yaml)
+  VERL_ARGS=(data.train_files="$train" actor_rollout_ref.rollout.agent.agent_loop_config_path="$loops")
+  if [ "$2" = none ]; then
+    # verl always builds a validation dataloader from data.val_files; with `none` it gets the training
+    # file but never evaluates it (no validation before training, test_freq -1)
+    echo "no validation file: validation is off" >&2
+    VERL_ARGS+=(data.val_files="$train" trainer.test_freq=-1 trainer.val_before_train=false)
+  else
+    val=$(realpath -m "$2")
+    [ "$val" != "$train" ] || echo "warning: validating on the training file" >&2
+    VERL_ARGS+=(data.val_files="$val")
+  fi
+}

@@ -128,5 +128,9 @@ def test_the_verl_recipe_for_read_composes_on_verls_trainer():
     assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo is False
     assert cfg.actor_rollout_ref.rollout.n == 16 and cfg.trainer.use_v1
     assert cfg.reward.custom_reward_function.path == "pkg://memrl.integrations.verl.reward"
-    (loop,) = OmegaConf.load(root / cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    from memrl.integrations.verl.resources import resource
+
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    assert path == "memrl/resources/verl/agent_loops_ruler_locomo.yaml"  # relative to site-packages
+    (loop,) = OmegaConf.load(resource(Path(path).name))
     assert loop.name == "memagent" and loop.chunk_tokens == 1024 and loop.memory_tokens == 256

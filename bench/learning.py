@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> None:
                **trivial}  # fmt: skip
     report.write_predictions(args.out / "predictions.jsonl", items, systems)
     result: dict[str, Any] = {
-        "task": args.task, "seed": args.seed, "model": "SmolLM2-135M-Instruct (offline), LoRA" if args.lora_rank else
-        "SmolLM2-135M-Instruct (offline), full fine-tuning",
+        "task": args.task, "seed": args.seed, "model": ("SmolLM2-135M-Instruct (offline)" if args.model is None else args.model)
+        + (", LoRA" if args.lora_rank else ", full fine-tuning"),
         "metric_label": parts.get("metric_label", "official LoCoMo F1 x100"),
         "reward_name": parts.get("reward_name", args.reward if args.task == "read" else "train F1"),
         **report.verdict(before, after, trivial, key),

@@ -39,6 +39,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tool-choice", default="auto", choices=["auto", "required"], help="update only")
     ap.add_argument("--tasks-per-step", type=int, default=2, help="items per timed GRPO update")
     ap.add_argument("--seed", type=int, default=0, help="which train items")
+    ap.add_argument("--minutes", type=float, default=8.0,
+                    help="stop drawing items after the one that ends past this many minutes of rollouts")  # fmt: skip
     ap.add_argument("--model", help="HF folder (default: the offline SmolLM2-135M-Instruct)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
@@ -110,7 +112,11 @@ def main(argv: list[str] | None = None) -> dict:
         await train_set.setup()
         try:
             kept = []
+            start = time.perf_counter()
             for i in picks:  # one item at a time: its seconds are its own
+                if kept and time.perf_counter() - start > 60 * args.minutes:
+                    print(f"--minutes {args.minutes} reached after {len(kept)} items", flush=True)
+                    break
                 t0 = time.perf_counter()
                 gs = await train_set.group(llm, i, args.group_size, args.temperature)
                 seconds = time.perf_counter() - t0
@@ -126,18 +132,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     t0 = time.perf_counter()
     trajs = asyncio.run(roll())
-    rollout_s = time.perf_counter() - t0
+    rollout_s = sum(item["seconds"] for item in per_item)  # without setup (the memory before the items)
+    setup_s = time.perf_counter() - t0 - rollout_s
     groups = [g for item in per_item for g in item["groups"]]
     result = {
         "task": args.task,
         "command": "python bench/tool_probe.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "train_items": len(picks),
+        "train_items": len(per_item),
         "group_size": args.group_size,
         "temperature": args.temperature,
         **({"tool_choice": args.tool_choice} if args.task == "update" else {}),
         **summarize(args.task, groups),
-        "s_per_item": round(rollout_s / len(picks), 1),
-        "s_per_rollout": round(rollout_s / (len(picks) * args.group_size), 2),
+        "setup_s": round(setup_s, 1),
+        "s_per_item": round(rollout_s / len(per_item), 1),
+        "s_per_rollout": round(rollout_s / (len(per_item) * args.group_size), 2),
     }  # fmt: skip (build: a session)
     trainer = PolicyTrainer(llm, TrainerConfig(lr=2e-4, lora_rank=16, dynamic_sampling=False, micro_batch=8,
                                                micro_tokens=8192))  # fmt: skip

@@ -134,3 +134,61 @@ def test_the_verl_recipe_for_read_composes_on_verls_trainer():
     assert path == "memrl/resources/verl/agent_loops_ruler_locomo.yaml"  # relative to site-packages
     (loop,) = OmegaConf.load(resource(Path(path).name))
     assert loop.name == "memagent" and loop.chunk_tokens == 1024 and loop.memory_tokens == 256
+
+
+def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo_path, tmp_path, monkeypatch):
+    """bench/read_sft.py's expert, run by MemAgent itself on real train documents: the memory is the
+    initial one until a chunk holds an evidence turn, then that turn with its date, kept after it; the answer
+    is the boxed gold; every step becomes an SFT example with the prompt MemAgent sends the student."""
+    import asyncio
+
+    from learning_read import documents, reader_config
+    from read_sft import evidence_lines, expert_trajectories
+
+    from memrl.llm.local import LocalLLM
+    from memrl.train.sft import sft_samples
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    docs = documents("train", "1k")[:12]
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", data_path=str(locomo_path),
+                                                              split="train"))}  # fmt: skip
+    args = type(
+        "A", (), {"chunk_tokens": 200, "memory_tokens": 48, "answer_tokens": 40, "memory_first": False}
+    )
+    config = reader_config(args)
+    student = LocalLLM(str(make_tiny_lm(tmp_path / "lm"))).load()
+    trajs, counts = asyncio.run(expert_trajectories(student, docs, convs, config))
+    assert counts["documents"] == 12 and counts["evidence_steps"] >= 12  # each holds its evidence somewhere
+    for doc, t in zip(docs, trajs, strict=True):
+        lines = evidence_lines(doc, convs)
+        assert lines and all(x.startswith("(") for x in lines)  # dated evidence turns
+        chunks = [s for s in t.steps if s.role.startswith("chunk")]
+        assert len(chunks) >= 2  # 1k-token documents in 200-token chunks
+        k = next(i for i, s in enumerate(chunks) if s.response != "No previous memory")
+        # the evidence the memory starts with was read in that chunk (documents shuffle sessions)
+        read = [x for x in lines if x.split(": ", 1)[1][:30] in chunks[k].messages[-1]["content"]]
+        assert read and any(chunks[k].response.startswith(x[:20]) for x in read)
+        assert all(s.response == "No previous memory" for s in chunks[:k])
+        # after it: the previous memory, or the evidence read so far (a later chunk may hold more)
+        assert all(
+            b.response == a.response or b.response.startswith("(")
+            for a, b in zip(chunks[k:-1], chunks[k + 1 :], strict=True)
+        )
+        assert len(student.tokenizer.encode(chunks[k].response)) < 48
+        answers = [s for s in t.steps if s.role == "answer"]
+        gold = str(doc.questions[0].answers[0])
+        assert [s.response for s in answers] == ([] if len(gold) > 32 else ["\\boxed{" + gold + "}"])
+        assert chunks[-1].response in (answers[0].messages[-1]["content"] if answers else chunks[-1].response)
+    samples, skipped = sft_samples(student, trajs, max_reply_tokens=48)
+    assert len(samples) + skipped["too_long"] == sum(len(t.steps) for t in trajs) and skipped["failed"] == 0
+
+
+def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, monkeypatch):
+    from learning_read import documents
+    from read_sft import evidence_lines
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    (doc,) = documents("train", "1k")[:1]
+    with pytest.raises(ValueError, match="not in the given conversations"):
+        evidence_lines(doc, {})

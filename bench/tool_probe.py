@@ -41,12 +41,24 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0, help="which train items")
     ap.add_argument("--minutes", type=float, default=8.0,
                     help="stop drawing items after the one that ends past this many minutes of rollouts")  # fmt: skip
+    ap.add_argument(
+        "--micro-batch", type=int, default=8, help="the timed update's sequences per forward pass"
+    )
+    ap.add_argument(
+        "--micro-tokens", type=int, default=8192, help="the timed update's tokens per forward pass"
+    )
     ap.add_argument("--model", help="HF folder (default: the offline SmolLM2-135M-Instruct)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
-    if args.groups < 1 or args.group_size < 2 or args.tasks_per_step < 1:
+    if (
+        args.groups < 1
+        or args.group_size < 2
+        or args.tasks_per_step < 1
+        or min(args.micro_batch, args.micro_tokens) < 1
+    ):
         ap.error(
-            "--groups and --tasks-per-step must be >= 1, --group-size >= 2 (one rollout has no variance)"
+            "--groups, --tasks-per-step, --micro-batch and --micro-tokens must be >= 1, --group-size >= 2 "
+            "(one rollout has no variance)"
         )
     if args.task == "build" and args.tool_choice != "auto":
         ap.error("--tool-choice is an update option (MemBuilder writes JSON actions, not tool calls)")
@@ -89,6 +101,19 @@ def summarize(task: str, groups: list[list[dict]]) -> dict:
         out.update(parsed_share=round(sum(bool(r["parsed"]) for r in ok) / len(ok), 3),
                    proposed_per_rollout=mean("proposed"), applied_per_rollout=mean("applied"))  # fmt: skip
     return out
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far (Linux reports KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
+def write(path: Path | None, result: dict, per_item: list[dict]) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**result, "items": per_item}, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -147,20 +172,21 @@ def main(argv: list[str] | None = None) -> dict:
         "s_per_item": round(rollout_s / len(per_item), 1),
         "s_per_rollout": round(rollout_s / (len(per_item) * args.group_size), 2),
     }  # fmt: skip (build: a session)
-    trainer = PolicyTrainer(llm, TrainerConfig(lr=2e-4, lora_rank=16, dynamic_sampling=False, micro_batch=8,
-                                               micro_tokens=8192))  # fmt: skip
+    result["peak_rss_gib_rollouts"] = peak_rss_gib()
+    write(args.out, result, per_item)  # kept if the update below runs out of memory
+    trainer = PolicyTrainer(llm, TrainerConfig(lr=2e-4, lora_rank=16, dynamic_sampling=False,
+                                               micro_batch=args.micro_batch, micro_tokens=args.micro_tokens))  # fmt: skip
     step_groups = [[t for t in g if t.reward is not None] for gs in trajs[: args.tasks_per_step] for g in gs]
     t1 = time.perf_counter()
     m = trainer.step(step_groups)
     update_s = time.perf_counter() - t1
     result["update"] = {"items": min(args.tasks_per_step, len(trajs)), "seconds": round(update_s, 1),
+                        "micro_batch": args.micro_batch, "micro_tokens": args.micro_tokens,
                         "samples": m.get("samples"), "completion_tokens": m.get("n_tokens")}  # fmt: skip
     result["step_s_estimate"] = round(result["s_per_item"] * args.tasks_per_step + update_s, 1)
-    result["items"] = per_item
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "items"}))
+    result["peak_rss_gib"] = peak_rss_gib()
+    write(args.out, result, per_item)
+    print(json.dumps(result))
     return result
 
 

@@ -145,6 +145,7 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
     from learning_read import documents, reader_config
     from read_sft import evidence_lines, expert_trajectories
 
+    from memrl.agents.memagent import render_conversation
     from memrl.llm.local import LocalLLM
     from memrl.train.sft import sft_samples
     from tests.tiny_lm import make_tiny_lm
@@ -165,6 +166,10 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
         assert lines and all(x.startswith("(") for x in lines)  # dated evidence turns
         chunks = [s for s in t.steps if s.role.startswith("chunk")]
         assert len(chunks) >= 2  # 1k-token documents in 200-token chunks
+        text = render_conversation(doc)
+        if not any(x.split(": ", 1)[1][:40] in text for x in lines):  # the padder cut a long gold session
+            assert all(s.response == "No previous memory" for s in chunks)
+            continue
         k = next(i for i, s in enumerate(chunks) if s.response != "No previous memory")
         # the evidence the memory starts with was read in that chunk (documents shuffle sessions)
         read = [x for x in lines if x.split(": ", 1)[1][:30] in chunks[k].messages[-1]["content"]]

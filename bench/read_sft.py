@@ -47,6 +47,13 @@ def evidence_lines(doc: Any, conversations: dict[str, Any]) -> list[str]:
     return lines
 
 
+def in_chunk(turn: str, chunk: str) -> bool:
+    """Whether ``chunk`` holds ``turn``: a chunk boundary may cut it once, so one of its halves' outer ends
+    (the first or the last min(30, half) characters) is whole on one side of the cut."""
+    w = max(1, min(30, len(turn) // 2))
+    return turn[:w] in chunk or turn[-w:] in chunk
+
+
 class ExpertReader:
     """A rule-based reader for one document: see the module docstring. ``turns``: the evidence turns as
     the document renders them (``Speaker: text``), ``lines``: what the memory writes for each."""
@@ -69,8 +76,7 @@ class ExpertReader:
         if section is None:  # the answer prompt
             return "\\boxed{" + self.gold + "}"
         chunk = section.group(1)
-        # a turn is in the chunk when its text is (a chunk boundary may cut it: its first 40 characters)
-        new = {i for i, t in enumerate(self.turns) if i not in self.seen and (t in chunk or t[:40] in chunk)}
+        new = {i for i, t in enumerate(self.turns) if i not in self.seen and in_chunk(t, chunk)}
         if new:
             self.seen |= new
             text = "\n".join(self.lines[i] for i in sorted(self.seen))

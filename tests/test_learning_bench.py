@@ -172,7 +172,8 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
             continue
         k = next(i for i, s in enumerate(chunks) if s.response != "No previous memory")
         # the evidence the memory starts with was read in that chunk (documents shuffle sessions)
-        read = [x for x in lines if x.split(": ", 1)[1][:30] in chunks[k].messages[-1]["content"]]
+        prompt = chunks[k].messages[-1]["content"]
+        read = [x for x in lines if x[-15:] in prompt or x.split(") ", 1)[1][:15] in prompt]
         assert read and any(chunks[k].response.startswith(x[:20]) for x in read)
         assert all(s.response == "No previous memory" for s in chunks[:k])
         # after it: the previous memory, or the evidence read so far (a later chunk may hold more)
@@ -197,3 +198,16 @@ def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, 
     (doc,) = documents("train", "1k")[:1]
     with pytest.raises(ValueError, match="not in the given conversations"):
         evidence_lines(doc, {})
+
+
+def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
+    from read_sft import in_chunk
+
+    for turn in (
+        "Jo: ok, 7 May",
+        "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+    ):
+        for c in range(len(turn) + 1):  # every place the boundary can fall
+            before, after = "xx " + turn[:c], turn[c:] + " yy"
+            assert in_chunk(turn, before) or in_chunk(turn, after), (turn, c)
+    assert not in_chunk("Caroline: I went to the support group.", "Melanie: I painted a lake yesterday.")

@@ -1,16 +1,20 @@
 # Sourced by verl_train.sh and verl_cluster.sh: a task's config name and the overrides every launch needs.
 # Paths become absolute: verl's Ray workers resolve relative ones against their own working directory.
 
+# memrl_verl_config TASK: the config name; CONFIG=NAME picks another file of configs/verl (a recipe such as
+# memagent_ruler_locomo; hydra's --config-name cannot follow the overrides the scripts pass).
 memrl_verl_config() {
+  if [ -n "${CONFIG:-}" ]; then echo "$CONFIG"; return; fi
   case "$1" in read) echo memagent ;; update) echo memupdate ;; build) echo membuilder ;;
     *) echo "task must be read, update or build, got $1" >&2; return 2 ;; esac
 }
 
-# memrl_verl_args TRAIN VAL|none: fills the array VERL_ARGS.
+# memrl_verl_args TRAIN VAL|none: fills the array VERL_ARGS. LOOPS=FILE picks another shipped agent-loop file
+# (one of memrl.integrations.verl.resources.FILES; default agent_loops.yaml).
 memrl_verl_args() {
   local train val loops
   train=$(realpath -m "$1")
-  loops=$(python -m memrl.integrations.verl.resources agent_loops.yaml)
+  loops=$(python -m memrl.integrations.verl.resources "${LOOPS:-agent_loops.yaml}")
   VERL_ARGS=(data.train_files="$train" actor_rollout_ref.rollout.agent.agent_loop_config_path="$loops")
   if [ "$2" = none ]; then
     # verl always builds a validation dataloader from data.val_files; with `none` it gets the training

@@ -146,6 +146,61 @@ def test_identical_prompts_are_prefilled_once_with_the_same_result(tiny):
         assert r.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
 
 
+SECTION = "Lena has a dog named Biscuit. The lighthouse keeper was named Ana. " * 6
+
+
+def _memory_last(memory: str) -> list[dict[str, str]]:
+    """MemAgent's chunk prompt with the memory after the section: G rollouts share all but the memory."""
+    return [
+        {
+            "role": "user",
+            "content": f"Question: Who keeps the lighthouse?\nSection: {SECTION}\nMemory: {memory}",
+        }
+    ]
+
+
+def test_prompts_sharing_a_prefix_are_prefilled_once_with_the_same_result(tiny):
+    llm = LocalLLM(tiny).load()
+    greedy = SamplingParams(temperature=0.0, max_tokens=10)
+    prompts = [_memory_last(m) for m in ("none", "Ana keeps it.", "Biscuit is a dog, Lena's", "none")]
+    ids = [llm.prompt_ids(p) for p in prompts]
+    from memrl.llm.decoding import prefix_groups
+
+    groups = prefix_groups(ids)
+    assert len(groups) == 1 and groups[0][0] >= 40  # one shared prefix, the section included
+    alone = [llm.generate_sync([p], sampling=greedy)[0] for p in prompts]
+    batch = llm.generate_sync([*prompts, MSGS], sampling=greedy)  # and an unrelated prompt beside them
+    for a, b in zip(alone, batch, strict=False):
+        assert b.completion_ids == a.completion_ids
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-5)
+    assert batch[-1].completion_ids == llm.generate_sync([MSGS], sampling=greedy)[0].completion_ids
+
+
+def test_a_shared_prefix_gives_the_same_logprobs_and_gradients_as_separate_sequences(tiny):
+    llm = LocalLLM(tiny).load()
+    trainer = PolicyTrainer(llm, TrainerConfig(lr=1e-3))
+    prompts = [llm.prompt_ids(_memory_last(m)) for m in ("none", "Ana keeps it, Biscuit", "Lena")]
+    comps = [llm.tokenizer.encode(t) for t in ("Ana", "Biscuit the dog", "May 2024")]
+    samples = [Sample(p, c, 1.0, temperature=0.7) for p, c in zip(prompts, comps, strict=True)]
+
+    def grads(samples_per_pass):
+        trainer.model.zero_grad()
+        lps = []
+        for batch in samples_per_pass:
+            lp, mask = trainer.token_logprobs(trainer.model, batch)
+            (lp * mask).sum().backward()
+            lps += [lp[i][mask[i].bool()].detach() for i in range(len(batch))]
+        return lps, [p.grad.clone() for p in trainer.model.parameters()]
+
+    lp_a, g_a = grads([samples])  # the shared prefix runs once
+    lp_b, g_b = grads([[s] for s in samples])
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(lp_a, lp_b, strict=True))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_a, g_b, strict=True))
+    ids = torch.tensor([prompts[1] + comps[1]])
+    full = torch.log_softmax(trainer.model(input_ids=ids).logits[0, len(prompts[1]) - 1 : -1] / 0.7, -1)
+    assert torch.allclose(full.gather(-1, ids[0, len(prompts[1]) :, None]).squeeze(-1), lp_a[1], atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "bad",
     [

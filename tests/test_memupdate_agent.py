@@ -255,6 +255,30 @@ async def test_run_episode_reward_matches_the_formula_by_hand(amem: AsyncMemory,
     assert items_per_ns == {NS: 14, "ep-1": 15}  # the dropped episode namespace is gone
 
 
+async def test_an_episode_that_changes_nothing_earns_exactly_0_while_other_namespaces_are_written(
+    amem: AsyncMemory, conv
+):
+    """GRPO runs a group's episodes concurrently, each in its own clone: writes to another namespace
+    between this episode's 'before' and 'after' must not move its retrieval (seen in a learning run: an
+    episode with no tool call earned -0.0067, P 0.17 -> 0.10, with the memory unchanged)."""
+    await init_from_observations(amem, NS, conv)
+    q = next(q for q in conv.questions if q.answer == "Egypt")
+
+    class Busy(ScriptedLLM):  # while this episode's model 'thinks', another episode writes its clone
+        async def _chat(self, request):
+            await amem.clone(NS, "other-ep", overwrite=True)
+            for i in range(40):
+                await amem.add(f"Nadia flew in from Cairo, Egypt, trip {i}. Omar's sister visits in March.",
+                               namespace="other-ep", type="semantic", actor="other")  # fmt: skip
+            return await super()._chat(request)
+
+    result = await run_episode(Busy(["No change needed."]), amem, NS, conv, q)
+    traj = result.trajectory
+    assert traj.failure is None and traj.metrics["tool_calls"] == 0
+    assert traj.metrics["p_new"] == traj.metrics["p_old"] and traj.reward == 0.0
+    assert await amem.count(namespace="other-ep") == 14 + 40  # the writes did happen, mid-episode
+
+
 async def test_unscorable_question_fails_before_any_llm_call(amem: AsyncMemory, conv):
     await init_from_observations(amem, NS, conv)
     q = dataclasses.replace(conv.questions[0], answers=("?",))

@@ -150,7 +150,7 @@ async def test_memagent_tasks_rewards():
     from memrl.llm import ScriptedLLM
 
     conv = load_dataset("sample")[0][0]
-    dog = next(i for i, (_, q) in enumerate(MemAgentTasks([conv]).items) if q.answer == "Biscuit")
+    dog = next(i for i, (_, q, _) in enumerate(MemAgentTasks([conv]).items) if q.answer == "Biscuit")
     for reward, expected in (("reward", 0.0), ("f1", 2 / 3), ("sub_em", 1.0)):
         tasks = MemAgentTasks([conv], reward=reward)
         # reading steps write notes; the answer step (its prompt starts with the question) boxes an answer

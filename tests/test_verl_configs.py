@@ -105,3 +105,28 @@ def test_smoke_script_prepares_rows_and_passes_verls_validation_for_every_task(r
         assert Path(cfg["data"]["train_files"]).is_file()  # the rows the script prepared
         check_loop_config(cfg)
     assert "no reward lines" in proc.stdout  # nothing trained in a dry run: the summary says so
+
+
+@pytest.mark.slow
+def test_read_recipe_on_ruler_locomo_launches_with_its_own_loop_options(run_script, tmp_path):
+    """docs/training.md's recipe: CONFIG picks the recipe's config, LOOPS picks the shipped RULER-LoCoMo loop file (chunks of 1,024 tokens, a
+    256-token memory); without LOOPS the scripts would pass agent_loops.yaml and its 5,000-token chunks."""
+    from omegaconf import OmegaConf
+
+    train, val = tmp_path / "train.parquet", tmp_path / "val.parquet"
+    _, (cfg,) = run_script(str(ROOT / "scripts/verl_train.sh"), "read", "/models/Qwen2.5-3B-Instruct", str(train),
+                           str(val), f"hydra.run.dir={tmp_path}/hydra",
+                           env={"GPUS": "1", "CONFIG": "memagent_ruler_locomo",
+                                "LOOPS": "agent_loops_ruler_locomo.yaml"})  # fmt: skip
+    check_loop_config(cfg)
+    assert cfg["actor_rollout_ref"]["rollout"]["n"] == 16 and cfg["trainer"]["total_epochs"] == 5
+    (loop,) = OmegaConf.load(cfg["actor_rollout_ref"]["rollout"]["agent"]["agent_loop_config_path"])
+    assert loop.name == "memagent" and loop.chunk_tokens == 1024 and loop.memory_tokens == 256
+
+
+def test_scripts_refuse_a_loop_file_memrl_does_not_ship(tmp_path):
+    proc = subprocess.run(["bash", "-c", f'set -euo pipefail; . "{ROOT}/scripts/verl_common.sh"; LOOPS=nope.yaml; '
+                           f'memrl_verl_args "{tmp_path}/t.parquet" none'],
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode != 0 and "memrl ships no verl file 'nope.yaml'" in proc.stderr

@@ -42,6 +42,22 @@ Next section:
 Write your updated memory: keep what in your memory helps answer the question, and add what in this \
 section helps (names, dates, places, numbers). Write only the memory."""
 
+# The same prompt with the section before the memory: the G rollouts of a GRPO group then share every token
+# up to their memories, which the local back-end and trainer run once (``memory_last``).
+CHUNK_PROMPT_MEMORY_LAST = """You are reading a long document, one section at a time, to answer a question. You keep \
+a memory of what you have read; it is all you will have when you answer.
+
+Question: {question}
+
+Next section:
+{chunk}
+
+Your memory so far:
+{memory}
+
+Write your updated memory: keep what in your memory helps answer the question, and add what in this \
+section helps (names, dates, places, numbers). Write only the memory."""
+
 ANSWER_PROMPT = """Question: {question}
 
 Your memory of the document:
@@ -63,6 +79,11 @@ class MemAgentConfig:
         False, "constrain the final answer to \\boxed{...} by a grammar (back-ends that follow grammars)"
     )
     initial_memory: str = option("No previous memory", "the memory before the first chunk")
+    memory_last: bool = option(
+        False,
+        "put the section before the memory in the chunk prompt (the original puts the memory first): a GRPO "
+        "group's prompts then share all but the memory, which the local back-end prefills once",
+    )
 
     def __post_init__(self) -> None:
         if self.chunk_tokens < 16 or self.memory_tokens < 8:
@@ -137,7 +158,8 @@ class MemAgent:
         if cfg.max_chunks is not None:
             chunks = chunks[: cfg.max_chunks]
         memory = cfg.initial_memory
-        steps = [(f"chunk-{i}", CHUNK_PROMPT, c, cfg.memory_tokens) for i, c in enumerate(chunks)]
+        chunk_prompt = CHUNK_PROMPT_MEMORY_LAST if cfg.memory_last else CHUNK_PROMPT
+        steps = [(f"chunk-{i}", chunk_prompt, c, cfg.memory_tokens) for i, c in enumerate(chunks)]
         steps.append(("answer", ANSWER_PROMPT, "", cfg.answer_tokens))
         text = ""
         for n, (role, template, chunk, budget) in enumerate(steps):

@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the split whose items are written (LoCoMo train|test, LongMemEval sft|rl|test), also "
                         "written to extra_info.split; a data set without a published split takes it as a "
                         "label only")  # fmt: skip
+    p.add_argument("--lengths", nargs="+", default=[],
+                   help="ruler-locomo: document length(s), e.g. 2k (documents built from the split's conversations "
+                        "only, gold and distractor sessions alike)")  # fmt: skip
     p.add_argument("--types", default="core,episodic,semantic,procedural", help="build: agents to train")
     p.add_argument("--expert", default="annotations", choices=["annotations", "none"],
                    help="build: who writes the memory before each session (annotations: LoCoMo's)")  # fmt: skip
@@ -80,12 +83,20 @@ def _info(args: argparse.Namespace) -> int:
 
 def _prepare(args: argparse.Namespace) -> int:
     from memrl.data import load_dataset
-    from memrl.data.splits import SPLITS
+    from memrl.data.splits import DERIVED, SPLITS
     from memrl.errors import DataError
     from memrl.integrations.verl.rows import build_rows, read_rows, update_rows, write_parquet
 
-    records, _ = load_dataset(args.dataset, args.data_path)
-    table = SPLITS.get(args.dataset)
+    if args.dataset in DERIVED:  # built from the split's own conversations: a test session never enters
+        table = SPLITS[DERIVED[args.dataset]]
+        if args.split not in table:
+            raise DataError(f"{args.dataset} has no split {args.split!r}; its splits: {', '.join(table)}")
+        records, _ = load_dataset(args.dataset, args.data_path, lengths=args.lengths or None,
+                                  num_questions=None, seed=0, sources=table[args.split])  # fmt: skip
+        table = None
+    else:
+        records, _ = load_dataset(args.dataset, args.data_path)
+        table = SPLITS.get(args.dataset)
     if table is not None:  # only that split's items: a test item never lands in a training file
         if args.split not in table:
             raise DataError(f"{args.dataset} has no split {args.split!r}; its splits: {', '.join(table)}")

@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "sft|rl|test (MemBuilder's). Default: the training split (train, rl)")  # fmt: skip
         add_split_guard(p)
         p.add_argument("--questions", type=int, help="at most this many questions per conversation")
+        p.add_argument("--lengths", nargs="+", default=[],
+                       help="ruler-locomo / ruler-hotpotqa: document length(s) to build, e.g. 1k (default 7k)")  # fmt: skip
         p.add_argument(
             "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed"],
             help="read: the original's boxed-answer match (0/1, the default); f1 or sub_em of the boxed answer "
@@ -210,7 +212,7 @@ def _conversations(args: argparse.Namespace) -> list:
     if split and args.conv_id and args.dataset in SPLITS and args.conv_id not in SPLITS[args.dataset][split]:
         raise ConfigError(f"--conv-id {args.conv_id} is not in the {args.dataset} {split} split")
     cfg = QAEvalConfig(dataset=args.dataset, data_path=args.data_path, conv_id=conv_ids, split=split,
-                       questions=getattr(args, "questions", None))  # fmt: skip
+                       questions=getattr(args, "questions", None), lengths=tuple(getattr(args, "lengths", ())))  # fmt: skip
     convs = load_conversations(cfg)
     held = evaluation_items(args.dataset, convs)
     if held and not args.allow_eval_split:

@@ -182,12 +182,23 @@ def _built(convs: list[Conversation], report: Any) -> LoadResult:
 
 
 def _ruler_locomo(
-    file: Path | None, folder: Any, *, lengths: Any = None, num_questions: int | None = None, seed: int = 0
+    file: Path | None,
+    folder: Any,
+    *,
+    lengths: Any = None,
+    num_questions: int | None = None,
+    seed: int = 0,
+    sources: tuple[str, ...] | None = None,
 ) -> LoadResult:
     from memrl.data.locomo import load_locomo
     from memrl.data.ruler import ruler_locomo_conversations
 
     convs, report = load_locomo(file or find_dataset("locomo", folder))
+    if sources is not None:
+        unknown = set(sources) - {c.id for c in convs}
+        if unknown:
+            raise ConfigError(f"ruler-locomo: no LoCoMo conversation {', '.join(sorted(unknown))}")
+        convs = [c for c in convs if c.id in set(sources)]
     return _built(
         ruler_locomo_conversations(convs, _lengths(lengths), num_questions=num_questions, seed=seed), report
     )
@@ -202,11 +213,14 @@ def load_conversations(
     questions: int | None = None,
     seed: int = 0,
     include_adversarial: bool = False,
+    sources: Any = None,
 ) -> LoadResult:
     """Any data set as conversations (documents data sets included), with its load report.
 
     ``questions`` caps the number of questions of document data sets (per length for RULER sets); dialogue
     data sets keep all their questions (evaluations select from them). ``lengths`` is only for RULER sets.
+    ``sources`` (``ruler-locomo`` only): the LoCoMo conversation ids its documents are built from, gold and
+    distractor sessions alike (a split's conversations: no session of another split enters a document).
     """
     from memrl.data.hotpotqa import hotpotqa_conversations
 
@@ -220,6 +234,10 @@ def load_conversations(
         kwargs["include_adversarial"] = include_adversarial
     if key in LENGTH_DATASETS:
         kwargs.update(lengths=lengths, num_questions=questions, seed=seed)
+    if sources is not None:
+        if key != "ruler-locomo":
+            raise ConfigError(f"sources= selects the LoCoMo conversations of ruler-locomo, not of {key}")
+        kwargs["sources"] = tuple(sources)
     records, report = load_dataset(key, path, **kwargs)
     if key == "hotpotqa":
         records = hotpotqa_conversations(records[:questions] if questions is not None else records)

@@ -108,11 +108,12 @@ SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT,
 }
 #: The split a trainer takes when none is named (LongMemEval: MemBuilder's RL questions).
-TRAIN_SPLITS: dict[str, str] = {"locomo": "train", "longmemeval": "rl"}
+TRAIN_SPLITS: dict[str, str] = {"locomo": "train", "longmemeval": "rl", "ruler-locomo": "train"}
 #: Splits held out for evaluation: no trainer may touch them unless explicitly allowed.
 EVAL_SPLITS: dict[str, tuple[str, ...]] = {"locomo": ("test",), "longmemeval": ("test",)}
-#: Data sets built from another one's conversations, and where an item names its source.
-_DERIVED: dict[str, str] = {"ruler-locomo": "locomo"}
+#: Data sets built from another one's conversations (their ``--split`` is the source's), and where an
+#: item names its source.
+DERIVED: dict[str, str] = {"ruler-locomo": "locomo"}
 
 
 def _source_id(record: Any) -> str:
@@ -125,7 +126,7 @@ def _source_id(record: Any) -> str:
 def evaluation_items(dataset: str, records: Sequence[Any]) -> list[str]:
     """Ids of ``records`` that belong to an evaluation split of ``dataset`` (or of the data set it was built
     from), in order; empty for a data set without a published split."""
-    base = _DERIVED.get(dataset, dataset)
+    base = DERIVED.get(dataset, dataset)
     held = {i for name in EVAL_SPLITS.get(base, ()) for i in SPLITS[base][name]}
     ids = [str(r.id) for r in records if (_source_id(r) if base != dataset else str(r.id)) in held]
     return list(dict.fromkeys(ids))

@@ -133,15 +133,23 @@ def load_conversations(cfg: QAEvalConfig) -> list[Conversation]:
     """The conversations of the run, with their questions selected (split, ids, sessions, count)."""
     from memrl.data import DOCUMENT_DATASETS
     from memrl.data import load_conversations as load
-    from memrl.data.splits import SPLITS
+    from memrl.data.splits import DERIVED, SPLITS
 
     documents = cfg.dataset in DOCUMENT_DATASETS
+    # a data set built from another one's conversations (ruler-locomo) takes a split of the source: its
+    # documents are built from that split's conversations only, gold and distractor sessions alike
+    base = DERIVED.get(cfg.dataset)
+    sources = None
+    if cfg.split and base is not None:
+        if cfg.split not in SPLITS.get(base, {}):
+            raise ConfigError(f"dataset {cfg.dataset!r} has no split {cfg.split!r}")
+        sources = SPLITS[base][cfg.split]
     convs, _report = load(
         cfg.dataset, cfg.data_path, lengths=cfg.lengths, seed=cfg.seed, include_adversarial=cfg.include_adversarial,
-        questions=cfg.questions if documents and not cfg.conv_id else None,
+        questions=cfg.questions if documents and not cfg.conv_id else None, sources=sources,
     )  # fmt: skip
     wanted: set[str] | None = set(cfg.conv_id) if cfg.conv_id else None
-    if cfg.split:
+    if cfg.split and sources is None:
         table = SPLITS.get(cfg.dataset)
         if table is None or cfg.split not in table:
             raise ConfigError(f"dataset {cfg.dataset!r} has no split {cfg.split!r}")

@@ -4,7 +4,9 @@ Why our own loop rather than ``model.generate``: we need, per sequence, (a) an x
 advanced only while that sequence is alive (``xgrammar.contrib.hf.LogitsProcessor`` asserts on the pad
 tokens HF feeds finished rows), (b) the log-probability of every sampled token under the distribution it
 was *actually drawn from* (the behaviour policy of RL), (c) finished rows dropped from the batch so the
-survivors run faster, and (d) identical prompts (the G rollouts of a GRPO group) prefilled once.
+survivors run faster, and (d) a prefix shared by several prompts (the G rollouts of a GRPO group:
+identical prompts, or MemAgent's chunk prompts that differ only in the memory) prefilled once
+(:func:`prefix_groups`).
 
 **The behaviour distribution** of a position is :func:`sampling_logprobs`: the model's logits with the
 ids beyond the tokenizer and, under a grammar, the tokens the grammar forbids set to -inf, divided by the
@@ -24,6 +26,7 @@ terminates, at a stop string (the text is cut before it), or after ``max_tokens`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +83,45 @@ def replay_masks(matcher: Any, completion_ids: list[int], vocab_size: int) -> An
     return bitmask_to_bool(bitmask[: len(completion_ids)], vocab_size).to(torch.bool)
 
 
+#: A prompt joins a group's shared prefix only when they share at least this many tokens.
+MIN_SHARED = 32
+
+
+def _lcp(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefix_groups(
+    prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED
+) -> list[tuple[int, list[int]]]:
+    """Prompts grouped by a shared prefix: ``[(prefix_length, member indices)]``.
+
+    The prefix leaves every member at least one token of its own (the last one, for identical prompts),
+    so each member's next-token logits come from its own tokens. A prompt joins the group before it (prompts
+    in sorted order, so shared prefixes are neighbours) when they share at least ``min_shared`` tokens and
+    at least half of the group's prefix: the G rollouts of a GRPO group (identical prompts, or prompts that
+    differ only after a long common part, as MemAgent's chunk prompts with the memory last) share one
+    prefix; prompts of different tasks, which share only a template's opening words, do not. A prompt
+    alone has prefix ``len - 1``.
+    """
+    order = sorted(range(len(prompts)), key=lambda i: tuple(prompts[i]))
+    groups: list[tuple[int, list[int]]] = []
+    for i in order:
+        p = prompts[i]
+        if groups:
+            shared, members = groups[-1]
+            k = min(_lcp(prompts[members[0]], p, shared), len(p) - 1)
+            if k >= max(min_shared, shared / 2):
+                groups[-1] = (k, [*members, i])
+                continue
+        groups.append((max(0, len(p) - 1), [i]))
+    return groups
+
+
 def _choose(scores: Any, sampling: SamplingParams, generator: Any) -> Any:
     """Next token per row from (already masked) logits ``[B, V]``."""
     import torch
@@ -114,18 +156,6 @@ def generate(
     matchers = matchers or [None] * n
     device = next(model.parameters()).device
     pad = pad_id if pad_id is not None else min(stop_ids)
-    # identical prompts (a GRPO group) are prefilled once; their cache rows are copied afterwards
-    unique: dict[tuple[int, ...], int] = {}
-    source = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
-    firsts = list(unique)
-    width = max(len(p) for p in firsts)
-    ids = torch.full((len(firsts), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(firsts), width), dtype=torch.long)
-    for i, p in enumerate(firsts):
-        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p) :] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
     generator = None
     if sampling.seed is not None and sampling.temperature > 0:
@@ -139,26 +169,8 @@ def generate(
     texts: list[str | None] = [None] * n
     finish: list[str | None] = [None] * n
     with torch.inference_mode():
-        step_in, step_mask, step_pos = ids, mask, positions
-        expand = torch.tensor(source, device=device) if len(firsts) < n else None
+        logits, step_mask, step_pos = _prefill(model, prompts, cache, pad, device)
         while True:
-            logits = (
-                model(
-                    input_ids=step_in,
-                    attention_mask=step_mask,
-                    position_ids=step_pos,
-                    past_key_values=cache,
-                    use_cache=True,
-                    logits_to_keep=1,
-                )
-                .logits[:, -1, :]
-                .float()
-            )
-            if expand is not None:  # after the shared prefill: one row per sequence
-                logits = logits[expand]
-                cache.batch_select_indices(expand)
-                step_mask, step_pos = step_mask[expand], step_pos[expand]
-                expand = None
             scores = logits
             if n_real < scores.shape[-1]:
                 scores[:, n_real:] = float("-inf")
@@ -195,9 +207,9 @@ def generate(
                 cache.batch_select_indices(index)
                 step_mask, step_pos = step_mask[index], step_pos[index]
                 rows = [rows[j] for j in keep]
-            step_in = next_tokens
             step_mask = torch.cat([step_mask, step_mask.new_ones((len(rows), 1))], dim=1)
             step_pos = step_pos[:, -1:] + 1
+            logits = _next_logits(model, next_tokens, step_mask, step_pos, cache)
     return [
         Generation(
             prompt_ids=list(prompts[i]),
@@ -208,6 +220,62 @@ def generate(
         )
         for i in range(n)
     ]
+
+
+def _next_logits(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+    """Logits ``[B, V]`` of the next token after feeding ``ids`` ``[B, T]`` on top of ``cache``."""
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                use_cache=True, logits_to_keep=1)  # fmt: skip
+    return out.logits[:, -1, :].float()
+
+
+def _left_padded(seqs: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
+    import torch
+
+    width = max(len(p) for p in seqs)
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, p in enumerate(seqs):
+        if p:
+            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+    return ids, mask
+
+
+def _prefill(model: Any, prompts: list[list[int]], cache: Any, pad: int, device: Any) -> tuple[Any, Any, Any]:
+    """Run every prompt into ``cache``; returns the next-token logits ``[n, V]``, the attention mask and
+    the last positions of the rows.
+
+    Prompts that share a prefix (:func:`prefix_groups`: the G rollouts of a GRPO group) have it prefilled
+    once: the distinct prefixes run as one left-padded batch, their cache rows are copied to the members,
+    then every member's own tokens run, left-padded after the prefix. Positions come from the attention
+    mask, so each prompt gets the positions it has alone."""
+    import torch
+
+    groups = prefix_groups(prompts)
+    if any(shared == 0 for shared, _ in groups):  # a one-token prompt: no prefix phase
+        groups = [(0, list(range(len(prompts))))]
+    source = [0] * len(prompts)
+    shared_of = [0] * len(prompts)
+    for g, (shared, members) in enumerate(groups):
+        for i in members:
+            source[i], shared_of[i] = g, shared
+    mask = torch.zeros((len(prompts), 0), dtype=torch.long, device=device)
+    if groups[0][0] > 0:
+        heads = [prompts[members[0]][:shared] for shared, members in groups]
+        ids, head_mask = _left_padded(heads, pad)
+        ids, head_mask = ids.to(device), head_mask.to(device)
+        model(input_ids=ids, attention_mask=head_mask, position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
+              past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+        if len(groups) < len(prompts) or source != list(range(len(prompts))):
+            index = torch.tensor(source, device=device)
+            cache.batch_select_indices(index)
+            head_mask = head_mask[index]
+        mask = head_mask
+    ids, own = _left_padded([p[shared_of[i] :] for i, p in enumerate(prompts)], pad)
+    mask = torch.cat([mask, own.to(device)], dim=1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1] :]
+    return _next_logits(model, ids.to(device), mask, positions, cache), mask, positions[:, -1:]
 
 
 def _vocab_size(model: Any) -> int:

@@ -14,8 +14,10 @@ So the policy being optimised is the constrained policy the agent actually acts 
 exactly 1 before any update (tested), and the KL term compares the constrained distributions of the
 policy and of the reference model (see :mod:`memrl.train.trainer`).
 
-**Shared prompts.** The G completions of a GRPO group share one prompt: it is run through the model once
-(its KV cache, with gradients, copied to the G rows) and only the completions are run per sample, which
+**Shared prompts.** The G completions of a GRPO group share one prompt, or a long prefix of it (MemAgent's
+chunk prompts with the memory last differ only in the memory): the shared prefix
+(:func:`memrl.llm.decoding.prefix_groups`) is run through the model once (its KV cache, with gradients,
+copied to the G rows) and only each sample's own prompt tokens and completion are run per sample, which
 cuts an update's cost by up to G x (prompt / completion) on short-answer tasks.
 
     scorer = PolicyLogProbs(llm)                    # llm: a loaded LocalLLM
@@ -31,7 +33,7 @@ from typing import Any
 
 import torch
 
-from memrl.llm.decoding import bitmask_to_bool, replay_masks, sampling_logprobs
+from memrl.llm.decoding import bitmask_to_bool, prefix_groups, replay_masks, sampling_logprobs
 
 __all__ = ["PolicyLogProbs", "Sample"]
 
@@ -83,17 +85,15 @@ class PolicyLogProbs:
         device = next(model.parameters()).device
         width = max(len(s.completion_ids) for s in samples)
         rows: list[torch.Tensor | None] = [None] * len(samples)
-        by_prompt: dict[tuple[int, ...], list[int]] = {}
-        for i, s in enumerate(samples):
-            by_prompt.setdefault(tuple(s.prompt_ids), []).append(i)
-        for prompt, idx in by_prompt.items():
-            logits = self._logits(model, list(prompt), [samples[i].completion_ids for i in idx], device)
+        for shared, idx in prefix_groups([s.prompt_ids for s in samples]):
+            members = [samples[i] for i in idx]
+            logits = self._logits(model, list(members[0].prompt_ids[:shared]), members, device)
             for j, i in enumerate(idx):
                 s = samples[i]
                 n = len(s.completion_ids)
                 packed = self.packed_mask(s)
-                allowed = None if packed is None else bitmask_to_bool(packed.to(device), logits.shape[-1])
-                lp = sampling_logprobs(logits[j, :n], s.temperature, allowed, self.n_real)
+                allowed = None if packed is None else bitmask_to_bool(packed.to(device), logits[j].shape[-1])
+                lp = sampling_logprobs(logits[j][:n], s.temperature, allowed, self.n_real)
                 target = torch.tensor(s.completion_ids, device=device)
                 rows[i] = lp.gather(-1, target[:, None]).squeeze(-1)
         out = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)  # type: ignore[arg-type]
@@ -103,33 +103,44 @@ class PolicyLogProbs:
         return out, mask
 
     def _logits(
-        self, model: Any, prompt: list[int], completions: list[list[int]], device: Any
-    ) -> torch.Tensor:
-        """Logits ``[n, Lmax, V]`` predicting each completion token, the prompt run once for all n."""
-        n, width = len(completions), max(len(c) for c in completions)
-        head = model(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
-        first = head.logits[:, -1:].float()  # predicts completion token 0
-        if width == 1:
-            return first.expand(n, 1, first.shape[-1])
-        cache = head.past_key_values
-        if n > 1:
-            cache.batch_repeat_interleave(n)
+        self, model: Any, prefix: list[int], members: Sequence[Sample], device: Any
+    ) -> list[torch.Tensor]:
+        """Per member, the logits ``[len(completion), V]`` predicting its completion tokens: the shared
+        ``prefix`` runs once (its KV cache, with gradients, repeated for every member), then each member's
+        own prompt tokens and completion, right-padded, in one batch."""
+        n = len(members)
+        tails = [list(s.prompt_ids[len(prefix) :]) + list(s.completion_ids) for s in members]
+        starts = [len(s.prompt_ids) - len(prefix) - 1 for s in members]  # the logit predicting completion 0
+        width = max(len(t) for t in tails)
+        cache = None
+        if prefix:
+            cache = model(
+                input_ids=torch.tensor([prefix], device=device), use_cache=True, logits_to_keep=1
+            ).past_key_values
+            if n > 1:
+                cache.batch_repeat_interleave(n)
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((n, len(prompt) + width), dtype=torch.long)
-        attn[:, : len(prompt)] = 1
-        for j, c in enumerate(completions):
-            ids[j, : len(c)] = torch.tensor(c, dtype=torch.long)
-            attn[j, len(prompt) : len(prompt) + len(c)] = 1
-        positions = torch.arange(len(prompt), len(prompt) + width).expand(n, width)
-        # the last completion token predicts nothing we train on: feed all but it
-        tail = model(
+        attn = torch.zeros((n, len(prefix) + width), dtype=torch.long)
+        attn[:, : len(prefix)] = 1
+        for j, t in enumerate(tails):
+            ids[j, : len(t)] = torch.tensor(t, dtype=torch.long)
+            attn[j, len(prefix) : len(prefix) + len(t)] = 1
+        positions = torch.arange(len(prefix), len(prefix) + width).expand(n, width)
+        # logits only where a completion token is predicted (the vocabulary is large): the span from the
+        # earliest completion start; the last tail token predicts nothing we train on, so it is not fed
+        lo = min(starts)
+        keep = torch.arange(lo, width - 1, device=device)
+        logits = model(
             input_ids=ids[:, :-1].to(device),
             attention_mask=attn[:, :-1].to(device),
             position_ids=positions[:, :-1].to(device),
             past_key_values=cache,
-            use_cache=True,
+            use_cache=cache is not None,
+            logits_to_keep=keep,
         ).logits.float()
-        return torch.cat([first.expand(n, 1, first.shape[-1]), tail], dim=1)
+        return [
+            logits[j, starts[j] - lo : starts[j] - lo + len(s.completion_ids)] for j, s in enumerate(members)
+        ]
 
 
 def _pack(allowed: torch.Tensor) -> torch.Tensor:

@@ -80,7 +80,9 @@ class ReadTasks(GroupedTasks):
             raise ConfigError(f"reward must be one of {', '.join(READ_REWARDS)}, got {reward!r}")
         self.reward = reward
         self.config = agent_config or MemAgentConfig(chunk_tokens=1024, memory_tokens=256, answer_tokens=48)
-        self.items = [(render_conversation(c), q) for c, q in _questions(conversations)]
+        # a RULER-LoCoMo document keeps its question's LoCoMo category (the training F1's list rule)
+        self.items = [(render_conversation(c), q, q.category_id or c.metadata.get("locomo_category"))
+                      for c, q in _questions(conversations)]  # fmt: skip
         if not self.items:
             raise ConfigError("no question with an answer to train on")
 
@@ -88,7 +90,7 @@ class ReadTasks(GroupedTasks):
         from memrl.agents.memagent import MemAgent
         from memrl.rewards.answer import reward_golds
 
-        document, q = self.items[index]
+        document, q, category = self.items[index]
         cfg = dataclasses.replace(self.config, temperature=temperature)
         golds = reward_golds(q.answers, q.category_id)
         result = await MemAgent(llm, cfg).run(q.question, document, golds=golds, task_id=q.id)
@@ -102,9 +104,7 @@ class ReadTasks(GroupedTasks):
             if answer is None and self.reward == "f1_unboxed":
                 answer = final
             kind = "sub_em" if self.reward == "sub_em" else "f1"
-            traj.reward = (
-                0.0 if answer is None else answer_reward(kind, answer, list(q.answers), q.category_id)
-            )
+            traj.reward = 0.0 if answer is None else answer_reward(kind, answer, list(q.answers), category)
         return traj
 
 

@@ -192,15 +192,19 @@ class PolicyTrainer(LocalModelTrainer):
             keep &= dynamic_sampling_mask(rewards, ids)
         weights = torch.tensor([float(t.info.get("advantage_weight", 1.0)) for t in trajs])
         adv = adv * weights
-        out: list[Sample] = []
+        keyed: list[tuple[tuple[int, int, int], Sample]] = []
         for i, t in enumerate(trajs):
             if not keep[i]:
                 continue
-            for s in t.steps:
+            for k, s in enumerate(t.steps):
                 if s.error is None and s.prompt_ids and s.completion_ids:
                     temp = s.temperature if s.temperature is not None else 1.0
-                    out.append(Sample(list(s.prompt_ids), list(s.completion_ids), float(adv[i]), s.logprobs,
-                                      ids[i], s.constraint, temp))  # fmt: skip
+                    sample = Sample(list(s.prompt_ids), list(s.completion_ids), float(adv[i]), s.logprobs,
+                                    ids[i], s.constraint, temp)  # fmt: skip
+                    keyed.append(((ids[i], k, i), sample))
+        # the k-th call of every rollout of a group side by side: their prompts share a prefix (the same
+        # chunk of a document, the same question), which a micro-batch then runs once
+        out = [sample for _, sample in sorted(keyed, key=lambda x: x[0])]
         scored = rewards[~torch.isnan(rewards)]
         stats = {
             "trajectories": float(len(trajs)),
@@ -227,13 +231,20 @@ class PolicyTrainer(LocalModelTrainer):
 
     def micro_batches(self, samples: list[Sample]) -> list[list[Sample]]:
         """Consecutive samples packed up to ``micro_batch`` sequences and ``micro_tokens`` tokens, a prompt
-        shared by neighbours counted once (samples of a group are neighbours: their prompt runs once)."""
+        prefix shared with a neighbour counted once (the same call of a group's rollouts are neighbours:
+        their shared prefix runs once)."""
         cfg = self.config
+        from memrl.llm.decoding import MIN_SHARED, _lcp
+
         out: list[list[Sample]] = []
         cost = 0
         for s in samples:
-            prompts = {tuple(x.prompt_ids) for x in out[-1]} if out else set()
-            add = len(s.completion_ids) + (0 if tuple(s.prompt_ids) in prompts else len(s.prompt_ids))
+            shared = (
+                max((_lcp(x.prompt_ids, s.prompt_ids, len(s.prompt_ids) - 1) for x in out[-1]), default=0)
+                if out
+                else 0
+            )
+            add = len(s.completion_ids) + len(s.prompt_ids) - (shared if shared >= MIN_SHARED else 0)
             if not out or len(out[-1]) >= cfg.micro_batch or cost + add > cfg.micro_tokens:
                 out.append([])
                 cost = len(s.prompt_ids) + len(s.completion_ids)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memrl.errors import ConfigError
 
-FILES = ("agent_loops.yaml", "memupdate_tools.yaml")
+FILES = ("agent_loops.yaml", "agent_loops_ruler_locomo.yaml", "memupdate_tools.yaml")
 
 
 def resource(name: str) -> Path:

@@ -1,0 +1,213 @@
+"""The learning benchmark's parts: split-pure RULER-LoCoMo documents, the trivial baselines, the paired
+verdict, and a smoke run of ``bench/learning.py --task read`` on the tiny real model (real data, real
+reader, real trainer; the model is tiny and random, so nothing is learned: the run must still produce every
+figure, keep every prediction and refuse nothing)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from memrl.data.splits import LOCOMO_UPDATE_SPLIT
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from learning_baselines import Baselines, Candidate, Item, document_item, score_prediction  # noqa: E402
+from learning_report import paired, verdict  # noqa: E402
+
+
+def _titles(conv) -> set[str]:
+    return {s.id.split(" session ")[0] for s in conv.sessions}
+
+
+def test_ruler_locomo_split_builds_documents_from_that_split_only(locomo_path):
+    for split in ("train", "test"):
+        docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), split=split,
+                                               lengths=("1k",), questions=30))  # fmt: skip
+        assert len(docs) == 30
+        allowed = set(LOCOMO_UPDATE_SPLIT[split])
+        for d in docs:
+            # gold and distractor sessions alike come from the split's conversations
+            assert _titles(d) <= allowed, (split, d.id, _titles(d) - allowed)
+            assert d.metadata["question_id"].split(":")[0] in allowed
+    # without a split, distractors come from every conversation (the length sweep of memrl eval)
+    mixed = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), lengths=("2k",),
+                                            questions=40))  # fmt: skip
+    assert any(_titles(d) & set(LOCOMO_UPDATE_SPLIT["test"]) and _titles(d) & set(LOCOMO_UPDATE_SPLIT["train"])
+               for d in mixed)  # fmt: skip
+
+
+def test_train_cli_refuses_ruler_locomo_documents_of_the_test_split(locomo_path, tmp_path, capsys):
+    from memrl.cli.main import main
+
+    code = main(["train", "grpo", "--task", "read", "--dataset", "ruler-locomo", "--data-path", str(locomo_path),
+                 "--lengths", "1k", "--split", "test", "--questions", "2", "--steps", "1",
+                 "--output-dir", str(tmp_path / "x")])  # fmt: skip
+    assert code == 1 and "evaluation split" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "metrics.jsonl").exists()
+
+
+def test_document_item_ranks_turns_and_dates_the_best_session(locomo_path):
+    docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", data_path=str(locomo_path), split="train",
+                                           lengths=("2k",), questions=20))  # fmt: skip
+    for d in docs:
+        it = document_item(d)
+        assert it.category in (1, 2, 3, 4) and it.candidates
+        assert len(it.candidates) == sum(len(s.turns) for s in d.sessions)
+        assert it.top_session_day is not None  # every LoCoMo session has a date
+
+
+def test_baselines_fit_on_train_and_score_like_the_model():
+    train = [Item("a", "When did X run?", ("8 May 2023",), 2, [Candidate("X: I ran today!", date(2023, 5, 8))]),
+             Item("b", "When did Y swim?", ("8 May 2023",), 2, [Candidate("Y: swam", date(2023, 5, 8))]),
+             Item("c", "What does X like?", ("pottery",), 4, [Candidate("pottery class is fun", None)])]  # fmt: skip
+    rules = Baselines.fit(train)
+    assert rules.frequent == {2: "8 May 2023", 4: "pottery"}
+    assert rules.n_chars == 8  # "pottery " is the gold; any longer cut adds words (ties: the shortest)
+    test = [Item("t", "When did Z sing?", ("7 May 2023",), 2, [Candidate("Z: sang", date(2023, 5, 7))])]
+    preds = rules.predict(test)
+    assert preds["top1_date"] == ["7 May 2023"] and preds["most_frequent"] == ["8 May 2023"]
+    assert score_prediction(preds["top1_date"][0], test[0])["em"] == 1.0
+    assert score_prediction(preds["most_frequent"][0], test[0])["em"] == 0.0
+
+
+def test_verdict_counts_a_gain_only_over_both_before_and_the_best_rule():
+    n = 60
+    before = [{"f1": 0.1} for _ in range(n)]
+    rule = [{"f1": 0.3} for _ in range(n)]
+    weak = [{"f1": 0.0} for _ in range(n)]
+    after_ties_rule = [{"f1": 0.3 + (0.02 if i % 2 else -0.02)} for i in range(n)]
+    v = verdict(before, after_ties_rule, {"rule": rule, "weak": weak})
+    assert v["best_trivial_rule"] == "rule" and v["gain_reference"] == "rule"
+    assert v["after_vs_before"]["excludes_0"] and not v["gain"]  # beats before, not the rule
+    after_wins = [{"f1": 0.5} for _ in range(n)]
+    v = verdict(before, after_wins, {"rule": rule, "weak": weak})
+    assert v["gain"] and v["gain_ci_low"] > 0 and v["after"] == 50.0 and v["best_trivial"] == 30.0
+    assert paired(before, after_wins, "f1")["diff"] == pytest.approx(40.0)
+
+
+def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
+    import learning  # noqa: E402
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "read", "--model", str(tiny), "--out", str(out), "--eval-items", "4", "--steps", "1",
+                   "--group-size", "2", "--tasks-per-step", "1", "--chunk-tokens", "600", "--memory-tokens", "8",
+                   "--answer-tokens", "12", "--quiet", "--budget-minutes", "5"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    for key in ("task", "before", "after", "best_trivial", "gain_ci_low", "gain_ci_high", "seed", "n_eval",
+                "wall_time_s"):  # fmt: skip
+        assert key in result, key
+    assert result["task"] == "read" and result["n_eval"] == 4 and result["train"]["steps"] == 1
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    systems = {r["system"] for r in rows}
+    assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text"}
+    assert len(rows) == 4 * len(systems)
+    assert (out / "learning.png").stat().st_size > 0
+    # trained on documents of train conversations only; evaluated on test conversations only
+    trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
+    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
+    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+
+
+def test_the_verl_recipe_for_read_composes_on_verls_trainer():
+    pytest.importorskip("verl")
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(version_base=None, config_dir=str(root / "configs/verl")):
+        cfg = compose(config_name="memagent_ruler_locomo", overrides=["data.train_files=x.parquet"])
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo is False
+    assert cfg.actor_rollout_ref.rollout.n == 16 and cfg.trainer.use_v1
+    assert cfg.reward.custom_reward_function.path == "pkg://memrl.integrations.verl.reward"
+    from memrl.integrations.verl.resources import resource
+
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    assert path == "memrl/resources/verl/agent_loops_ruler_locomo.yaml"  # relative to site-packages
+    (loop,) = OmegaConf.load(resource(Path(path).name))
+    assert loop.name == "memagent" and loop.chunk_tokens == 1024 and loop.memory_tokens == 256
+
+
+def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo_path, tmp_path, monkeypatch):
+    """bench/read_sft.py's expert, run by MemAgent itself on real train documents: the memory is the
+    initial one until a chunk holds an evidence turn, then that turn with its date, kept after it; the answer
+    is the boxed gold; every step becomes an SFT example with the prompt MemAgent sends the student."""
+    import asyncio
+
+    from learning_read import documents, reader_config
+    from read_sft import evidence_lines, expert_trajectories
+
+    from memrl.agents.memagent import render_conversation
+    from memrl.llm.local import LocalLLM
+    from memrl.train.sft import sft_samples
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    docs = documents("train", "1k")[:12]
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", data_path=str(locomo_path),
+                                                              split="train"))}  # fmt: skip
+    args = type(
+        "A", (), {"chunk_tokens": 200, "memory_tokens": 48, "answer_tokens": 40, "memory_first": False}
+    )
+    config = reader_config(args)
+    student = LocalLLM(str(make_tiny_lm(tmp_path / "lm"))).load()
+    trajs, counts = asyncio.run(expert_trajectories(student, docs, convs, config))
+    assert counts["documents"] == 12 and counts["evidence_steps"] >= 12  # each holds its evidence somewhere
+    for doc, t in zip(docs, trajs, strict=True):
+        lines = evidence_lines(doc, convs)
+        assert lines and all(x.startswith("(") for x in lines)  # dated evidence turns
+        chunks = [s for s in t.steps if s.role.startswith("chunk")]
+        assert len(chunks) >= 2  # 1k-token documents in 200-token chunks
+        text = render_conversation(doc)
+        if not any(x.split(": ", 1)[1][:40] in text for x in lines):  # the padder cut a long gold session
+            assert all(s.response == "No previous memory" for s in chunks)
+            continue
+        k = next(i for i, s in enumerate(chunks) if s.response != "No previous memory")
+        # the evidence the memory starts with was read in that chunk (documents shuffle sessions)
+        prompt = chunks[k].messages[-1]["content"]
+        read = [x for x in lines if x[-15:] in prompt or x.split(") ", 1)[1][:15] in prompt]
+        assert read and any(chunks[k].response.startswith(x[:20]) for x in read)
+        assert all(s.response == "No previous memory" for s in chunks[:k])
+        # after it: the previous memory, or the evidence read so far (a later chunk may hold more)
+        assert all(
+            b.response == a.response or b.response.startswith("(")
+            for a, b in zip(chunks[k:-1], chunks[k + 1 :], strict=True)
+        )
+        assert len(student.tokenizer.encode(chunks[k].response)) < 48
+        answers = [s for s in t.steps if s.role == "answer"]
+        gold = str(doc.questions[0].answers[0])
+        assert [s.response for s in answers] == ([] if len(gold) > 32 else ["\\boxed{" + gold + "}"])
+        assert chunks[-1].response in (answers[0].messages[-1]["content"] if answers else chunks[-1].response)
+    samples, skipped = sft_samples(student, trajs, max_reply_tokens=48)
+    assert len(samples) + skipped["too_long"] == sum(len(t.steps) for t in trajs) and skipped["failed"] == 0
+
+
+def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, monkeypatch):
+    from learning_read import documents
+    from read_sft import evidence_lines
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    (doc,) = documents("train", "1k")[:1]
+    with pytest.raises(ValueError, match="not in the given conversations"):
+        evidence_lines(doc, {})
+
+
+def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
+    from read_sft import in_chunk
+
+    for turn in (
+        "Jo: ok, 7 May",
+        "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+    ):
+        for c in range(len(turn) + 1):  # every place the boundary can fall
+            before, after = "xx " + turn[:c], turn[c:] + " yy"
+            assert in_chunk(turn, before) or in_chunk(turn, after), (turn, c)
+    assert not in_chunk("Caroline: I went to the support group.", "Melanie: I painted a lake yesterday.")

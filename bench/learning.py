@@ -91,6 +91,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--eval-questions", type=int, help="answer: at most this many per test conversation (default all)"
     )
     g.add_argument("--train-questions", type=int, help="answer: at most this many per train conversation")
+    g.add_argument("--baselines-only", action="store_true",
+                   help="answer: only the no-model rules on the held-out questions (no model, a few minutes)")  # fmt: skip
     g.add_argument("--sft-steps", type=int, default=0, help="answer: SFT optimizer steps before GRPO")
     g.add_argument(
         "--sft-minutes", type=float, default=0.0, help="answer: SFT time budget before GRPO (0: none)"
@@ -172,6 +174,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
+    if args.baselines_only:
+        if args.task != "answer":
+            raise SystemExit("--baselines-only is for --task answer")
+        from learning_answer import baselines_only
+
+        return print(json.dumps(baselines_only(args, t0)))
     if args.task == "read":
         from learning_read import run
     elif args.task == "answer":

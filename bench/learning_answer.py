@@ -118,18 +118,14 @@ def sft_stage(llm, tasks, args: argparse.Namespace, time_limit_s: float | None) 
     return rows, {"examples": len(samples), "skipped": skipped}
 
 
-def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
-    """Store, baselines, before, (SFT, after SFT,) GRPO, after; returns the result's parts."""
+def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) -> tuple:
+    """The raw store of every conversation, the held-out items with their retrieval, the rules fitted on
+    train items and their scored predictions."""
     from learning_baselines import Baselines, score_prediction
 
     from memrl.eval.qa import QAEvaluation
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
-    from memrl.llm.local import LocalLLM
-    from memrl.train.loop import LoopConfig, train
-    from memrl.train.tasks import AnswerTasks
-    from memrl.train.trainer import TrainerConfig
 
-    timings: dict[str, float] = {}
     t = time.perf_counter()
     for split in ("test", "train"):  # every conversation's turns, by memrl eval's raw builder
         cfg = QAEvalConfig(dataset="locomo", split=split, mode="build", builder="raw",
@@ -148,6 +144,38 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
                for name, preds in rules.predict(items).items()}  # fmt: skip
     timings["baselines_s"] = time.perf_counter() - t
+    return items, rules, trivial, test_convs, train_convs
+
+
+def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
+    """The no-model rules on the held-out questions (``--baselines-only``): their predictions as JSONL and
+    their official F1 / EM x100, overall and per category."""
+    import learning_report as report
+
+    timings: dict[str, float] = {}
+    items, rules, trivial, _, _ = _store_and_baselines(args, timings)
+    report.write_predictions(args.out / "predictions.jsonl", items, trivial)
+    return {
+        "task": "answer", "baselines_only": True, "n_eval": len(items),
+        "eval_questions_per_conversation": args.eval_questions, "top_k": args.top_k,
+        "overall": {n: {"em": round(report.mean(r, "em"), 2), "f1": round(report.mean(r, "f1"), 2)} for n, r in trivial.items()},
+        "by_category": {n: report.by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
+                        for n, r in trivial.items()},
+        "top1_text_chars": rules.n_chars, "predictions": str(args.out / "predictions.jsonl"),
+        "command": "python bench/learning.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
+        **{k: round(v, 1) for k, v in timings.items()}, "wall_time_s": round(time.perf_counter() - t0, 1),
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
+    """Store, baselines, before, (SFT, after SFT,) GRPO, after; returns the result's parts."""
+    from memrl.llm.local import LocalLLM
+    from memrl.train.loop import LoopConfig, train
+    from memrl.train.tasks import AnswerTasks
+    from memrl.train.trainer import TrainerConfig
+
+    timings: dict[str, float] = {}
+    items, rules, trivial, test_convs, train_convs = _store_and_baselines(args, timings)
 
     t = time.perf_counter()
     evaluate(args.out / "before", None, args)

@@ -60,6 +60,24 @@ async def test_answer_rewards_resist_every_cheat_while_the_official_metrics_do_n
     assert means["sub_em (official)"]["one letter"] > 0.5 > means["sub_em"]["one letter"] == 0.0
 
 
+async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memory, convs):
+    """bench/reward_hacks.py's engine path: the same answers through verl's compute_score and the reward
+    server's real routes (its ASGI app behind the service's guard, as the bench reaches it)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from reward_hacks import engine_scores
+
+    items = pick_questions(convs, 3)
+    table = await engine_scores(await answer_rows(memory, items, frequent_answers(convs)))
+    means = table.means()
+    assert {"verl compute_score", "server:answer_f1", "server:sub_em", "server:memagent"} <= set(means)
+    assert verdict(table) == []
+    assert all(means[r][HONEST] == 1.0 for r in ("verl compute_score", "server:answer_f1", "server:memagent"))
+    assert means["server:sub_em"]["one letter"] == 0.0
+
+
 async def test_memupdate_cheats_earn_nothing_and_stay_below_the_fix(memory, convs):
     items = pick_questions(convs, 1, seed=3)
     table = await score_updates(memory, items, frequent_answers(convs), max_tool_calls=6)

@@ -82,6 +82,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g = ap.add_argument_group("update")
     g.add_argument("--tool-choice", default="auto", choices=["auto", "required"],
                    help="update: auto lets the model end an episode in text; required forces a tool call every turn")  # fmt: skip
+    g.add_argument("--embedder", default="minilm",
+                   help="update, build: the memory's embedder (minilm; hashing: a fast deterministic one, for smoke tests)")  # fmt: skip
     g = ap.add_argument_group("answer")
     g.add_argument("--top-k", type=int, default=3, help="memories per question, in training and evaluation")
     g.add_argument(
@@ -93,11 +95,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--train-questions", type=int, help="answer: at most this many per train conversation")
     g.add_argument("--baselines-only", action="store_true",
                    help="answer: only the no-model rules on the held-out questions (no model, a few minutes)")  # fmt: skip
-    g.add_argument("--sft-steps", type=int, default=0, help="answer: SFT optimizer steps before GRPO")
+    g.add_argument("--sft-steps", type=int, default=0, help="answer, read: SFT optimizer steps before GRPO")
     g.add_argument(
-        "--sft-minutes", type=float, default=0.0, help="answer: SFT time budget before GRPO (0: none)"
+        "--sft-minutes", type=float, default=0.0, help="answer, read: SFT time budget before GRPO (0: none)"
     )
     g.add_argument("--sft-lr", type=float, default=5e-5)
+    g.add_argument("--sft-answer-repeat", type=int, default=1,
+                   help="read: each answer example this many times per SFT epoch")  # fmt: skip
     g.add_argument("--sft-batch", type=int, default=8)
     g.add_argument("--sft-epochs", type=int, default=1)
     ap.add_argument("--quiet", action="store_true")
@@ -107,8 +111,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--eval-model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.out = args.out or Path(f"runs/learning-{args.task}-s{args.seed}")
-    if min(args.sft_steps, args.sft_minutes, args.steps, args.eval_items) < 0 or args.budget_minutes <= 0:
-        ap.error("--steps, --sft-steps, --sft-minutes and --eval-items must be >= 0, --budget-minutes > 0")
+    if (
+        min(args.sft_steps, args.sft_minutes, args.steps, args.eval_items) < 0
+        or args.budget_minutes <= 0
+        or args.sft_answer_repeat < 1
+    ):
+        ap.error(
+            "--steps, --sft-steps, --sft-minutes and --eval-items must be >= 0, --budget-minutes > 0, --sft-answer-repeat >= 1"
+        )
     return args
 
 

@@ -7,7 +7,9 @@ with seed 0 whatever the training seed, so every seed is evaluated on the same d
 it in ``--chunk-tokens`` chunks, writes a memory of at most ``--memory-tokens`` after each, and answers
 in a grammar-forced ``\\boxed{}``. Training: :func:`memrl.train.loop.train` on
 :class:`memrl.train.tasks.ReadTasks` (LoRA), reward ``--reward`` (``f1``: the training F1 of the box,
-every extra list part charged; ``reward``: MemAgent's boxed exact match). Evaluation: greedy, the same
+every extra list part charged; ``reward``: MemAgent's boxed exact match), after an optional SFT warm
+start (``--sft-minutes``/``--sft-steps``: the expert trajectories of ``bench/read_sft.py`` on the same TRAIN
+documents, full weights, in place). Evaluation: greedy, the same
 reading settings, before and after training, on a sample of the test documents stratified to the
 category mix of all their category 1-4 questions (``--eval-items 0``: all of them).
 """
@@ -90,6 +92,46 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any) -
     return rows
 
 
+def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Supervised warm start of ``llm`` (in place, full weights) on the expert reader's trajectories over the
+    TRAIN documents (:mod:`read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
+
+    Each answer step is drawn ``--sft-answer-repeat`` times per epoch (answer prompts are a fifth as long as
+    chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
+    in a forward pass of its own (no padding: an answer costs its own length, not a chunk's)."""
+    from read_sft import expert_trajectories
+
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split="train"))}
+    trajs, counts = asyncio.run(expert_trajectories(llm, list(train_docs), convs, config))
+    budget = max(config.memory_tokens, config.answer_tokens)
+    parts = {}
+    for kind, keep in (("chunk", True), ("answer", False)):
+        only = [dataclasses.replace(t, steps=[x for x in t.steps if x.role.startswith("chunk") is keep])
+                for t in trajs]  # fmt: skip
+        parts[kind] = sft_samples(llm, only, max_reply_tokens=budget)
+    samples = parts["chunk"][0] + parts["answer"][0] * args.sft_answer_repeat
+    skipped = {k: parts["chunk"][1][k] + parts["answer"][1][k] for k in parts["chunk"][1]}
+    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=args.sft_epochs, batch_size=args.sft_batch,
+                                        micro_batch=1, seed=args.seed, save_every=10**6))  # fmt: skip
+    rows = trainer.fit(samples, args.out / "sft", progress=not args.quiet, max_steps=args.sft_steps or None,
+                       time_limit_s=60 * args.sft_minutes or None)  # fmt: skip
+    return {
+        **counts,
+        "chunk_examples": len(parts["chunk"][0]),
+        "answer_examples": len(parts["answer"][0]),
+        "answer_repeat": args.sft_answer_repeat,
+        "skipped": skipped,
+        "steps": len(rows),
+        "examples_seen": min(len(samples), len(rows) * args.sft_batch),
+        "lr": args.sft_lr,
+        "loss_first": rows[0]["loss"] if rows else None,
+        "loss_last": rows[-1]["loss"] if rows else None,
+    }
+
+
 def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items: Sequence[Any],
                   config: Any) -> tuple[list[dict[str, Any]], str | None, float]:  # fmt: skip
     """The untrained model's greedy evaluation, or the one in ``--before-cache`` when it was made with the
@@ -143,6 +185,11 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     before, reused, eval_s = cached_before(args, llm, eval_docs, items, config)
     timings["eval_before_s"] = time.perf_counter() - t
 
+    extra: dict[str, Any] = {}
+    if args.sft_steps or args.sft_minutes:
+        t = time.perf_counter()
+        extra["sft"] = sft_stage(llm, train_docs, config, args)
+        timings["sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(train_docs, config, reward=args.reward)
     loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
                       temperature=args.temperature, save_every=10**6, seed=args.seed,
@@ -167,4 +214,4 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
                "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars, "before_reused_from": reused,
                "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip
     return {"items": items, "before": before, "after": after, "trivial": trivial, "rows": rows,
-            "timings": timings, "setting": setting}  # fmt: skip
+            "timings": timings, "setting": setting, **extra}  # fmt: skip

@@ -65,8 +65,12 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
 
     cfg = MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128, sample_size=5, question_hits=3,
                           tool_choice=args.tool_choice)  # fmt: skip
-    train = UpdateTasks(load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg)
-    test = UpdateTasks(load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg)
+    train = UpdateTasks(
+        load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg, embedder=args.embedder
+    )
+    test = UpdateTasks(
+        load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg, embedder=args.embedder
+    )
     idx = list(range(len(test)))
     chosen = _sample(idx, [int(q.category_id) for _, q in test.items], args.eval_items, "learning-eval")
     return train, test, chosen
@@ -78,8 +82,12 @@ def _build_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
     from memrl.train.tasks import BuildTasks
 
     cfg = MemBuilderConfig(max_operations=2, max_item_chars=120)
-    train = BuildTasks(load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg)
-    test = BuildTasks(load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg)
+    train = BuildTasks(
+        load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg, embedder=args.embedder
+    )
+    test = BuildTasks(
+        load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg, embedder=args.embedder
+    )
     idx = list(range(len(test)))
     chosen = _sample(idx, [0] * len(idx), args.eval_items, "learning-eval")
     return train, test, chosen

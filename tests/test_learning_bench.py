@@ -90,7 +90,21 @@ def test_verdict_counts_a_gain_only_over_both_before_and_the_best_rule():
     assert paired(before, after_wins, "f1")["diff"] == pytest.approx(40.0)
 
 
+_KEYS = (
+    "task",
+    "before",
+    "after",
+    "best_trivial",
+    "gain_ci_low",
+    "gain_ci_high",
+    "seed",
+    "n_eval",
+    "wall_time_s",
+)
+
+
 def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
+    """Two GRPO steps after one SFT step: the CI smoke of the read task's whole pipeline."""
     import learning  # noqa: E402
 
     from tests.tiny_lm import make_tiny_lm
@@ -98,14 +112,18 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     tiny = make_tiny_lm(tmp_path / "lm")
     out = tmp_path / "run"
-    learning.main(["--task", "read", "--model", str(tiny), "--out", str(out), "--eval-items", "4", "--steps", "1",
+    learning.main(["--task", "read", "--model", str(tiny), "--out", str(out), "--eval-items", "4", "--steps", "2",
                    "--group-size", "2", "--tasks-per-step", "1", "--chunk-tokens", "600", "--memory-tokens", "8",
-                   "--answer-tokens", "12", "--quiet", "--budget-minutes", "5"])  # fmt: skip
+                   "--answer-tokens", "12", "--sft-steps", "1", "--sft-batch", "2", "--sft-answer-repeat", "2", "--quiet",
+                   "--budget-minutes", "5"])  # fmt: skip
     result = json.loads((out / "learning.json").read_text())
-    for key in ("task", "before", "after", "best_trivial", "gain_ci_low", "gain_ci_high", "seed", "n_eval",
-                "wall_time_s"):  # fmt: skip
+    for key in _KEYS:
         assert key in result, key
-    assert result["task"] == "read" and result["n_eval"] == 4 and result["train"]["steps"] == 1
+    assert result["task"] == "read" and result["n_eval"] == 4 and result["train"]["steps"] == 2
+    # the SFT warm start ran on expert trajectories of TRAIN documents, one optimizer step
+    assert result["sft"]["steps"] == 1 and result["sft"]["documents"] > 0
+    assert result["sft"]["chunk_examples"] > 0 and result["sft"]["answer_examples"] > 0
+    assert (out / "sft" / "checkpoint").is_dir()
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
     assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text"}
@@ -115,6 +133,35 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
     assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
     assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+
+
+@pytest.mark.parametrize("task", ["update", "build"])
+def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
+    task, locomo_path, tmp_path, monkeypatch
+):
+    """The CI smoke of update and build: two GRPO steps of the tiny real model on TRAIN items, the held-out
+    items of TEST conversations scored before and after, the red team's scripted policies as baselines."""
+    import learning  # noqa: E402
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", task, "--model", str(tiny), "--out", str(out), "--eval-items", "2", "--steps", "2",
+                   "--group-size", "2", "--tasks-per-step", "1", "--embedder", "hashing", "--quiet",
+                   "--budget-minutes", "5"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    for key in _KEYS:
+        assert key in result, key
+    assert result["task"] == task and result["n_eval"] == 2 and result["train"]["steps"] == 2
+    assert result["metric_label"] == f"{task} reward x100"
+    assert result["trivial"], "no scripted baseline was played"
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert {r["system"] for r in rows} >= {"before", "after", *result["trivial"]}
+    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
+    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
 
 
 def test_the_verl_recipe_for_read_composes_on_verls_trainer():

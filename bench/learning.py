@@ -83,7 +83,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--tool-choice", default="auto", choices=["auto", "required"],
                    help="update: auto lets the model end an episode in text; required forces a tool call every turn")  # fmt: skip
     g.add_argument("--embedder", default="minilm",
-                   help="update, build: the memory's embedder (minilm; hashing: a fast deterministic one, for smoke tests)")  # fmt: skip
+                   help="update, build, answer: the memory's embedder (minilm; hashing: a fast deterministic one, for smoke tests)")  # fmt: skip
     g = ap.add_argument_group("answer")
     g.add_argument("--top-k", type=int, default=3, help="memories per question, in training and evaluation")
     g.add_argument(

@@ -30,7 +30,8 @@ from typing import Any
 def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
     """memrl eval's QA evaluation of ``model`` in a fresh process (see the module docstring)."""
     cmd = [sys.executable, str(Path(__file__).with_name("learning.py")), "--task", "answer", "--eval-only",
-           str(out), "--out", str(args.out), "--top-k", str(args.top_k), "--answer-tokens", str(args.answer_tokens)]  # fmt: skip
+           str(out), "--out", str(args.out), "--top-k", str(args.top_k), "--answer-tokens", str(args.answer_tokens),
+           "--embedder", args.embedder]  # fmt: skip
     if model or args.model:
         cmd += ["--eval-model", model or args.model]
     if args.eval_questions:
@@ -49,7 +50,7 @@ def eval_only(args: argparse.Namespace) -> None:
         dataset="locomo", split="test", mode="answer", builder="raw", provider="local", model=args.eval_model,
         db_path=str(args.out / "memory.db"), top_k=args.top_k, max_answer_tokens=args.answer_tokens,
         questions=args.eval_questions, concurrency=16, output_dir=str(args.eval_only), overwrite=True,
-        cache=False,
+        cache=False, embedder=args.embedder,
     )  # fmt: skip
     asyncio.run(QAEvaluation(cfg, llm=llm, progress=False).run())
 
@@ -68,7 +69,7 @@ def rows_of(folder: Path, items: list) -> list[dict[str, Any]]:
             for it in items]  # fmt: skip
 
 
-def retrieval_items(db: Path, convs: list, top_k: int) -> list:
+def retrieval_items(db: Path, convs: list, top_k: int, embedder: str = "minilm") -> list:
     """Each question with its top-k memories (the store and search the model answers from), as baseline
     items. Searches run one at a time, before any model is loaded in this process."""
     from learning_baselines import Candidate, Item, _day_of
@@ -77,7 +78,7 @@ def retrieval_items(db: Path, convs: list, top_k: int) -> list:
     from memrl.scoring.answer import memory_date
 
     async def go() -> list:
-        memory = AsyncMemory(str(db), embedder="minilm")
+        memory = AsyncMemory(str(db), embedder=embedder)
         out = []
         try:
             for conv in convs:
@@ -129,7 +130,7 @@ def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) ->
     t = time.perf_counter()
     for split in ("test", "train"):  # every conversation's turns, by memrl eval's raw builder
         cfg = QAEvalConfig(dataset="locomo", split=split, mode="build", builder="raw",
-                           db_path=str(args.out / "memory.db"), output_dir=str(args.out / f"build-{split}"))  # fmt: skip
+                           db_path=str(args.out / "memory.db"), output_dir=str(args.out / f"build-{split}"), embedder=args.embedder)  # fmt: skip
         asyncio.run(QAEvaluation(cfg, llm=object(), progress=not args.quiet).run())
     timings["build_store_s"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -139,8 +140,8 @@ def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) ->
     train_convs = load_conversations(
         QAEvalConfig(dataset="locomo", split="train", questions=args.train_questions)
     )
-    items = retrieval_items(args.out / "memory.db", test_convs, args.top_k)
-    rules = Baselines.fit(retrieval_items(args.out / "memory.db", train_convs, args.top_k))
+    items = retrieval_items(args.out / "memory.db", test_convs, args.top_k, args.embedder)
+    rules = Baselines.fit(retrieval_items(args.out / "memory.db", train_convs, args.top_k, args.embedder))
     trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
                for name, preds in rules.predict(items).items()}  # fmt: skip
     timings["baselines_s"] = time.perf_counter() - t
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     timings["eval_before_s"] = time.perf_counter() - t
     base = LocalLLM(args.model, max_batch_size=16).load()
     tasks = AnswerTasks(train_convs, db_path=str(args.out / "memory.db"), top_k=args.top_k,
-                        max_tokens=args.answer_tokens)  # fmt: skip
+                        max_tokens=args.answer_tokens, embedder=args.embedder)  # fmt: skip
     asyncio.run(tasks.setup())  # the prompts (retrieval), shared by SFT and GRPO
     extra: dict[str, Any] = {}
     if args.sft_steps or args.sft_minutes:

@@ -164,6 +164,34 @@ def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
     assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
 
 
+def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
+    """The CI smoke of the answer task: the raw store, the rules on its retrieval, one SFT step, two GRPO
+    steps, and three evaluations by memrl eval's own code in fresh processes (before, after SFT, after)."""
+    import learning  # noqa: E402
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "answer", "--model", str(tiny), "--out", str(out), "--eval-questions", "2",
+                   "--train-questions", "2", "--steps", "2", "--group-size", "2", "--tasks-per-step", "1",
+                   "--sft-steps", "1", "--sft-batch", "2", "--answer-tokens", "12", "--embedder", "hashing",
+                   "--quiet", "--budget-minutes", "5"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    for key in _KEYS:
+        assert key in result, key
+    assert result["task"] == "answer" and result["n_eval"] == 6 and result["train"]["steps"] == 2
+    assert result["sft"]["steps"] == 1
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    systems = {r["system"] for r in rows}
+    assert systems == {"before", "after", "after SFT", "most_frequent", "top1_date", "top1_text"}
+    assert len(rows) == 6 * len(systems)
+    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
+    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
+
+
 def test_the_verl_recipe_for_read_composes_on_verls_trainer():
     pytest.importorskip("verl")
     from hydra import compose, initialize_config_dir
@@ -258,3 +286,57 @@ def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
             before, after = "xx " + turn[:c], turn[c:] + " yy"
             assert in_chunk(turn, before) or in_chunk(turn, after), (turn, c)
     assert not in_chunk("Caroline: I went to the support group.", "Melanie: I painted a lake yesterday.")
+
+
+def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "d")) -> Path:
+    folder.mkdir(parents=True)
+    rule = [0.5, 0.0, 0.5, 0.0]
+    rows = []
+    for system, scores in (
+        ("before", [0.0] * 4),
+        ("after", after),
+        ("top1_date", rule),
+        ("most_frequent", [0.0] * 4),
+    ):
+        rows += [
+            {"system": system, "id": i, "prediction": f"{system}{x}", "f1": x, "em": 0.0}
+            for i, x in zip(ids, scores, strict=True)
+        ]
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = {"task": "read", "seed": seed, "metric_label": "official LoCoMo F1 x100", "before": 0.0,
+           "after": 100 * sum(after) / 4, "best_trivial": 25.0, "gain_ci_low": 0.0, "gain_ci_high": 0.0,
+           "gain": False, "wall_time_s": 1.0}  # fmt: skip
+    (folder / "learning.json").write_text(json.dumps(res))
+    return folder
+
+
+def test_learning_seeds_averages_the_seeds_per_item_against_the_best_rule(tmp_path):
+    import learning_seeds
+
+    runs = [_seed_run(tmp_path / f"s{k}", k, a) for k, a in
+            enumerate([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0], [0.5, 1.0, 1.0, 0.5]])]  # fmt: skip
+    s = learning_seeds.main([str(r) for r in runs])
+    assert s["seeds"] == [0, 1, 2] and s["n_eval"] == 4
+    assert (
+        s["best_trivial_rule"] == "top1_date"
+        and s["best_trivial"] == 25.0
+        and s["gain_reference"] == "top1_date"
+    )
+    # per item: mean after (0.833, 0.667, 1.0, 0.833) minus the rule (0.5, 0, 0.5, 0) -> mean 0.583
+    assert s["gain_diff"] == pytest.approx(58.33, abs=0.01) and s["gain_ci_low"] > 0 and s["gain"]
+    assert s["after_mean"] == pytest.approx(83.33, abs=0.01) and s["after_sd"] > 0
+    assert (tmp_path / "seeds-read.md").read_text().count("\n| ") == 5  # the header, 3 seeds and the mean
+
+
+def test_learning_seeds_refuses_runs_on_other_items_or_settings(tmp_path):
+    import learning_seeds
+
+    a = _seed_run(tmp_path / "s0", 0, [1.0] * 4)
+    b = _seed_run(tmp_path / "s1", 1, [1.0] * 4, ids=("a", "b", "c", "e"))
+    with pytest.raises(SystemExit, match="not the same task and held-out items"):
+        learning_seeds.summarize([a, b])
+    c = _seed_run(tmp_path / "s2", 2, [1.0] * 4)
+    lines = (c / "predictions.jsonl").read_text().replace("top1_date0.5", "top1_dateX", 1)
+    (c / "predictions.jsonl").write_text(lines)
+    with pytest.raises(SystemExit, match="'top1_date' predictions differ"):
+        learning_seeds.summarize([a, c])

@@ -94,7 +94,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     g.add_argument("--train-questions", type=int, help="answer: at most this many per train conversation")
     g.add_argument("--baselines-only", action="store_true",
-                   help="answer: only the no-model rules on the held-out questions (no model, a few minutes)")  # fmt: skip
+                   help="read, answer: only the no-model rules on the held-out items (no model)")  # fmt: skip
     g.add_argument("--sft-steps", type=int, default=0, help="answer, read: SFT optimizer steps before GRPO")
     g.add_argument(
         "--sft-minutes", type=float, default=0.0, help="answer, read: SFT time budget before GRPO (0: none)"
@@ -185,9 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     if args.baselines_only:
-        if args.task != "answer":
-            raise SystemExit("--baselines-only is for --task answer")
-        from learning_answer import baselines_only
+        if args.task == "read":
+            from learning_read import baselines_only
+        elif args.task == "answer":
+            from learning_answer import baselines_only
+        else:
+            raise SystemExit("--baselines-only is for --task read or answer")
 
         return print(json.dumps(baselines_only(args, t0)))
     if args.task == "read":

@@ -9,7 +9,10 @@ session. Three rules, the same for every task:
 * ``top1_date``: the date of the best-matching session (``read``: BM25 over whole sessions) or of the
   top-1 retrieved memory (``answer``), in LoCoMo's answer style ("8 May 2023");
 * ``top1_text``: the best-matching turn or top-1 memory, cut to ``N`` characters, ``N`` chosen on train
-  items (the value with the best mean score there, from :data:`N_GRID`).
+  items (the value with the best mean score there, from :data:`N_GRID`);
+* ``per_category``: for each category, whichever of the three rules scores best on that category's train
+  items (a question's category is given to every rule, as ``most_frequent`` uses it): e.g. the date for
+  temporal questions and the top-1 text for the others.
 
 Every rule is scored with the very functions the model is scored with (:func:`score_prediction`):
 LoCoMo's official F1 (for reports, labelled so), exact match, and the training F1 of
@@ -31,7 +34,7 @@ from typing import Any
 
 #: Characters of the top-1 text the ``top1_text`` rule may keep (chosen on train items).
 N_GRID = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-RULES = ("most_frequent", "top1_date", "top1_text")
+RULES = ("most_frequent", "top1_date", "top1_text", "per_category")
 
 
 @dataclass
@@ -145,6 +148,7 @@ class Baselines:
 
     frequent: dict[int, str]
     n_chars: int
+    by_category: dict[int, str] = field(default_factory=dict)  # category -> the rule used for it
 
     @classmethod
     def fit(cls, train: Sequence[Item]) -> Baselines:
@@ -158,15 +162,26 @@ class Baselines:
             return sum(score_prediction(_top_text(it, n), it)["f1"] for it in train) / max(1, len(train))
 
         best = max(N_GRID, key=lambda n: (mean_f1(n), -n))
-        return cls(frequent, best)
+        rules = cls(frequent, best)
+        table = rules.predict(train)
+        by_category = {}
+        for c in sorted({it.category for it in train}):
+            idx = [k for k, it in enumerate(train) if it.category == c]
+            by_category[c] = max(RULES[:3], key=lambda r: (sum(score_prediction(table[r][k], train[k])["f1"]
+                                                                for k in idx), -RULES.index(r)))  # fmt: skip
+        return cls(frequent, best, by_category)
 
     def predict(self, items: Sequence[Item]) -> dict[str, list[str]]:
         """Each rule's prediction for each item."""
-        return {
+        table = {
             "most_frequent": [self.frequent.get(it.category, "") for it in items],
             "top1_date": [spoken_date(_top_day(it)) for it in items],
             "top1_text": [_top_text(it, self.n_chars) for it in items],
         }
+        if self.by_category:
+            table["per_category"] = [table[self.by_category.get(it.category, "top1_text")][k]
+                                     for k, it in enumerate(items)]  # fmt: skip
+        return table
 
 
 def _top_day(it: Item) -> date | None:

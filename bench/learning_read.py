@@ -157,10 +157,41 @@ def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items
     return rows, None, seconds
 
 
-def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
-    """Baselines, before, training, after (see the module docstring); returns the result's parts."""
+def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dict[str, list[dict[str, Any]]]]:
+    """Train documents, held-out documents and their items, the rules fitted on train items, and the rules'
+    scored predictions on the held-out items."""
     from learning_baselines import Baselines, document_item, score_prediction
 
+    train_docs = documents("train", args.length)
+    eval_docs = stratified(documents("test", args.length), args.eval_items or None)
+    items = [document_item(d) for d in eval_docs]
+    rules = Baselines.fit([document_item(d) for d in train_docs])
+    trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
+               for name, preds in rules.predict(items).items()}  # fmt: skip
+    return train_docs, eval_docs, items, rules, trivial
+
+
+def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
+    """The no-model rules on the held-out documents (``--baselines-only``): predictions as JSONL, F1 / EM."""
+    import sys
+
+    import learning_report as report
+
+    _, _, items, rules, trivial = data_and_rules(args)
+    report.write_predictions(args.out / "predictions.jsonl", items, trivial)
+    return {
+        "task": "read", "baselines_only": True, "n_eval": len(items), "length": args.length,
+        "overall": {n: {"em": round(report.mean(r, "em"), 2), "f1": round(report.mean(r, "f1"), 2)} for n, r in trivial.items()},
+        "by_category": {n: report.by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
+                        for n, r in trivial.items()},
+        "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())}, "top1_text_chars": rules.n_chars,
+        "predictions": str(args.out / "predictions.jsonl"), "command": "python bench/learning.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - t0, 1),
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
+    """Baselines, before, training, after (see the module docstring); returns the result's parts."""
     from memrl.llm.local import LocalLLM
     from memrl.train.loop import LoopConfig, train
     from memrl.train.tasks import ReadTasks
@@ -168,13 +199,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    train_docs = documents("train", args.length)
-    eval_docs = stratified(documents("test", args.length), args.eval_items or None)
-    train_items = [document_item(d) for d in train_docs]
-    items = [document_item(d) for d in eval_docs]
-    rules = Baselines.fit(train_items)
-    trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
-               for name, preds in rules.predict(items).items()}  # fmt: skip
+    train_docs, eval_docs, items, rules, trivial = data_and_rules(args)
     timings["data_and_baselines_s"] = time.perf_counter() - t
 
     llm = LocalLLM(args.model, max_batch_size=args.batch, threads=args.threads).load()
@@ -212,6 +237,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
                "answer_tokens": args.answer_tokens, "reward": args.reward, "memory_last": not args.memory_first,
                "doc_tokens_mean": round(sum(doc_tokens) / len(doc_tokens), 1),
                "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars, "before_reused_from": reused,
+               "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())},
                "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip
     return {"items": items, "before": before, "after": after, "trivial": trivial, "rows": rows,
             "timings": timings, "setting": setting, **extra}  # fmt: skip

@@ -9,6 +9,9 @@ seeds; and the seed-averaged verdict: per item, the mean of the seeds' after-sco
 before and the best rule (chosen on these items, as each seed's verdict does), with its paired bootstrap 95%
 interval (10,000 resamples). A gain counts only when that interval excludes 0 upwards.
 
+``--rules PREDICTIONS.jsonl`` adds the rules of a ``bench/learning.py --baselines-only`` run on the same
+items to runs made before those rules existed (a rule a run already has must predict the same there).
+
 Writes OUT (default: beside the first run, ``seeds.md``); last line of stdout: one JSON object.
 """
 
@@ -24,23 +27,34 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def load(run: Path) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, Any]]]]:
-    """A run's result and its predictions as ``{system: {item id: row}}``."""
-    result = json.loads((run / "learning.json").read_text())
+def load_rows(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """A predictions file as ``{system: {item id: row}}``."""
     preds: dict[str, dict[str, dict[str, Any]]] = {}
-    for n, line in enumerate((run / "predictions.jsonl").read_text().splitlines(), 1):
+    for n, line in enumerate(path.read_text().splitlines(), 1):
         try:
             row = json.loads(line)
             preds.setdefault(row["system"], {})[row["id"]] = row
         except (json.JSONDecodeError, KeyError) as e:
-            raise SystemExit(f"{run / 'predictions.jsonl'}: line {n}: not a prediction row ({e})") from None
-    return result, preds
+            raise SystemExit(f"{path}: line {n}: not a prediction row ({e})") from None
+    return preds
 
 
-def summarize(runs: list[Path]) -> dict[str, Any]:
+def load(run: Path) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, Any]]]]:
+    """A run's result and its predictions as ``{system: {item id: row}}``."""
+    return json.loads((run / "learning.json").read_text()), load_rows(run / "predictions.jsonl")
+
+
+def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any]:
     from learning_report import mean, paired
 
     loaded = [load(r) for r in runs]
+    if rules_file is not None:
+        extra = load_rows(rules_file)
+        for run, (_, preds) in zip(runs, loaded, strict=True):
+            for system, rows in extra.items():
+                if set(rows) != set(preds["after"]):
+                    raise SystemExit(f"{rules_file}: its items are not those of {run}")
+                preds.setdefault(system, rows)
     first, first_preds = loaded[0]
     key = first.get("metric", "f1")
     ids = list(first_preds["after"])
@@ -66,15 +80,24 @@ def summarize(runs: list[Path]) -> dict[str, Any]:
     return {
         "task": first["task"], "metric": key, "metric_label": first.get("metric_label"), "n_eval": len(ids),
         "seeds": [res["seed"] for res, _ in loaded], "runs": [str(r) for r in runs],
-        "per_seed": [{k: res[k] for k in ("seed", "before", "after", "best_trivial", "gain_ci_low", "gain_ci_high",
-                                          "gain", "wall_time_s")} for res, _ in loaded],  # fmt: skip
+        "per_seed": [per_seed(res, [p["after"][i] for i in ids], ref, key) for res, p in loaded],
         "before": round(mean(before, key), 2), "after_mean": round(statistics.fmean(afters), 2),
         "after_sd": round(statistics.stdev(afters), 2) if len(afters) > 1 else 0.0,
         "best_trivial": round(mean(rule_rows, key), 2), "best_trivial_rule": best_rule,
+        "trivial": {r: round(mean([first_preds[r][i] for i in ids], key), 2) for r in rules},
         "gain_reference": ref_name, "gain_diff": gain["diff"], "gain_ci_low": gain["ci"][0],
         "gain_ci_high": gain["ci"][1], "gain": gain["ci"][0] > 0,
         "after_vs_before": paired(before, avg_after, key),
     }  # fmt: skip
+
+
+def per_seed(res: dict[str, Any], after: list[dict[str, Any]], ref: list[dict[str, Any]], key: str) -> dict:
+    """One seed's after and its paired interval against the reference of all seeds (the same rule set)."""
+    from learning_report import paired
+
+    d = paired(ref, after, key)
+    return {"seed": res["seed"], "after": res["after"], "diff": d["diff"], "gain_ci_low": d["ci"][0],
+            "gain_ci_high": d["ci"][1], "gain": d["ci"][0] > 0, "wall_time_s": res["wall_time_s"]}  # fmt: skip
 
 
 def markdown(s: dict[str, Any]) -> str:
@@ -82,8 +105,8 @@ def markdown(s: dict[str, Any]) -> str:
              "| seed | before | after | best rule | after minus the better of before and the best rule (95% CI) | wall time (s) |",
              "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in s["per_seed"]:
-        lines.append(f"| {r['seed']} | {r['before']:.2f} | {r['after']:.2f} | {r['best_trivial']:.2f} | "
-                     f"{r['gain_ci_low']:+.2f}..{r['gain_ci_high']:+.2f} | {r['wall_time_s']:.0f} |")  # fmt: skip
+        lines.append(f"| {r['seed']} | {s['before']:.2f} | {r['after']:.2f} | {s['best_trivial']:.2f} | "
+                     f"{r['diff']:+.2f} ({r['gain_ci_low']:+.2f}..{r['gain_ci_high']:+.2f}) | {r['wall_time_s']:.0f} |")  # fmt: skip
     lines.append(
         f"| mean | {s['before']:.2f} | {s['after_mean']:.2f} ± {s['after_sd']:.2f} | {s['best_trivial']:.2f} "
         f"({s['best_trivial_rule']}) | {s['gain_diff']:+.2f} ({s['gain_ci_low']:+.2f}..{s['gain_ci_high']:+.2f}), "
@@ -96,8 +119,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="one learning.py output folder per seed")
     ap.add_argument("--out", type=Path, help="markdown file (default: RUNS[0]/../seeds-TASK.md)")
+    ap.add_argument(
+        "--rules", type=Path, help="predictions of --baselines-only on the same items (rules to add)"
+    )
     args = ap.parse_args(argv)
-    s = summarize(args.runs)
+    s = summarize(args.runs, args.rules)
     out = args.out or args.runs[0].parent / f"seeds-{s['task']}.md"
     out.write_text(markdown(s))
     print(markdown(s))

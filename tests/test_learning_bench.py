@@ -75,6 +75,22 @@ def test_baselines_fit_on_train_and_score_like_the_model():
     assert score_prediction(preds["most_frequent"][0], test[0])["em"] == 0.0
 
 
+def test_the_per_category_rule_uses_for_each_category_the_rule_best_on_its_train_items():
+    train = [Item("a", "When did X run?", ("8 May 2023",), 2, [Candidate("X: I ran", date(2023, 5, 8))]),
+             Item("b", "When did Y swim?", ("9 June 2023",), 2, [Candidate("Y: swam", date(2023, 6, 9))]),
+             Item("c", "What does X like?", ("pottery",), 4, [Candidate("pottery!", date(2023, 1, 2))]),
+             Item("d", "What does Y play?", ("chess",), 4, [Candidate("chess", date(2023, 1, 3))])]  # fmt: skip
+    rules = Baselines.fit(train)
+    assert rules.by_category == {2: "top1_date", 4: "top1_text"}
+    test = [Item("t", "When did Z sing?", ("7 May 2023",), 2, [Candidate("sang", date(2023, 5, 7))]),
+            Item("u", "What does Z own?", ("a cat",), 4, [Candidate("a cat", date(2023, 5, 1))])]  # fmt: skip
+    preds = rules.predict(test)
+    assert preds["per_category"] == ["7 May 2023", "a cat"]
+    assert all(
+        score_prediction(p, it)["em"] == 1.0 for p, it in zip(preds["per_category"], test, strict=True)
+    )
+
+
 def test_verdict_counts_a_gain_only_over_both_before_and_the_best_rule():
     n = 60
     before = [{"f1": 0.1} for _ in range(n)]
@@ -126,7 +142,7 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     assert (out / "sft" / "checkpoint").is_dir()
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
-    assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text"}
+    assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text", "per_category"}
     assert len(rows) == 4 * len(systems)
     assert (out / "learning.png").stat().st_size > 0
     # trained on documents of train conversations only; evaluated on test conversations only
@@ -185,7 +201,15 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
     assert result["sft"]["steps"] == 1
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
-    assert systems == {"before", "after", "after SFT", "most_frequent", "top1_date", "top1_text"}
+    assert systems == {
+        "before",
+        "after",
+        "after SFT",
+        "most_frequent",
+        "top1_date",
+        "top1_text",
+        "per_category",
+    }
     assert len(rows) == 6 * len(systems)
     assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
@@ -340,3 +364,20 @@ def test_learning_seeds_refuses_runs_on_other_items_or_settings(tmp_path):
     (c / "predictions.jsonl").write_text(lines)
     with pytest.raises(SystemExit, match="'top1_date' predictions differ"):
         learning_seeds.summarize([a, c])
+
+
+def test_learning_seeds_adds_the_rules_of_a_baselines_only_run(tmp_path):
+    import learning_seeds
+
+    runs = [_seed_run(tmp_path / f"s{k}", k, [1.0, 1.0, 1.0, 0.0]) for k in range(2)]
+    rules = tmp_path / "rules.jsonl"
+    rows = [{"system": "per_category", "id": i, "prediction": "r", "f1": x, "em": 0.0}
+            for i, x in zip("abcd", (1.0, 1.0, 1.0, 1.0), strict=True)]  # fmt: skip
+    rules.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert learning_seeds.summarize(runs)["gain"]  # 75 against the date rule's 25
+    s = learning_seeds.summarize(runs, rules)
+    assert s["best_trivial_rule"] == "per_category" and s["best_trivial"] == 100.0
+    assert s["gain_diff"] == -25.0 and not s["gain"]
+    rules.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    with pytest.raises(SystemExit, match="its items are not those of"):
+        learning_seeds.summarize(runs, rules)

@@ -13,6 +13,9 @@ example (:func:`memrl.train.sft.sft_samples`: the student's chat template, loss 
     .venv/bin/python bench/read_sft.py --out runs/read-sft --minutes 8
     .venv/bin/python bench/learning.py --task read --model runs/read-sft/checkpoint ...
 
+``bench/learning.py --task read --sft-minutes N`` runs the same warm start inside the learning benchmark's
+budget, then GRPO (what docs/results.md reports).
+
 Writes OUT/checkpoint (a model folder), OUT/sft_metrics.jsonl, OUT/read_sft.json; the last line of stdout
 is that JSON object. Test documents are never read: the documents come from ``ruler-locomo --split train``.
 """

@@ -45,8 +45,6 @@ def load(run: Path) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, Any]]
 
 
 def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any]:
-    from learning_report import mean, paired
-
     loaded = [load(r) for r in runs]
     if rules_file is not None:
         extra = load_rows(rules_file)
@@ -67,37 +65,36 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
                 raise SystemExit(
                     f"{run}: its '{s}' predictions differ from {runs[0]}'s: not the same setting"
                 )
-    rules = [s for s in fixed if s not in ("before", "after SFT")]
-    before = [first_preds["before"][i] for i in ids]
-    best_rule = max(rules, key=lambda s: mean([first_preds[s][i] for i in ids], key))
-    rule_rows = [first_preds[best_rule][i] for i in ids]
-    ref_name, ref = (
-        ("before", before) if mean(before, key) >= mean(rule_rows, key) else (best_rule, rule_rows)
-    )
+    from learning_report import verdict
+
+    rows = {s: [first_preds[s][i] for i in ids] for s in fixed if s != "after SFT"}
+    before = rows.pop("before")
     avg_after = [{key: statistics.fmean(p["after"][i][key] for _, p in loaded)} for i in ids]
     afters = [res["after"] for res, _ in loaded]
-    gain = paired(ref, avg_after, key)
+    v = verdict(
+        before, avg_after, rows, key
+    )  # the same reference as each seed's (it does not depend on after)
     return {
         "task": first["task"], "metric": key, "metric_label": first.get("metric_label"), "n_eval": len(ids),
         "seeds": [res["seed"] for res, _ in loaded], "runs": [str(r) for r in runs],
-        "per_seed": [per_seed(res, [p["after"][i] for i in ids], ref, key) for res, p in loaded],
-        "before": round(mean(before, key), 2), "after_mean": round(statistics.fmean(afters), 2),
+        "per_seed": [per_seed(res, verdict(before, [p["after"][i] for i in ids], rows, key)) for res, p in loaded],
+        "before": v["before"], "after_mean": round(statistics.fmean(afters), 2),
         "after_sd": round(statistics.stdev(afters), 2) if len(afters) > 1 else 0.0,
-        "best_trivial": round(mean(rule_rows, key), 2), "best_trivial_rule": best_rule,
-        "trivial": {r: round(mean([first_preds[r][i] for i in ids], key), 2) for r in rules},
-        "gain_reference": ref_name, "gain_diff": gain["diff"], "gain_ci_low": gain["ci"][0],
-        "gain_ci_high": gain["ci"][1], "gain": gain["ci"][0] > 0,
-        "after_vs_before": paired(before, avg_after, key),
+        **{k: v[k] for k in ("best_trivial", "best_trivial_rule", "trivial", "gain_reference", "gain_ci_low",
+                             "gain_ci_high", "gain", "after_vs_before")},
+        "gain_diff": _diff(v),
     }  # fmt: skip
 
 
-def per_seed(res: dict[str, Any], after: list[dict[str, Any]], ref: list[dict[str, Any]], key: str) -> dict:
-    """One seed's after and its paired interval against the reference of all seeds (the same rule set)."""
-    from learning_report import paired
+def _diff(v: dict[str, Any]) -> float:
+    """After minus the better of before and the best rule (the paired mean difference)."""
+    return v["after_vs_before" if v["gain_reference"] == "before" else "after_vs_best_trivial"]["diff"]
 
-    d = paired(ref, after, key)
-    return {"seed": res["seed"], "after": res["after"], "diff": d["diff"], "gain_ci_low": d["ci"][0],
-            "gain_ci_high": d["ci"][1], "gain": d["ci"][0] > 0, "wall_time_s": res["wall_time_s"]}  # fmt: skip
+
+def per_seed(res: dict[str, Any], v: dict[str, Any]) -> dict:
+    """One seed's after and its verdict against the rules of all seeds (the same rule set)."""
+    return {"seed": res["seed"], "after": res["after"], "diff": _diff(v), "gain_ci_low": v["gain_ci_low"],
+            "gain_ci_high": v["gain_ci_high"], "gain": v["gain"], "wall_time_s": res["wall_time_s"]}  # fmt: skip
 
 
 def markdown(s: dict[str, Any]) -> str:

@@ -70,6 +70,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument(
         "--before-cache", help="file holding the untrained model's evaluation, reused by later seeds"
     )
+    g.add_argument("--before-only", action="store_true",
+                   help="read: only the untrained model's evaluation, written to --before-cache (so that every "
+                        "seed's run gets the same training time)")  # fmt: skip
+    g.add_argument("--eval-bf16", action="store_true",
+                   help="read: the evaluations prefill prompts in bfloat16 (~1.2x faster here; greedy outputs may "
+                        "differ slightly from fp32's, so the cached untrained evaluation is keyed by it)")  # fmt: skip
     g.add_argument("--eval-estimate-s", type=float, default=0.0,
                    help="seconds the evaluation after training will take (default: as long as the one before)")  # fmt: skip
     g.add_argument("--memory-tokens", type=int, default=48)
@@ -103,6 +109,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--sft-answer-repeat", type=int, default=1,
                    help="read: each answer example this many times per SFT epoch")  # fmt: skip
     g.add_argument("--sft-batch", type=int, default=8)
+    g.add_argument("--sft-autocast", default="none", choices=["none", "bf16"],
+                   help="answer, read: SFT forward/backward under bfloat16 autocast (fp32 weights; ~1.3x more steps here)")  # fmt: skip
     g.add_argument("--sft-epochs", type=int, default=1)
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument(
@@ -184,6 +192,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
+    if args.before_only:
+        if args.task != "read" or not args.before_cache:
+            raise SystemExit("--before-only is for --task read, with --before-cache FILE")
+        from learning_read import before_only
+
+        return print(json.dumps(before_only(args, t0)))
     if args.baselines_only:
         if args.task == "read":
             from learning_read import baselines_only
@@ -225,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
         hyper={k: getattr(args, k) for k in ("group_size", "tasks_per_step", "temperature", "lr", "lora_rank",
                                              "kl_coef", "max_grad_norm")},
         **{k: round(v, 1) for k, v in parts["timings"].items()},
-        **{k: v for k, v in parts.items() if k in ("sft", "measure")},
+        **{k: v for k, v in parts.items() if k in ("sft", "measure", "evidence")},
         command="python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),
         date=time.strftime("%Y-%m-%d"), machine=f"{os.cpu_count()} CPU cores, no GPU",
         wall_time_s=round(time.perf_counter() - t0, 1), curve=str(args.out / "learning.png"),

@@ -155,17 +155,9 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
     timings: dict[str, float] = {}
     items, rules, trivial, _, _ = _store_and_baselines(args, timings)
-    report.write_predictions(args.out / "predictions.jsonl", items, trivial)
-    return {
-        "task": "answer", "baselines_only": True, "n_eval": len(items),
-        "eval_questions_per_conversation": args.eval_questions, "top_k": args.top_k,
-        "overall": {n: {"em": round(report.mean(r, "em"), 2), "f1": round(report.mean(r, "f1"), 2)} for n, r in trivial.items()},
-        "by_category": {n: report.by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
-                        for n, r in trivial.items()},
-        "top1_text_chars": rules.n_chars, "predictions": str(args.out / "predictions.jsonl"),
-        "command": "python bench/learning.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
-        **{k: round(v, 1) for k, v in timings.items()}, "wall_time_s": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+    return report.rules_report("answer", items, trivial, rules, args.out, t0,
+                               eval_questions_per_conversation=args.eval_questions, top_k=args.top_k,
+                               **{k: round(v, 1) for k, v in timings.items()})  # fmt: skip
 
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:

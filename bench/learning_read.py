@@ -64,9 +64,13 @@ def reader_config(args: argparse.Namespace) -> Any:
                           memory_last=not args.memory_first)  # fmt: skip
 
 
-def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any) -> list[dict[str, Any]]:
-    """Greedy MemAgent on every document (concurrently: the back-end batches), scored per item."""
+def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *,
+             prefill_bf16: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """Greedy MemAgent on every document (concurrently: the back-end batches), scored per item; each row
+    also says how much of the question's evidence the final memory holds (:func:`read_sft.evidence_in`).
+    ``prefill_bf16``: the back-end runs prompts in bfloat16 meanwhile (an evaluation-only setting)."""
     from learning_baselines import score_prediction
+    from read_sft import evidence_in
 
     from memrl.agents.memagent import MemAgent, render_conversation
 
@@ -82,23 +86,32 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any) -
         finally:
             await llm.aclose()
 
+    engine = llm.engine
+    engine.prefill_bf16 = prefill_bf16
+    try:
+        results = asyncio.run(run_all())
+    finally:
+        engine.prefill_bf16 = False
     rows = []
-    for it, res in zip(items, asyncio.run(run_all()), strict=True):
+    for doc, it, res in zip(docs, items, results, strict=True):
         if res.trajectory.failure is not None:
             raise SystemExit(f"evaluation of {it.id} failed: {res.trajectory.failure}")
         prediction = res.answer if res.answer is not None else ""
         rows.append({"prediction": prediction, **score_prediction(prediction, it), "memory": res.memory,
+                     "evidence_in_memory": evidence_in(doc, res.memory),
                      "chunks": res.chunks_read, "completion_tokens": res.trajectory.completion_tokens})  # fmt: skip
     return rows
 
 
-def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.Namespace) -> dict[str, Any]:
+def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.Namespace,
+              on_step: Any = None) -> dict[str, Any]:  # fmt: skip
     """Supervised warm start of ``llm`` (in place, full weights) on the expert reader's trajectories over the
     TRAIN documents (:mod:`read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
 
     Each answer step is drawn ``--sft-answer-repeat`` times per epoch (answer prompts are a fifth as long as
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
-    in a forward pass of its own (no padding: an answer costs its own length, not a chunk's)."""
+    in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
+    ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
     from read_sft import expert_trajectories
 
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
@@ -115,9 +128,10 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     samples = parts["chunk"][0] + parts["answer"][0] * args.sft_answer_repeat
     skipped = {k: parts["chunk"][1][k] + parts["answer"][1][k] for k in parts["chunk"][1]}
     trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=args.sft_epochs, batch_size=args.sft_batch,
-                                        micro_batch=1, seed=args.seed, save_every=10**6))  # fmt: skip
+                                        micro_batch=1, seed=args.seed, save_every=10**6,
+                                        autocast=args.sft_autocast))  # fmt: skip
     rows = trainer.fit(samples, args.out / "sft", progress=not args.quiet, max_steps=args.sft_steps or None,
-                       time_limit_s=60 * args.sft_minutes or None)  # fmt: skip
+                       time_limit_s=60 * args.sft_minutes or None, on_step=on_step)  # fmt: skip
     return {
         **counts,
         "chunk_examples": len(parts["chunk"][0]),
@@ -127,6 +141,7 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
         "steps": len(rows),
         "examples_seen": min(len(samples), len(rows) * args.sft_batch),
         "lr": args.sft_lr,
+        "autocast": args.sft_autocast,
         "loss_first": rows[0]["loss"] if rows else None,
         "loss_last": rows[-1]["loss"] if rows else None,
     }
@@ -141,15 +156,22 @@ def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items
     import json
     from pathlib import Path
 
-    key = hashlib.sha256(json.dumps([args.model, dataclasses.asdict(config), [it.id for it in items],
-                                     [d.metadata["context"] for d in docs]]).encode()).hexdigest()  # fmt: skip
+    setting = [
+        args.model,
+        dataclasses.asdict(config),
+        [it.id for it in items],
+        [d.metadata["context"] for d in docs],
+    ]
+    if args.eval_bf16:  # the key of an fp32 evaluation is the one earlier runs wrote
+        setting.append("prefill_bf16")
+    key = hashlib.sha256(json.dumps(setting).encode()).hexdigest()
     path = Path(args.before_cache) if args.before_cache else None
     if path is not None and path.is_file():
         saved = json.loads(path.read_text())
         if saved["key"] == key:
             return saved["rows"], saved["made_by"], saved["seconds"]
     t = time.perf_counter()
-    rows = evaluate(llm, docs, items, config)
+    rows = evaluate(llm, docs, items, config, prefill_bf16=args.eval_bf16)
     seconds = time.perf_counter() - t
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,21 +195,27 @@ def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dic
 
 def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """The no-model rules on the held-out documents (``--baselines-only``): predictions as JSONL, F1 / EM."""
-    import sys
+    import learning_report as report
+    from read_sft import bm25_finds_evidence
 
+    _, eval_docs, items, rules, trivial = data_and_rules(args)
+    found = {f"top{k}": bm25_finds_evidence(eval_docs, items, k) for k in (1, 3)}
+    return report.rules_report("read", items, trivial, rules, args.out, t0, length=args.length,
+                               bm25_evidence=found)  # fmt: skip
+
+
+def before_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
+    """The untrained model's evaluation alone (``--before-only``), written to ``--before-cache``."""
     import learning_report as report
 
-    _, _, items, rules, trivial = data_and_rules(args)
-    report.write_predictions(args.out / "predictions.jsonl", items, trivial)
-    return {
-        "task": "read", "baselines_only": True, "n_eval": len(items), "length": args.length,
-        "overall": {n: {"em": round(report.mean(r, "em"), 2), "f1": round(report.mean(r, "f1"), 2)} for n, r in trivial.items()},
-        "by_category": {n: report.by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
-                        for n, r in trivial.items()},
-        "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())}, "top1_text_chars": rules.n_chars,
-        "predictions": str(args.out / "predictions.jsonl"), "command": "python bench/learning.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+    from memrl.llm.local import LocalLLM
+
+    _, eval_docs, items, _, _ = data_and_rules(args)
+    llm = LocalLLM(args.model, max_batch_size=args.batch, threads=args.threads).load()
+    rows, reused, seconds = cached_before(args, llm, eval_docs, items, reader_config(args))
+    return {"task": "read", "before_only": True, "n_eval": len(items), "before": round(report.mean(rows, "f1"), 2),
+            "before_em": round(report.mean(rows, "em"), 2), "cache": args.before_cache, "reused_from": reused,
+            "eval_s": round(seconds, 1), "wall_time_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
 
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
@@ -231,13 +259,25 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
     timings["train_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = evaluate(llm, eval_docs, items, config)
+    after = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
     timings["eval_after_s"] = time.perf_counter() - t
     setting = {"length": args.length, "chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens,
+               "eval_prefill": "bf16" if args.eval_bf16 else "fp32",
                "answer_tokens": args.answer_tokens, "reward": args.reward, "memory_last": not args.memory_first,
                "doc_tokens_mean": round(sum(doc_tokens) / len(doc_tokens), 1),
                "n_train_items": len(train_docs), "top1_text_chars": rules.n_chars, "before_reused_from": reused,
                "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())},
                "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip
+    extra["evidence"] = {name: evidence_summary(r) for name, r in (("before", before), ("after", after))}
     return {"items": items, "before": before, "after": after, "trivial": trivial, "rows": rows,
             "timings": timings, "setting": setting, **extra}  # fmt: skip
+
+
+def evidence_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How much of the questions' evidence the final memories hold: the mean share of its content words,
+    and the share of memories holding at least half (rows of an older cache may not say: n counts those that do)."""
+    found = [r["evidence_in_memory"] for r in rows if r.get("evidence_in_memory") is not None]
+    if not found:
+        return {"n": 0}
+    return {"n": len(found), "mean": round(sum(found) / len(found), 3),
+            "at_least_half": round(sum(x >= 0.5 for x in found) / len(found), 3)}  # fmt: skip

@@ -89,6 +89,25 @@ def write_predictions(
                                     "answers": list(it.answers), **r}, ensure_ascii=False) + "\n")  # fmt: skip
 
 
+def rules_report(task: str, items: Sequence[Any], trivial: Mapping[str, Sequence[Mapping[str, Any]]],
+                 rules: Any, out: Path, t0: float, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """``--baselines-only``: the rules' predictions written to OUT/predictions.jsonl, and the result: official
+    F1 / EM x100 overall and per category, which rule each category uses, the command and the wall time."""
+    import sys
+    import time
+
+    write_predictions(out / "predictions.jsonl", items, trivial)
+    return {
+        "task": task, "baselines_only": True, "n_eval": len(items), **extra,
+        "overall": {n: {"em": round(mean(r, "em"), 2), "f1": round(mean(r, "f1"), 2)} for n, r in trivial.items()},
+        "by_category": {n: by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
+                        for n, r in trivial.items()},
+        "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())}, "top1_text_chars": rules.n_chars,
+        "predictions": str(out / "predictions.jsonl"), "command": "python bench/learning.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - t0, 1),
+    }  # fmt: skip
+
+
 def markdown(result: Mapping[str, Any]) -> str:
     """Tables for docs/results.md: each system by category, then the paired comparisons."""
     systems = result["by_category"]

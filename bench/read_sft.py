@@ -8,27 +8,36 @@ evidence turn read so far, each with its session's date, cut to the memory budge
 none, the previous memory unchanged; the answer is ``\\boxed{gold}`` (the first gold; a gold longer than
 the answer grammar allows leaves that document's answer step out, counted). Each expert call is one SFT
 example (:func:`memrl.train.sft.sft_samples`: the student's chat template, loss on the reply), trained by
-:class:`memrl.train.sft.SFTTrainer` (full weights) for ``--minutes`` at most::
+:class:`memrl.train.sft.SFTTrainer` (full weights, one example per forward pass; ``bench/learning.py``'s
+:func:`learning_read.sft_stage`, the same warm start ``--task read --sft-minutes N`` runs) for ``--minutes``::
 
     .venv/bin/python bench/read_sft.py --out runs/read-sft --minutes 8
-    .venv/bin/python bench/learning.py --task read --model runs/read-sft/checkpoint ...
+    .venv/bin/python bench/learning.py --task read --model runs/read-sft/sft/checkpoint ...
 
-``bench/learning.py --task read --sft-minutes N`` runs the same warm start inside the learning benchmark's
-budget, then GRPO (what docs/results.md reports).
+**Choosing the SFT on train conversations only** (``--val-conv``): the documents whose question belongs to
+that TRAIN conversation are left out of the SFT, ``--val-items`` of them (a sample stratified to their
+category mix) are read greedily with the weights as they were at each of ``--marks`` (minutes of SFT), and
+scored beside the no-model rules fitted on the other train documents; each reading also says how much of
+the question's evidence its final memory holds (:func:`evidence_in`: the share of the evidence turns'
+content words in the memory), which separates "found the evidence" from "answered from it"::
 
-Writes OUT/checkpoint (a model folder), OUT/sft_metrics.jsonl, OUT/read_sft.json; the last line of stdout
-is that JSON object. Test documents are never read: the documents come from ``ruler-locomo --split train``.
+    .venv/bin/python bench/read_sft.py --val-conv conv-50 --marks 8,16,24,32 --autocast bf16 --out runs/read-sft-val
+
+Writes OUT/sft/checkpoint (a model folder), OUT/sft/sft_metrics.jsonl, OUT/read_sft.json (and with
+``--val-conv`` OUT/val-MINUTES.jsonl: every validation prediction and memory); the last line of stdout is
+the JSON object. Test documents are never read: the documents come from ``ruler-locomo --split train``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import json
 import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +126,51 @@ async def expert_trajectories(student: Any, docs: list[Any], conversations: dict
     return out, counts
 
 
+@functools.cache
+def _locomo() -> dict[str, Any]:
+    """Every LoCoMo conversation by id (both splits), loaded once."""
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+
+    return {c.id: c for split in ("train", "test")
+            for c in load_conversations(QAEvalConfig(dataset="locomo", split=split))}  # fmt: skip
+
+
+def evidence_in(doc: Any, memory: str) -> float | None:
+    """The share of the content words (stemmed, stopwords out) of the question's evidence turns that
+    ``memory`` holds, in [0, 1]; None when the question has no evidence turn with content words."""
+    from memrl.memory.terms import content_terms
+
+    words = {w for line in evidence_lines(doc, _locomo()) for w in content_terms(line.split(": ", 1)[-1])}
+    if not words:
+        return None
+    return len(words & set(content_terms(memory or ""))) / len(words)
+
+
+def bm25_finds_evidence(docs: Sequence[Any], items: Sequence[Any], k: int) -> float:
+    """The share of documents whose top ``k`` turns by BM25 for the question (the rules' ranking,
+    :func:`learning_baselines.document_item`) include one of its evidence turns: what the no-model rules
+    find, to set beside what the reader's memory holds."""
+    hits = 0
+    for doc, it in zip(docs, items, strict=True):
+        lines = evidence_lines(doc, _locomo())
+        hits += any(c.text and c.text in line for c in it.candidates[:k] for line in lines)
+    return round(hits / max(1, len(docs)), 3)
+
+
+def _snapshot(model: Any) -> dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/read-sft"))
     ap.add_argument("--minutes", type=float, default=8.0, help="SFT time budget")
     ap.add_argument("--steps", type=int, help="at most this many optimizer steps")
     ap.add_argument("--documents", type=int, help="at most this many train documents (default: all)")
-    ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--batch", type=int, default=8, help="examples per optimizer step")
+    ap.add_argument("--answer-repeat", type=int, default=3, help="each answer example this many times")
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16"], help="SFT in bfloat16 autocast")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="HF folder (default: the offline SmolLM2-135M-Instruct)")
     ap.add_argument("--length", default="1k")
@@ -132,39 +178,99 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--memory-tokens", type=int, default=48)
     ap.add_argument("--answer-tokens", type=int, default=40)
     ap.add_argument("--memory-first", action="store_true")
+    ap.add_argument(
+        "--val-conv", help="a TRAIN conversation whose documents are held out and read at --marks"
+    )
+    ap.add_argument("--val-items", type=int, default=48, help="validation documents (stratified sample)")
+    ap.add_argument(
+        "--marks", default="", help="minutes of SFT at which the validation reads (default: the end)"
+    )
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    if args.minutes <= 0 or args.batch < 1 or (args.steps is not None and args.steps < 1):
-        ap.error("--minutes must be > 0, --batch and --steps >= 1")
+    if (
+        args.minutes <= 0
+        or args.batch < 1
+        or (args.steps is not None and args.steps < 1)
+        or args.answer_repeat < 1
+    ):
+        ap.error("--minutes must be > 0, --batch, --answer-repeat and --steps >= 1")
     if args.answer_tokens <= 8:
         ap.error("--answer-tokens must be > 8 (the box itself takes up to 8)")
+    marks = sorted(float(m) for m in args.marks.split(",") if m.strip()) or [args.minutes]
+    if marks[-1] > args.minutes or marks[0] <= 0:
+        ap.error("--marks must lie in (0, --minutes]")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_read import documents, reader_config
+    from learning_baselines import Baselines, document_item, score_prediction
+    from learning_read import documents, evaluate, evidence_summary, reader_config, sft_stage, stratified
+    from learning_report import by_category, mean
 
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.llm.local import LocalLLM
-    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
     t0 = time.perf_counter()
     docs = documents("train", args.length)[: args.documents]
-    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split="train"))}
+    val_docs: list[Any] = []
+    if args.val_conv:
+        val_docs = [d for d in docs if d.metadata["question_id"].startswith(args.val_conv + ":")]
+        if not val_docs:
+            ap.error(f"--val-conv {args.val_conv}: no train document's question is from it")
+        docs = [d for d in docs if d not in val_docs]
+        val_docs = stratified(val_docs, args.val_items)
     config = reader_config(args)
     student = LocalLLM(args.model).load()
-    trajs, counts = asyncio.run(expert_trajectories(student, docs, convs, config))
-    samples, skipped = sft_samples(
-        student, trajs, max_reply_tokens=max(config.memory_tokens, config.answer_tokens)
-    )
-    trainer = SFTTrainer(student, SFTConfig(lr=args.lr, epochs=1, batch_size=args.batch, micro_batch=args.batch,
-                                            seed=args.seed, save_every=10**6))  # fmt: skip
-    rows = trainer.fit(samples, args.out, progress=not args.quiet, max_steps=args.steps,
-                       time_limit_s=60 * args.minutes)  # fmt: skip
-    result = {"command": "python bench/read_sft.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              **counts, "examples": len(samples), "skipped": skipped, "steps": len(rows),
-              "examples_seen": min(len(samples), len(rows) * args.batch),
-              "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"], "lr": args.lr, "batch": args.batch,
-              "checkpoint": str(args.out / "checkpoint"), "wall_time_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    sft_args = argparse.Namespace(sft_lr=args.lr, sft_epochs=1, sft_batch=args.batch, seed=args.seed,
+                                  sft_autocast=args.autocast, out=args.out, quiet=args.quiet,
+                                  sft_steps=args.steps or 0, sft_minutes=args.minutes,
+                                  sft_answer_repeat=args.answer_repeat)  # fmt: skip
+    snaps: list[tuple[float, int, dict[str, Any]]] = []
+    t_sft: list[float] = []
+
+    def on_step(row: dict) -> None:  # weights kept at each mark, read after the SFT (its clock runs on)
+        elapsed = time.perf_counter() - t_sft[0]
+        if val_docs and len(snaps) < len(marks) and elapsed >= 60 * marks[len(snaps)]:
+            snaps.append((elapsed, row["step"], _snapshot(student.hf_model)))
+
+    t_sft.append(time.perf_counter())
+    sft = sft_stage(student, docs, config, sft_args, on_step=on_step if val_docs else None)
+    result: dict[str, Any] = {
+        "command": "python bench/read_sft.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "documents": len(docs), **{k: v for k, v in sft.items() if k != "documents"},
+        "batch": args.batch, "checkpoint": str(args.out / "sft" / "checkpoint"),
+    }  # fmt: skip
+    if val_docs:
+        if not snaps or snaps[-1][1] != sft["steps"]:  # the end, when the last mark was not reached
+            snaps.append((time.perf_counter() - t_sft[0], sft["steps"], _snapshot(student.hf_model)))
+        items = [document_item(d) for d in val_docs]
+        rules = Baselines.fit([document_item(d) for d in docs])
+        trivial = {n: [score_prediction(p, it) for p, it in zip(ps, items, strict=True)]
+                   for n, ps in rules.predict(items).items()}  # fmt: skip
+
+        def cat(rows: list[dict]) -> dict:
+            return by_category([{**r, "category": it.category} for r, it in zip(rows, items, strict=True)])
+
+        result["validation"] = {
+            "conversation": args.val_conv, "n": len(items),
+            "bm25_evidence": {f"top{k}": bm25_finds_evidence(val_docs, items, k) for k in (1, 3)},
+            "rules": {n: {"f1": round(mean(r, "f1"), 2), "by_category": cat(r)} for n, r in trivial.items()},
+            "marks": [],
+        }  # fmt: skip
+        for elapsed, step, weights in snaps:
+            student.hf_model.load_state_dict(weights)
+            t = time.perf_counter()
+            rows = evaluate(student, val_docs, items, config)
+            minutes = round(elapsed / 60, 1)
+            with (args.out / f"val-{minutes:g}.jsonl").open("w") as f:
+                for it, r in zip(items, rows, strict=True):
+                    f.write(json.dumps({"id": it.id, "category": it.category, "question": it.question,
+                                        "answers": list(it.answers), **r}) + "\n")  # fmt: skip
+            result["validation"]["marks"].append({
+                "sft_minutes": minutes, "steps": step, "examples_seen": step * args.batch,
+                "f1": round(mean(rows, "f1"), 2), "em": round(mean(rows, "em"), 2), "by_category": cat(rows),
+                "evidence_in_memory": evidence_summary(rows),
+                "eval_s": round(time.perf_counter() - t, 1),
+            })  # fmt: skip
+    result["wall_time_s"] = round(time.perf_counter() - t0, 1)
     (args.out / "read_sft.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
     return result

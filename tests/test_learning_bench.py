@@ -127,12 +127,19 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     tiny = make_tiny_lm(tmp_path / "lm")
-    out = tmp_path / "run"
-    learning.main(["--task", "read", "--model", str(tiny), "--out", str(out), "--eval-items", "4", "--steps", "2",
-                   "--group-size", "2", "--tasks-per-step", "1", "--chunk-tokens", "600", "--memory-tokens", "8",
-                   "--answer-tokens", "12", "--sft-steps", "1", "--sft-batch", "2", "--sft-answer-repeat", "2", "--quiet",
-                   "--budget-minutes", "5"])  # fmt: skip
+    out, cache = tmp_path / "run", tmp_path / "before.json"
+    reading = ["--model", str(tiny), "--eval-items", "4", "--chunk-tokens", "600", "--memory-tokens", "8",
+               "--answer-tokens", "12", "--eval-bf16", "--before-cache", str(cache), "--quiet"]  # fmt: skip
+    # the untrained model's evaluation first, on its own (every seed then gets the same training time)
+    learning.main(["--task", "read", "--before-only", "--out", str(tmp_path / "before"), *reading])
+    assert json.loads(cache.read_text())["made_by"] == str(tmp_path / "before")
+    learning.main(["--task", "read", "--out", str(out), "--steps", "2", "--group-size", "2", "--tasks-per-step", "1",
+                   "--sft-steps", "1", "--sft-batch", "2", "--sft-answer-repeat", "2", "--sft-autocast", "bf16",
+                   "--budget-minutes", "5", *reading])  # fmt: skip
     result = json.loads((out / "learning.json").read_text())
+    assert result["setting"]["before_reused_from"] == str(tmp_path / "before")
+    assert result["setting"]["eval_prefill"] == "bf16" and result["sft"]["autocast"] == "bf16"
+    assert result["evidence"]["before"]["n"] == result["evidence"]["after"]["n"] == 4
     for key in _KEYS:
         assert key in result, key
     assert result["task"] == "read" and result["n_eval"] == 4 and result["train"]["steps"] == 2
@@ -144,6 +151,7 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     systems = {r["system"] for r in rows}
     assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text", "per_category"}
     assert len(rows) == 4 * len(systems)
+    assert all(0.0 <= r["evidence_in_memory"] <= 1.0 for r in rows if r["system"] in ("before", "after"))
     assert (out / "learning.png").stat().st_size > 0
     # trained on documents of train conversations only; evaluated on test conversations only
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
@@ -289,6 +297,50 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
     assert len(samples) + skipped["too_long"] == sum(len(t.steps) for t in trajs) and skipped["failed"] == 0
 
 
+def test_evidence_in_measures_how_much_of_the_evidence_a_memory_holds(locomo_path, monkeypatch):
+    from learning_read import documents
+    from read_sft import evidence_in, evidence_lines
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", data_path=str(locomo_path),
+                                                              split="train"))}  # fmt: skip
+    for doc in documents("train", "1k")[:10]:
+        lines = evidence_lines(doc, convs)
+        assert evidence_in(doc, "\n".join(lines)) == 1.0  # the expert's uncut memory
+        assert evidence_in(doc, "") == 0.0
+        first = lines[0].split(": ", 1)[1]
+        half = evidence_in(doc, first[: len(first) // 2])
+        assert 0.0 < half < 1.0 or len(lines) > 1  # a part of the evidence is a part of the figure
+
+
+def test_read_sft_validation_reads_a_held_out_train_conversation(locomo_path, tmp_path, monkeypatch):
+    """``bench/read_sft.py --val-conv``: that conversation's documents are left out of the SFT and read at
+    the end beside the rules fitted on the others; every reading kept, with its evidence share."""
+    import read_sft
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    out = tmp_path / "sft"
+    result = read_sft.main(["--out", str(out), "--model", str(make_tiny_lm(tmp_path / "lm")), "--documents", "40",
+                            "--steps", "2", "--batch", "2", "--val-conv", "conv-44", "--val-items", "3",
+                            "--chunk-tokens", "600", "--memory-tokens", "8", "--answer-tokens", "12",
+                            "--autocast", "bf16", "--quiet"])  # fmt: skip
+    val = result["validation"]
+    assert result["steps"] == 2 and val["conversation"] == "conv-44" and val["n"] == 3
+    assert set(val["rules"]) == {"most_frequent", "top1_date", "top1_text", "per_category"}
+    assert 0.0 <= val["bm25_evidence"]["top1"] <= val["bm25_evidence"]["top3"] <= 1.0
+    (mark,) = val["marks"]
+    assert mark["steps"] == 2 and "by_category" in mark
+    assert mark["evidence_in_memory"]["n"] == 3 and 0.0 <= mark["evidence_in_memory"]["mean"] <= 1.0
+    rows = [json.loads(x) for x in next(out.glob("val-*.jsonl")).read_text().splitlines()]
+    assert len(rows) == 3 and all(r["id"].startswith("conv-44:") for r in rows)
+    assert all("memory" in r and "evidence_in_memory" in r for r in rows)
+    assert (out / "sft" / "checkpoint").is_dir()
+    # the held-out conversation's questions were not trained on: its documents made no example
+    assert result["documents"] < 40
+
+
 def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, monkeypatch):
     from learning_read import documents
     from read_sft import evidence_lines
@@ -381,3 +433,23 @@ def test_learning_seeds_adds_the_rules_of_a_baselines_only_run(tmp_path):
     rules.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
     with pytest.raises(SystemExit, match="its items are not those of"):
         learning_seeds.summarize(runs, rules)
+
+
+def test_read_baselines_only_scores_the_rules_on_the_held_out_documents(
+    locomo_path, tmp_path, monkeypatch, capsys
+):
+    import learning
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    out = tmp_path / "rules"
+    learning.main(["--task", "read", "--baselines-only", "--eval-items", "8", "--out", str(out)])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["task"] == "read" and result["baselines_only"] and result["n_eval"] == 8
+    assert set(result["overall"]) == {"most_frequent", "top1_date", "top1_text", "per_category"}
+    assert result["rule_per_category"]["2"] == "top1_date"  # temporal questions: the date, chosen on train
+    hits = result["bm25_evidence"]
+    assert 0.0 <= hits["top1"] <= hits["top3"] <= 1.0 and hits["top3"] > 0  # BM25 finds some evidence
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 * 4 and all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    per_cat = [r for r in rows if r["system"] == "per_category"]
+    assert abs(100 * sum(r["f1"] for r in per_cat) / 8 - result["overall"]["per_category"]["f1"]) < 0.01

@@ -132,3 +132,21 @@ def test_sft_on_the_answer_tasks_gold_answers_then_a_budget_stop(tiny, tmp_path,
         samples, tmp_path / "b", progress=False, time_limit_s=0.0
     )
     assert len(rows) == 1 and (tmp_path / "b" / "checkpoint" / "trainer_state.pt").is_file()
+
+
+def test_bf16_autocast_fine_tunes_fp32_weights_and_calls_back_each_step(tiny, tmp_path):
+    """Mixed precision: the loss falls as in fp32, the weights stay fp32, ``on_step`` sees every step."""
+    import torch
+
+    llm = LocalLLM(tiny).load()
+    msgs = [{"role": "user", "content": "What did Lena adopt?"}]
+    samples, _ = sft_samples(llm, [Trajectory("m", "t", steps=[Step(msgs, "Lena: dog Biscuit")])])
+    trainer = SFTTrainer(llm, SFTConfig(lr=2e-2, epochs=16, batch_size=1, autocast="bf16"))
+    before, _ = trainer.loss_on(samples)
+    seen: list[int] = []
+    rows = trainer.fit(samples, tmp_path, progress=False, on_step=lambda row: seen.append(row["step"]))
+    after, _ = trainer.loss_on(samples)
+    assert after < before / 2 and seen == [r["step"] for r in rows] == list(range(1, 17))
+    assert all(p.dtype == torch.float32 for p in llm.hf_model.parameters())
+    with pytest.raises(Exception, match="autocast must be"):
+        SFTConfig(autocast="fp16")

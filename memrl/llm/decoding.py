@@ -146,8 +146,15 @@ def generate(
     matchers: list[Any] | None = None,
     stop_ids: set[int],
     pad_id: int | None = None,
+    prefill_bf16: bool = False,
 ) -> list[Generation]:
-    """Complete every prompt (token ids, no padding). ``matchers[i]``: xgrammar matcher or None."""
+    """Complete every prompt (token ids, no padding). ``matchers[i]``: xgrammar matcher or None.
+
+    ``prefill_bf16``: run the prompts under ``torch.autocast(bfloat16)`` (about 1.2x faster for a whole
+    MemAgent evaluation on an AVX-512 BF16 CPU, where the long prompts dominate), then decode in the
+    model's own precision on a KV cache cast back to it. The sampled tokens' log-probabilities then differ
+    from a trainer's full-precision recomputation by more than rounding: for evaluation, never for RL
+    rollouts."""
     import torch
     import xgrammar as xgr
     from transformers import DynamicCache
@@ -169,7 +176,13 @@ def generate(
     texts: list[str | None] = [None] * n
     finish: list[str | None] = [None] * n
     with torch.inference_mode():
-        logits, step_mask, step_pos = _prefill(model, prompts, cache, pad, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=prefill_bf16):
+            logits, step_mask, step_pos = _prefill(model, prompts, cache, pad, device)
+        if prefill_bf16:
+            dtype = next(model.parameters()).dtype
+            for layer in cache.layers:
+                layer.keys, layer.values = layer.keys.to(dtype), layer.values.to(dtype)
+            logits = logits.float()
         while True:
             scores = logits
             if n_real < scores.shape[-1]:

@@ -68,6 +68,8 @@ class LocalEngine(TokenEngine):
         self.cache_dir = cache_dir
         self.batch_wait = batch_wait
         self.threads = threads  # torch threads, process-wide; 1 is far faster when other jobs share the CPU
+        # prompts run in bfloat16 (decoding.generate's prefill_bf16): for evaluations, never for RL rollouts
+        self.prefill_bf16 = False
         self.path: str | None = None  # the folder (or hub id) actually loaded
         self.hf: Any = None
         self.grammars: GrammarBook | None = None
@@ -123,7 +125,7 @@ class LocalEngine(TokenEngine):
                     try:
                         gens = generate(self.hf, self.tokenizer, [p[1] for p in chunk], sampling=sampling,
                                         matchers=[p[2] for p in chunk], stop_ids=set(self.stop_ids),
-                                        pad_id=self.tokenizer.pad_token_id)  # fmt: skip
+                                        pad_id=self.tokenizer.pad_token_id, prefill_bf16=self.prefill_bf16)  # fmt: skip
                     except Exception as e:  # torch / xgrammar failures reach callers as provider errors
                         err = e if isinstance(e, MemrlError) else LLMProviderError(
                             f"local generation failed: {type(e).__name__}: {e}")  # fmt: skip

@@ -214,6 +214,11 @@ def train(
 
     from memrl.train.trainer import PolicyTrainer, checkpoint_folder
 
+    if getattr(getattr(llm, "engine", None), "prefill_bf16", False):
+        raise ConfigError(
+            "the back-end prefills in bfloat16 (an evaluation setting): rollouts would not be drawn from the "
+            "policy the trainer scores; set llm.engine.prefill_bf16 = False before training"
+        )
     out = Path(loop.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint"

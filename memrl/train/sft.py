@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -46,8 +46,15 @@ class SFTConfig:
     max_seq_tokens: int = option(4096, "skip (and count) longer examples")
     seed: int = option(0, "example order")
     save_every: int = option(10, "checkpoint every N optimizer steps (and at the end)")
+    autocast: Literal["none", "bf16"] = option(
+        "none",
+        "bf16: forward and backward under torch.autocast(bfloat16), the weights and optimizer kept in fp32 "
+        "(about 1.5x faster on CPUs with AVX-512 BF16; measured in bench/sft_speed.py)",
+    )
 
     def __post_init__(self) -> None:
+        if self.autocast not in ("none", "bf16"):
+            raise ConfigError(f"autocast must be 'none' or 'bf16', got {self.autocast!r}")
         if (
             self.lr <= 0
             or self.epochs < 1
@@ -120,6 +127,7 @@ class SFTTrainer(LocalModelTrainer):
         resume: bool = False,
         max_steps: int | None = None,
         time_limit_s: float | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
         """Train for ``epochs``; returns one metrics row per optimizer step (those of an earlier run included
         when resuming); saves ``OUTPUT_DIR/checkpoint`` every ``save_every`` steps and at the end.
@@ -127,7 +135,8 @@ class SFTTrainer(LocalModelTrainer):
         With ``resume`` the model must have been loaded from that checkpoint (``memrl train sft-membuilder
         --resume`` does it): the optimizer state and step count are read from it, and the steps it holds
         are skipped. ``max_steps`` / ``time_limit_s``: stop (with a checkpoint) after that many optimizer
-        steps in all / after the first step that ends past that many seconds (a fixed budget)."""
+        steps in all / after the first step that ends past that many seconds (a fixed budget). ``on_step``:
+        called with each new step's metrics row, after the step (e.g. to evaluate the weights at set times)."""
         from tqdm.auto import tqdm
 
         from memrl.train.trainer import checkpoint_folder
@@ -175,6 +184,8 @@ class SFTTrainer(LocalModelTrainer):
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
+                    if on_step is not None:
+                        on_step(row)
                     late = time_limit_s is not None and time.perf_counter() - t0 > time_limit_s
                     if step % cfg.save_every == 0 or step == total or late:
                         self._save(ckpt, step)
@@ -192,8 +203,10 @@ class SFTTrainer(LocalModelTrainer):
         n_tok = sum(len(s.completion_ids) for s in batch)
         self.optimizer.zero_grad(set_to_none=True)
         nll = 0.0
+        device = next(self.model.parameters()).device.type
         for i in range(0, len(batch), cfg.micro_batch):
-            lp, comp = self.token_logprobs(self.model, batch[i : i + cfg.micro_batch])
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=cfg.autocast == "bf16"):
+                lp, comp = self.token_logprobs(self.model, batch[i : i + cfg.micro_batch])
             loss = -(lp * comp).sum() / n_tok  # the batch's token mean, summed over micro-batches
             loss.backward()
             nll += float(loss.detach())

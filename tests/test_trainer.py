@@ -14,7 +14,7 @@ from memrl.cli.main import main
 from memrl.data import load_dataset
 from memrl.errors import ConfigError
 from memrl.llm.local import LocalLLM
-from memrl.train.loop import LoopConfig, MemAgentTasks, train
+from memrl.train.loop import LoopConfig, MemAgentTasks, out_of_time, train
 from memrl.train.trainer import PolicyTrainer, TrainerConfig
 from tests.tiny_lm import make_tiny_lm
 
@@ -132,6 +132,22 @@ def test_loop_checkpoints_and_resumes(tiny, tmp_path):
     )
     assert [r["step"] for r in rows] == [1.0, 2.0, 3.0]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_time_budget_stops_before_a_step_that_would_end_past_it(tiny, tmp_path):
+    assert not out_of_time(100.0, None, 50.0)  # no budget
+    assert out_of_time(100.0, 140.0, 50.0)  # 40 s left, steps take 50: stop now
+    assert not out_of_time(100.0, 160.0, 50.0)  # 60 s left: one more
+    conv = load_dataset("sample")[0][0]
+    from memrl.agents.memagent import MemAgentConfig
+
+    tasks = MemAgentTasks([conv], MemAgentConfig(chunk_tokens=600, memory_tokens=16, answer_tokens=8))
+    for limit, steps in ((0.0, [1.0]), (3600.0, [1.0, 2.0])):
+        out = tmp_path / f"run-{limit:g}"
+        loop = LoopConfig(steps=2, group_size=2, output_dir=str(out))
+        rows = train(fresh(tiny), tasks, loop, TrainerConfig(lr=1e-3), progress=False, time_limit_s=limit)
+        assert [r["step"] for r in rows] == steps
+        assert (out / "checkpoint" / "trainer_state.pt").is_file()  # the stop keeps its step
 
 
 def test_memrl_train_memagent_cli(tiny, tmp_path, capsys):

@@ -207,8 +207,9 @@ def train(
 
     With ``resume``, ``llm`` must have been loaded from the checkpoint
     (:func:`~memrl.train.trainer.checkpoint_folder` of ``OUTPUT_DIR/checkpoint``; ``memrl train`` does
-    this); the optimizer state, step count and KL reference are read from there. ``time_limit_s``: stop
-    (with a checkpoint) after the first step that ends past this many seconds (a fixed time budget).
+    this); the optimizer state, step count and KL reference are read from there. ``time_limit_s``: a fixed
+    time budget; the loop stops (with a checkpoint) after a step when the time left is shorter than the
+    longest step so far (:func:`out_of_time`), so that a run ends within it unless one step outlasts it.
     """
     from tqdm.auto import tqdm
 
@@ -277,11 +278,18 @@ def train(
     return rows
 
 
+def out_of_time(now: float, deadline: float | None, longest_step_s: float) -> bool:
+    """Whether a run with this ``deadline`` (a ``time.perf_counter()`` value; None: none) should stop now
+    rather than start a step that, as long as the longest so far, would end past it."""
+    return deadline is not None and now + longest_step_s > deadline
+
+
 def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, board: _Board, bar: Any,
            rows: list[dict[str, Any]], metrics_path: Path, rollouts_path: Path, checkpoint: Path,
            deadline: float | None = None) -> None:  # fmt: skip
     import torch
 
+    longest = 0.0
     while trainer.steps_done < loop.steps:
         step = trainer.steps_done + 1
         t0 = time.perf_counter()
@@ -306,7 +314,8 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         board.write(metrics)
-        late = deadline is not None and time.perf_counter() > deadline
+        longest = max(longest, time.perf_counter() - t0)
+        late = out_of_time(time.perf_counter(), deadline, longest)
         if step % loop.save_every == 0 or step == loop.steps or late:
             trainer.save(checkpoint)
         if late:

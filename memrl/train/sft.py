@@ -49,7 +49,7 @@ class SFTConfig:
     autocast: Literal["none", "bf16"] = option(
         "none",
         "bf16: forward and backward under torch.autocast(bfloat16), the weights and optimizer kept in fp32 "
-        "(about 1.5x faster on CPUs with AVX-512 BF16; measured in bench/sft_speed.py)",
+        "(1.23x faster per step on a 2-core AVX-512 BF16 CPU: docs/results.md, read with a longer SFT)",
     )
 
     def __post_init__(self) -> None:

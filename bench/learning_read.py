@@ -182,15 +182,23 @@ def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items
 def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dict[str, list[dict[str, Any]]]]:
     """Train documents, held-out documents and their items, the rules fitted on train items, and the rules'
     scored predictions on the held-out items."""
-    from learning_baselines import Baselines, document_item, score_prediction
+    from learning_baselines import document_item
 
     train_docs = documents("train", args.length)
     eval_docs = stratified(documents("test", args.length), args.eval_items or None)
     items = [document_item(d) for d in eval_docs]
+    rules, trivial = rules_on(train_docs, items)
+    return train_docs, eval_docs, items, rules, trivial
+
+
+def rules_on(train_docs: Sequence[Any], items: Sequence[Any]) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+    """The no-model rules fitted on ``train_docs``' items, and their scored predictions on ``items``."""
+    from learning_baselines import Baselines, document_item, score_prediction
+
     rules = Baselines.fit([document_item(d) for d in train_docs])
     trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
                for name, preds in rules.predict(items).items()}  # fmt: skip
-    return train_docs, eval_docs, items, rules, trivial
+    return rules, trivial
 
 
 def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:

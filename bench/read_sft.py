@@ -202,9 +202,17 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_baselines import Baselines, document_item, score_prediction
-    from learning_read import documents, evaluate, evidence_summary, reader_config, sft_stage, stratified
-    from learning_report import by_category, mean
+    from learning_baselines import document_item
+    from learning_read import (
+        documents,
+        evaluate,
+        evidence_summary,
+        reader_config,
+        rules_on,
+        sft_stage,
+        stratified,
+    )
+    from learning_report import by_category, mean, write_predictions
 
     from memrl.llm.local import LocalLLM
 
@@ -242,9 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not snaps or snaps[-1][1] != sft["steps"]:  # the end, when the last mark was not reached
             snaps.append((time.perf_counter() - t_sft[0], sft["steps"], _snapshot(student.hf_model)))
         items = [document_item(d) for d in val_docs]
-        rules = Baselines.fit([document_item(d) for d in docs])
-        trivial = {n: [score_prediction(p, it) for p, it in zip(ps, items, strict=True)]
-                   for n, ps in rules.predict(items).items()}  # fmt: skip
+        _, trivial = rules_on(docs, items)
 
         def cat(rows: list[dict]) -> dict:
             return by_category([{**r, "category": it.category} for r, it in zip(rows, items, strict=True)])
@@ -260,10 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             rows = evaluate(student, val_docs, items, config)
             minutes = round(elapsed / 60, 1)
-            with (args.out / f"val-{minutes:g}.jsonl").open("w") as f:
-                for it, r in zip(items, rows, strict=True):
-                    f.write(json.dumps({"id": it.id, "category": it.category, "question": it.question,
-                                        "answers": list(it.answers), **r}) + "\n")  # fmt: skip
+            write_predictions(args.out / f"val-{minutes:g}.jsonl", items, {"sft": rows})
             result["validation"]["marks"].append({
                 "sft_minutes": minutes, "steps": step, "examples_seen": step * args.batch,
                 "f1": round(mean(rows, "f1"), 2), "em": round(mean(rows, "em"), 2), "by_category": cat(rows),

@@ -51,7 +51,8 @@ class CountingEmbedder(Embedder):
 #: Test modules whose every store-backed test runs on SQLite and on Postgres.
 STORE_SUITE = frozenset(
     "test_store test_search test_search_modes test_transfer test_enrich test_rerank test_expand "
-    "test_raw_builder test_retrieval_eval test_server_memory_api test_server_reliability test_search_isolation ".split()
+    "test_raw_builder test_retrieval_eval test_server_memory_api test_server_reliability test_search_isolation "
+    "test_service_values test_service_isolation test_service_import test_service_properties ".split()
 )
 
 

@@ -35,6 +35,11 @@ def client(base_url: str, token: str | None) -> httpx.Client:
     return httpx.Client(base_url=base_url, headers=headers, timeout=30)
 
 
+#: The tables a refused request must leave as they were (the embedding cache included: a refused write
+#: must not leave a cached vector behind either).
+SNAPSHOT_TABLES = ("namespaces", "memories", "history", "core", "memory_keys", "embeddings")
+
+
 def snapshot(db: Path) -> list[tuple]:
     """Every row of the store's tables: to prove a refused request changed nothing."""
     import sqlite3
@@ -45,15 +50,13 @@ def snapshot(db: Path) -> list[tuple]:
         with psycopg.connect(str(db)) as pg:
             return [
                 (t, *row)
-                for t in ("namespaces", "memories", "history", "core")
-                for row in pg.execute(f"SELECT * FROM {t} ORDER BY 1, 2")
+                for t in SNAPSHOT_TABLES
+                for row in pg.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3")
             ]
     con = sqlite3.connect(db)
     try:
         return [
-            (t, *row)
-            for t in ("namespaces", "memories", "history", "core")
-            for row in con.execute(f"SELECT * FROM {t} ORDER BY 1, 2")
+            (t, *row) for t in SNAPSHOT_TABLES for row in con.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3")
         ]
     finally:
         con.close()

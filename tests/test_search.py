@@ -138,15 +138,18 @@ async def test_query_vector_bypasses_the_embedder(amem, facts):
 
 
 async def test_nothing_is_embedded_twice(db_path):
+    """Nothing of a namespace is embedded twice: not by searches, not by a clone (it copies its source's
+    vectors). Another namespace's text is embedded again: the cache is per namespace, so how long an add
+    takes cannot tell whether someone else stored the text (issue 33)."""
     emb = CountingEmbedder()
     m = AsyncMemory(db_path, embedder=emb)
     await m.add("Caroline likes jazz")
-    await m.add("Caroline likes jazz", namespace="other")  # same content, other namespace
+    await m.add("Caroline likes jazz", namespace="other")  # same content, other namespace: its own vector
     await m.search("jazz", mode="dense")
     await m.search("jazz", mode="dense")
     await m.clone("default", "episode")
     await m.search("jazz", namespace="episode", mode="dense")
-    assert emb.seen.count("Caroline likes jazz") == 1
+    assert emb.seen.count("Caroline likes jazz") == 2
     await m.close()
     emb2 = CountingEmbedder()
     m2 = AsyncMemory(db_path, embedder=emb2)  # a new process: vectors come from the database

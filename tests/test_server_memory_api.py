@@ -148,7 +148,7 @@ def test_bad_requests_get_clear_4xx_and_change_nothing(api, db_path) -> None:
         ("POST", "/v1/namespaces/alice/memories/m1/restore", {}, 422, "not deleted"),
         ("POST", "/v1/namespaces/alice/memories/nope/undo", {}, 404, "nothing to undo"),
         ("POST", "/v1/namespaces/alice-copy/clone", {"json": {"target": "alice"}}, 404, "does not exist"),
-        ("POST", "/v1/namespaces/alice/clone", {"json": {"target": "alice"}}, 409, "already exists"),
+        ("POST", "/v1/namespaces/alice/clone", {"json": {"target": "alice"}}, 422, "onto itself"),
         ("POST", "/v1/namespaces/alice/import", {"content": '{"kind": "item"}', "headers": {"content-type": "application/x-ndjson"}}, 422, "header"),
         ("GET", "/v1/nowhere", {}, 404, "no such route"),
     ]  # fmt: skip

@@ -296,16 +296,16 @@ async def test_the_id_of_a_deleted_memory_can_be_added_again(amem: AsyncMemory):
 async def test_merge_refuses_when_a_source_changes_while_it_embeds(amem: AsyncMemory):
     a = await amem.add("Alice likes tea")
     b = await amem.add("Alice likes hiking")
-    real = amem.index.vectors
+    real = amem.index.embed
 
-    async def vectors_while_another_writer_edits(texts):
+    async def embed_while_another_writer_edits(texts, ns):
         amem.store.update("alice", b.id, content="Alice likes climbing", actor="other")
-        return await real(texts)
+        return await real(texts, ns)
 
-    amem.index.vectors = vectors_while_another_writer_edits
+    amem.index.embed = embed_while_another_writer_edits
     with pytest.raises(StoreError, match="changed by another writer"):
         await amem.merge([a.id, b.id], "Alice likes tea and hiking")
-    amem.index.vectors = real
+    amem.index.embed = real
     assert sorted(i.content for i in await amem.list()) == ["Alice likes climbing", "Alice likes tea"]
 
 

@@ -6,9 +6,11 @@ sequence number of its last change, so a search first applies the rows changed s
 (``WHERE seq > ?``), including rows written by other processes; a namespace whose rows were hard-deleted
 (reset, dropped, overwritten by a clone) changes generation and is reloaded in one query.
 
-Vectors come from the embedding cache (model, key): the key is the content hash, so no text is embedded
-twice, or, for an item added with a vector of its own (``NewItem.vector``, e.g. a vector pooled from
-neighbouring turns), ``metadata["vector_key"]``. A store opened with another embedder has no such vector
+Vectors come from the namespace's embedding cache (namespace, model, key): the key is the content hash,
+so no text of a namespace is embedded twice, or, for an item added with a vector of its own
+(``NewItem.vector``, e.g. a vector pooled from neighbouring turns), ``metadata["vector_key"]``. The cache
+is per namespace so that nothing a namespace observes (a score, a cache hit, how long an add takes)
+depends on another's content; a clone copies its source's vectors. A store opened with another embedder has no such vector
 and embeds the item's text instead. Items with ``metadata["dense"] is False`` are lexical-only: BM25 sees
 them, dense search does not, and nothing embeds them.
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -26,6 +30,22 @@ from memrl.errors import ConfigError
 from memrl.memory.embedder import Embedder
 from memrl.memory.store import Store, content_hash
 from memrl.memory.types import MemoryType
+
+#: The namespace whose cache :meth:`DenseIndexes.vectors` uses when a call names none ('' = the unscoped
+#: cache, for texts of no namespace). The servers set it around each request (:func:`cache_scope`): a tool
+#: that embeds a namespace's texts without naming it (MemUpdate's ``sample_memory``) stays in that cache.
+_SCOPE: ContextVar[str] = ContextVar("memrl_cache_scope", default="")
+
+
+@contextmanager
+def cache_scope(ns: str) -> Iterator[None]:
+    """Within this block, :meth:`DenseIndexes.vectors` without a namespace uses ``ns``'s cache."""
+    token = _SCOPE.set(ns)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
 
 TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
 TYPE_NAME = {i: t for t, i in TYPE_CODE.items()}
@@ -213,45 +233,65 @@ class DenseIndexes:
         self._indexes: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    # ------------------------------------------------------------------ embeddings (cached)
-    async def vectors(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors for ``texts``, embedding only those whose content hash is not cached yet."""
-        return await self._by_key([(content_hash(t), t) for t in texts])
+    # ------------------------------------------------------------------ embeddings (cached per namespace)
+    async def vectors(self, texts: Sequence[str], ns: str | None = None) -> np.ndarray:
+        """Unit vectors for ``texts``, embedding only those whose content hash is not cached yet, in the cache
+        of namespace ``ns`` (default: the one :func:`cache_scope` names, else the unscoped cache ``''``)."""
+        scope = _SCOPE.get() if ns is None else ns
+        vecs, new = await self.embed(texts, scope)
+        self.keep(scope, new)
+        return vecs
 
-    async def _by_key(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Vectors for ``(cache key, text)`` pairs: the cached vector of the key, else the text's embedding
-        (cached under the text's content hash)."""
-        cached = self.store.get_vectors(self.embedder.name, [k for k, _ in pairs])
+    async def embed(self, texts: Sequence[str], ns: str) -> tuple[np.ndarray, dict[str, bytes]]:
+        """Vectors for ``texts`` as namespace ``ns`` sees them, and the cache rows they need that are not
+        written yet: the caller writes them with :meth:`keep` inside its own write transaction, so a
+        refused write leaves no cache row behind."""
+        return await self._by_key([(content_hash(t), t) for t in texts], ns)
+
+    def keep(self, ns: str, rows: dict[str, bytes]) -> None:
+        """Write cache rows from :meth:`embed` or :meth:`given` for namespace ``ns``."""
+        self.store.put_vectors(self.embedder.name, rows, ns)
+
+    async def _by_key(self, pairs: Sequence[tuple[str, str]], ns: str) -> tuple[np.ndarray, dict[str, bytes]]:
+        """Vectors for ``(cache key, text)`` pairs in namespace ``ns``'s cache: the cached vector of the key,
+        else the text's (its content hash), else one a caller embedded without a namespace (a builder's
+        prefetch, in the unscoped cache), else a fresh embedding. Returns them with the rows ``ns``'s cache
+        lacks (not written)."""
+        model = self.embedder.name
+        cached = self.store.get_vectors(model, [k for k, _ in pairs], ns)
+        new: dict[str, bytes] = {}
         todo = [(k, t) for k, t in pairs if k not in cached]
         if todo:
             by_hash = {content_hash(t): t for _, t in todo}
-            have = self.store.get_vectors(self.embedder.name, list(by_hash))
+            have = self.store.get_vectors(model, list(by_hash), ns)
             missing = [h for h in by_hash if h not in have]
+            if missing and ns:
+                shared = self.store.get_vectors(model, missing, "")
+                have.update(shared)
+                new.update(shared)
+                missing = [h for h in missing if h not in shared]
             if missing:
                 fresh = await self.embedder.aembed([by_hash[h] for h in missing])
                 blobs = {
                     h: np.asarray(v, dtype=np.float32).tobytes() for h, v in zip(missing, fresh, strict=True)
                 }
-                self.store.put_vectors(self.embedder.name, blobs)
                 have.update(blobs)
+                new.update(blobs)
             for k, t in todo:
                 cached[k] = have[content_hash(t)]
         out = np.zeros((len(pairs), self.embedder.dim), dtype=np.float32)
         for i, (k, _) in enumerate(pairs):
             out[i] = np.frombuffer(cached[k], dtype=np.float32)
-        return out
+        return out, new
 
-    def put_given(self, vectors: dict[str, np.ndarray]) -> None:
-        """Store caller-given vectors (normalised) under their keys for the current embedder."""
-        blobs = {}
-        for key, v in vectors.items():
-            v = np.asarray(v, dtype=np.float32).reshape(-1)
-            if v.shape[0] != self.embedder.dim:
-                raise ConfigError(
-                    f"a given vector has {v.shape[0]} dimensions; the embedder has {self.embedder.dim}"
-                )
-            blobs[key] = (v / (np.linalg.norm(v) or 1.0)).tobytes()
-        self.store.put_vectors(self.embedder.name, blobs)
+    def given(self, vector: Any) -> tuple[str, bytes]:
+        """(cache key, normalised float32 bytes) of a caller-given vector for the current embedder."""
+        v = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if v.shape[0] != self.embedder.dim:
+            raise ConfigError(
+                f"a given vector has {v.shape[0]} dimensions; the embedder has {self.embedder.dim}"
+            )
+        return vector_key(vector), (v / (np.linalg.norm(v) or 1.0)).tobytes()
 
     # ------------------------------------------------------------------ keeping the matrix in step
     async def sync(self, ns: str) -> DenseIndex:
@@ -271,7 +311,10 @@ class DenseIndexes:
             if not rows:
                 return idx
             live = [r for r in rows if r.dense]
-            vecs = await self._by_key([(r.vector_key, r.content) for r in live]) if live else None
+            vecs = None
+            if live:
+                vecs, fresh = await self._by_key([(r.vector_key, r.content) for r in live], ns)
+                self.keep(ns, fresh)
             vi = 0
             for r in rows:
                 if r.dense:
@@ -294,7 +337,8 @@ class DenseIndexes:
         if upto > idx.seq:
             rows = self.store.vectors_missing(ns, self.embedder.name, idx.seq, upto)
             if rows:
-                vecs = await self._by_key([(key, text) for _, _, key, text in rows])
+                vecs, fresh = await self._by_key([(key, text) for _, _, key, text in rows], ns)
+                self.keep(ns, fresh)
                 self.store.put_item_vectors(
                     ns, self.embedder.name, [(r[0], r[1], v) for r, v in zip(rows, vecs, strict=True)]
                 )

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memrl.errors import StoreError, ValidationError
-from memrl.memory.dense import vector_key
 from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import create_embedder
 from memrl.memory.postgres import is_postgres_url
@@ -75,7 +74,7 @@ class AsyncMemory:
         """The namespace a call acts on: ``namespace``, else ``user_id``, else the default."""
         if namespace is not None and user_id is not None and namespace != user_id:
             raise ValidationError("pass namespace or user_id, not two different values")
-        return namespace or user_id or self.namespace
+        return self.store._check_namespace(namespace or user_id or self.namespace)
 
     async def close(self) -> None:
         self.store.close()
@@ -106,27 +105,28 @@ class AsyncMemory:
         user_id: str | None = None,
         actor: str | None = None,
     ) -> list[MemoryItem]:
-        """Store several memories atomically (all or none). Embeddings are computed (or found cached) first."""
+        """Store several memories atomically (all or none). Embeddings are computed (or found in the
+        namespace's cache) first, and cached in the same transaction as the items."""
         ns = self.ns(namespace, user_id)
         new = [NewItem(it) if isinstance(it, str) else it for it in items]
         prepared = self.store.validate(new)
-        given: dict[str, Any] = {}
+        rows: dict[str, bytes] = {}
         for i, it in enumerate(new):
             if it.vector is not None:  # the caller's own vector, cached under a key of its own
-                key = vector_key(it.vector)
-                given[key] = it.vector
+                key, blob = self.index.given(it.vector)
+                rows[key] = blob
                 mid, mtype, content, meta, evidence, session = prepared[i]
                 prepared[i] = (mid, mtype, content, {**meta, "vector_key": key}, evidence, session)
-        if given:
-            self.index.put_given(given)
         embed = [
             p[2]
             for it, p in zip(new, prepared, strict=True)
             if it.vector is None and p[3].get("dense") is not False
         ]
         if embed:  # lexical-only items ({"dense": false}) are never embedded
-            await self.index.vectors(embed)
-        return self.store.insert_valid(prepared, ns, actor=actor)
+            rows.update((await self.index.embed(embed, ns))[1])
+        with self.store.transaction(ns):
+            self.index.keep(ns, rows)
+            return self.store.insert_valid(prepared, ns, actor=actor)
 
     async def update(
         self,
@@ -142,19 +142,23 @@ class AsyncMemory:
         op: str = "UPDATE",
     ) -> MemoryItem:
         """Replace the content (and/or type, metadata, evidence) of a memory; the old version stays in history."""
+        ns = self.ns(namespace, user_id)
+        rows: dict[str, bytes] = {}
         if content is not None:
             self.store.check_content(content)
-            await self.index.vectors([content])
-        return self.store.update(
-            self.ns(namespace, user_id),
-            memory_id,
-            content=content,
-            type=type,
-            metadata=metadata,
-            evidence=evidence,
-            op=op,
-            actor=actor,
-        )
+            rows = (await self.index.embed([content], ns))[1]
+        with self.store.transaction(ns):
+            self.index.keep(ns, rows)
+            return self.store.update(
+                ns,
+                memory_id,
+                content=content,
+                type=type,
+                metadata=metadata,
+                evidence=evidence,
+                op=op,
+                actor=actor,
+            )
 
     async def delete(
         self,
@@ -199,12 +203,13 @@ class AsyncMemory:
         sources = [self.store.get(ns, i) for i in ids]
         text = content if content else "\n".join(s.content for s in sources)
         self.store.check_content(text)
-        await self.index.vectors([text])
+        rows = (await self.index.embed([text], ns))[1]
         evidence = tuple(dict.fromkeys([*(e for s in sources for e in s.evidence), *evidence]))
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
         with self.store.transaction(ns, batch=True):
             self._unchanged(ns, sources)
+            self.index.keep(ns, rows)
             merged = self.store.update(
                 ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
             )
@@ -228,10 +233,11 @@ class AsyncMemory:
         for p in parts:
             self.store.check_content(p)
         src = self.store.get(ns, memory_id)
-        await self.index.vectors(parts)
+        rows = (await self.index.embed(parts, ns))[1]
         meta = {**strip_derived(src.metadata), "split_from": src.id}
         with self.store.transaction(ns, batch=True):
             self._unchanged(ns, [src])
+            self.index.keep(ns, rows)
             first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
             rest = self.store.insert(
                 [NewItem(p, src.type, dict(meta), src.evidence, src.session) for p in parts[1:]],
@@ -309,8 +315,7 @@ class AsyncMemory:
         ``types`` and ``filters`` (metadata key -> value, or list of values) restrict the candidates;
         ``threshold`` is a minimum cosine similarity. Extra ``options`` go to :class:`SearchOptions`.
         """
-        if not isinstance(query, str):
-            raise ValidationError(f"query must be a string, got {type(query).__name__}")
+        self.store.check_text(query, "query")
         parsed_types = None
         if types:
             parsed_types = tuple(self.store.check_type(t) for t in types)

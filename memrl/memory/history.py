@@ -26,6 +26,7 @@ class HistoryMixin:
 
     _conn: Any
     _NO_LIMIT: Any
+    check_text: Any
 
     @staticmethod
     def _row_to_entry(r: Sequence[Any]) -> HistoryEntry:
@@ -47,6 +48,8 @@ class HistoryMixin:
         self, ns: str, memory_id: str | None = None, *, limit: int | None = None
     ) -> list[HistoryEntry]:
         """Changes of one item (or of the whole namespace), oldest first."""
+        if memory_id is not None:
+            self.check_text(memory_id, "memory_id")
         if memory_id is None:
             sql, params = f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ?", [ns]
         else:
@@ -65,6 +68,8 @@ class HistoryMixin:
         Returns the entries that were undone. Undo itself is recorded (op ``UNDO``) and is not undone by a
         later undo: repeated calls walk further back.
         """
+        if memory_id is not None:
+            self.check_text(memory_id, "memory_id")
         with self.transaction(ns) as c:
             where, params = "namespace = ? AND undone = 0 AND op != 'UNDO'", [ns]
             if memory_id is not None:

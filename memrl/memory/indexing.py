@@ -2,12 +2,13 @@
 
 :class:`IndexSupportMixin` is part of :class:`~memrl.memory.store.Store`. Dense indexes stay in step
 with the database by asking for the rows changed since the history sequence number they last saw
-(``changes_since``); vectors are cached per embedder model and content hash (``get_vectors`` /
-``put_vectors``), so nothing is embedded twice.
+(``changes_since``); vectors are cached per namespace, embedder model and content hash (``get_vectors``
+/ ``put_vectors``), so nothing of a namespace is embedded twice and nothing crosses namespaces.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -26,12 +27,24 @@ class Change(NamedTuple):
     live: bool = True  # not deleted (lexical search indexes every live row, lexical-only ones too)
 
 
+def fact(raw: str | None) -> Any:
+    """A metadata value read with ``json_raw`` as search uses it (an item's unit, speaker, date, time flag):
+    a string, number or boolean, else None (absent, null, a list, an object). Read as JSON text and parsed
+    here, so both back-ends give the same value and no stored value can break a search."""
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    return value if isinstance(value, (str, int, float)) else None
+
+
 class IndexSupportMixin:
     """Search-index support for :class:`~memrl.memory.store.Store`."""
 
     read: Any
     json_value: Any
     json_key: Any
+    transaction: Any
+    _conn: Any
 
     #: The embedding-cache key of a row: its own vector's key when it was added with one, else its content.
     _VECTOR_KEY = "COALESCE(json_extract(metadata, '$.vector_key'), content_hash)"
@@ -56,8 +69,8 @@ class IndexSupportMixin:
             for r in self.read(
                 f"SELECT m.rid, m.type, m.key, m.seq, e.vector FROM (SELECT rid, type, {self._VECTOR_KEY} AS key, "
                 f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
-                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
-                (ns, model),
+                "LEFT JOIN embeddings e ON e.model = ? AND e.scope = ? AND e.hash = m.key",
+                (ns, model, ns),
             )
         ]
 
@@ -103,21 +116,37 @@ class IndexSupportMixin:
         return "".join(f" AND {s}" for s in sql), params
 
     # ------------------------------------------------------------------ embedding cache
-    def get_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+    # One cache per namespace (``scope``; '' for vectors asked for without one): no observable of a
+    # namespace (a score, a cache hit, how long an add takes) depends on what another namespace stored.
+    def get_vectors(self, model: str, hashes: Sequence[str], scope: str) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         hashes = list(dict.fromkeys(hashes))
         for i in range(0, len(hashes), 500):
             chunk = hashes[i : i + 500]
             rows = self.read(
-                f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({','.join('?' * len(chunk))})",
-                [model, *chunk],
+                "SELECT hash, vector FROM embeddings WHERE model = ? AND scope = ? AND hash IN "
+                f"({','.join('?' * len(chunk))})",
+                [model, scope, *chunk],
             )
             out.update({h: v for h, v in rows})
         return out
 
-    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+    def put_vectors(self, model: str, vectors: dict[str, bytes], scope: str) -> None:
+        """Cache ``vectors`` (key -> float32 bytes) for namespace ``scope``; inside a caller's write
+        transaction they are written with it (a refused write leaves none behind)."""
+        if not vectors:
+            return
         with self.transaction() as c:
             c.executemany(
-                "INSERT INTO embeddings (model, hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(model, h, v) for h, v in vectors.items()],
+                "INSERT INTO embeddings (model, scope, hash, vector) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(model, scope, h, v) for h, v in vectors.items()],
             )
+
+    def _copy_vectors(self, src: str, dst: str) -> None:
+        """Inside ``clone_namespace``: the clone gets the cached vectors of the items it copied."""
+        self._conn.execute(
+            "INSERT INTO embeddings (model, scope, hash, vector) SELECT e.model, ?, e.hash, e.vector FROM embeddings e "
+            f"WHERE e.scope = ? AND e.hash IN (SELECT {self._VECTOR_KEY} FROM memories WHERE namespace = ? "
+            "AND deleted = 0) ON CONFLICT DO NOTHING",
+            (dst, src, src),
+        )

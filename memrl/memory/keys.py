@@ -35,6 +35,7 @@ class KeysMixin:
 
     read: Any
     transaction: Any
+    check_text: Any
 
     def _keys_changed(self, rids: Sequence[int]) -> None:
         """Inside a write transaction: the keys of rows ``rids`` changed (for a back-end with its own postings)."""
@@ -46,10 +47,8 @@ class KeysMixin:
         if not isinstance(keys, Mapping):
             raise ValidationError("keys must be a mapping of item id -> keys text")
         for mid, text in keys.items():
-            if not isinstance(text, str):
-                raise ValidationError(f"keys of {mid!r} must be a string, got {type(text).__name__}")
-            if len(text) > MAX_KEYS_CHARS:
-                raise ValidationError(f"keys of {mid!r} are {len(text)} characters; at most {MAX_KEYS_CHARS}")
+            self.check_text(mid, "memory_id")
+            self.check_text(text, f"keys of {mid!r}", max_chars=MAX_KEYS_CHARS)
         if not keys:
             return 0
         ids = list(keys)

@@ -25,11 +25,13 @@ scores: the statistics are computed here, not by the database.
 
 :func:`tokens` mirrors FTS5's ``porter unicode61`` tokenizer: runs of letters and digits (``_`` and
 punctuation separate), lower-cased, Latin diacritics removed, tokens of 3 to 64 bytes
-Porter-stemmed (the original algorithm, as FTS5's).
+Porter-stemmed (the original algorithm, as FTS5's); a token over :data:`MAX_TERM_BYTES` is indexed in a
+shortened form (FTS5 kept it whole).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
@@ -48,16 +50,24 @@ IDF_FLOOR = 1e-6
 
 _WORD = re.compile(r"[^\W_]+")
 _STEMS: dict[str, str] = {}
+#: A token longer than this (UTF-8 bytes) is indexed as its first :data:`LONG_PREFIX` characters, ``~`` and a
+#: hash of the whole: the same term on both back-ends (a Postgres index row holds at most ~2.7 KB, so one
+#: 9,000-letter word could not be stored there), and still found by the same long word in a query.
+MAX_TERM_BYTES = 256
+LONG_PREFIX = 64
 
 
 def _term(word: str) -> str:
-    """One token (lower-cased) as FTS5's ``porter unicode61`` indexes it."""
+    """One token (lower-cased) as FTS5's ``porter unicode61`` indexes it (a very long one shortened)."""
     out = _STEMS.get(word)
     if out is None:
         w = word
         if not w.isascii():
             w = "".join(c for c in unicodedata.normalize("NFD", w) if unicodedata.category(c) != "Mn")
-        out = _stemmer().stem(w) if 3 <= len(w.encode()) <= 64 else w
+        size = len(w.encode())
+        if size > MAX_TERM_BYTES:  # not cached: a flood of distinct long words must not fill the cache
+            return w[:LONG_PREFIX] + "~" + hashlib.blake2b(w.encode(), digest_size=8).hexdigest()
+        out = _stemmer().stem(w) if 3 <= size <= 64 else w
         if len(_STEMS) < 1_000_000:
             _STEMS[word] = out
     return out

@@ -21,6 +21,9 @@ class NamespaceMixin:
 
     _conn: Any
     core_limit: int
+    check_text: Any
+    _check_namespace: Any
+    _copy_vectors: Any
 
     def _lex_copy(self, src: str, dst: str) -> None:
         """Inside ``clone_namespace``, after the items were copied: copy what the back-end indexes lexically
@@ -52,9 +55,15 @@ class NamespaceMixin:
     def clone_namespace(self, src: str, dst: str, *, overwrite: bool = False) -> int:
         """Copy the live items and core memory of ``src`` into ``dst`` (ids kept); returns the item count.
 
-        History is not copied: the clone's history starts empty. Cost is one INSERT ... SELECT.
+        History is not copied: the clone's history starts empty. Cost is one INSERT ... SELECT. A clone
+        onto itself is refused (with ``overwrite`` it would drop ``src`` before copying it: nothing left).
         """
+        self._check_namespace(src)
         self._check_namespace(dst)
+        if src == dst:
+            raise ValidationError(
+                f"cannot clone namespace {src!r} onto itself; choose another target", field="target"
+            )
         with self.transaction((src, dst)) as c:
             if not c.execute("SELECT 1 FROM namespaces WHERE name = ?", (src,)).fetchone():
                 raise NotFoundError(f"namespace {src!r} does not exist")
@@ -79,6 +88,7 @@ class NamespaceMixin:
             ).rowcount
             c.execute(copy_keys_sql(), (dst, src))
             self._lex_copy(src, dst)
+            self._copy_vectors(src, dst)
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) "
                 "SELECT ?, content, char_limit, updated_at FROM core WHERE namespace = ?",
@@ -91,11 +101,13 @@ class NamespaceMixin:
         n = c.execute("DELETE FROM memories WHERE namespace = ?", (ns,)).rowcount
         c.execute("DELETE FROM history WHERE namespace = ?", (ns,))
         c.execute("DELETE FROM core WHERE namespace = ?", (ns,))
+        c.execute("DELETE FROM embeddings WHERE scope = ?", (ns,))
         c.execute("UPDATE namespaces SET generation = generation + 1 WHERE name = ?", (ns,))
         return n
 
     def drop_namespace(self, ns: str) -> int:
-        """Hard-delete every item, the core memory and the history of ``ns``. Not undoable."""
+        """Hard-delete every item, the core memory, the history and the cached vectors of ``ns``. Not
+        undoable."""
         with self.transaction(ns):
             return self._drop(ns)
 
@@ -117,8 +129,7 @@ class NamespaceMixin:
         with self.transaction(ns) as c:
             old = self.get_core(ns)
             content = change(old)
-            if not isinstance(content, str):
-                raise ValidationError(f"core memory must be a string, got {type(content).__name__}")
+            self.check_text(content, "core memory")
             if len(content) > self.core_limit:
                 raise ValidationError(
                     f"core memory would have {len(content)} characters, more than its limit of "

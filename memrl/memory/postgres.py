@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from memrl.errors import BusyError, ConfigError, StoreError
+from memrl.errors import BusyError, ConfigError, StoreError, ValidationError
 from memrl.memory.pg_lexical import PgLexicalMixin
 from memrl.memory.schemas import Filters, check
 from memrl.memory.store import Store
@@ -143,10 +143,8 @@ class PostgresStore(PgLexicalMixin, Store):
                 f"{self.path}: a namespace stayed locked by another writer longer than the busy timeout "
                 f"({self.busy_timeout} s); retry, or raise busy_timeout"
             ) from e
-        except psycopg.OperationalError as e:
-            raise StoreError(f"{self.path}: cannot reach the database ({str(e).strip()})") from e
         except psycopg.Error as e:
-            raise StoreError(f"{self.path}: {str(e).strip()}") from e
+            raise pg_error(e, self.path) from e
         except Exception as e:
             if type(e).__module__.startswith("psycopg_pool"):
                 raise StoreError(f"{self.path}: cannot reach the database ({e})") from e
@@ -253,7 +251,10 @@ class PostgresStore(PgLexicalMixin, Store):
         return str(key or "")
 
     def json_text(self, column: str, key: str) -> str:
-        return f"(({column})::jsonb ->> '{key}')"
+        return f"CASE WHEN jsonb_typeof(({column})::jsonb -> '{key}') = 'string' THEN ({column})::jsonb ->> '{key}' END"
+
+    def json_raw(self, column: str) -> str:
+        return f"((({column})::jsonb -> ?::text)::text)"
 
     def metadata_where(self, filters: dict[str, Any] | None, alias: str = "m") -> tuple[str, list[Any]]:
         """As SQLite's (:meth:`IndexSupportMixin.metadata_where`): a value matches the metadata value of the
@@ -272,27 +273,27 @@ class PostgresStore(PgLexicalMixin, Store):
         return "".join(f" AND {t}" for t in terms), out
 
     # ------------------------------------------------------------------ vectors
-    def get_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+    def get_vectors(self, model: str, hashes: Sequence[str], scope: str) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         hashes = list(dict.fromkeys(hashes))
         for i in range(0, len(hashes), 5000):
             rows = self.read(
-                "SELECT hash, vector FROM embeddings WHERE model = ? AND hash = ANY(?::text[])",
-                [model, hashes[i : i + 5000]],
+                "SELECT hash, vector FROM embeddings WHERE model = ? AND scope = ? AND hash = ANY(?::text[])",
+                [model, scope, hashes[i : i + 5000]],
                 binary=True,
             )
             out.update({h: _np(v).tobytes() for h, v in rows})
         return out
 
-    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+    def put_vectors(self, model: str, vectors: dict[str, bytes], scope: str) -> None:
         if not vectors:
             return
         from pgvector import Vector
 
         with self.transaction() as c:
             c.executemany(
-                "INSERT INTO embeddings (model, hash, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(model, h, Vector(np.frombuffer(v, dtype=np.float32))) for h, v in vectors.items()],
+                "INSERT INTO embeddings (model, scope, hash, vector) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(model, scope, h, Vector(np.frombuffer(v, dtype=np.float32))) for h, v in vectors.items()],
             )
 
     def dense_rows(self, ns: str, model: str) -> list[tuple[int, str, str, int, bytes | None]]:
@@ -301,8 +302,8 @@ class PostgresStore(PgLexicalMixin, Store):
             for r in self.read(
                 f"SELECT m.rid, m.type, m.key, m.seq, e.vector FROM (SELECT rid, type, {self._VECTOR_KEY} AS key, "
                 f"seq FROM memories WHERE namespace = ? AND {self._DENSE}) m "
-                "LEFT JOIN embeddings e ON e.model = ? AND e.hash = m.key",
-                (ns, model),
+                "LEFT JOIN embeddings e ON e.model = ? AND e.scope = ? AND e.hash = m.key",
+                (ns, model, ns),
                 binary=True,
             )
         ]
@@ -376,6 +377,23 @@ class PostgresStore(PgLexicalMixin, Store):
             binary=True,
         )
         return {r[0]: _np(r[1]) for r in rows}
+
+
+def pg_error(e: Any, path: str) -> Exception:
+    """A psycopg error as a memrl error: only a lost or refused connection (SQLSTATE class 08, 57P, or none
+    from the server) "cannot reach the database"; a value the database cannot take (classes 22 data, 54
+    program limit) is a :class:`~memrl.errors.ValidationError`; anything else a :class:`StoreError`. The
+    message is the server's first line only: never the statement, its parameters or the context."""
+    import psycopg
+
+    state = getattr(e, "sqlstate", None) or ""
+    diag = getattr(e, "diag", None)
+    first = (getattr(diag, "message_primary", None) or str(e).strip().split("\n", 1)[0])[:300]
+    if state[:2] in ("22", "54") or (isinstance(e, psycopg.DataError) and not state):
+        return ValidationError(f"the database refused a value ({first})")
+    if isinstance(e, psycopg.OperationalError) and (not state or state[:2] == "08" or state[:3] == "57P"):
+        return StoreError(f"{path}: cannot reach the database ({first})")
+    return StoreError(f"{path}: the database refused the operation ({state or type(e).__name__}: {first})")
 
 
 def _np(v: Any) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The SQLite schema of the embedded store, its numbered migrations, and opening a database safely.
 
 One file (or ``:memory:``) holds everything: memory items, the change history, core memory blocks,
-namespaces, the embedding cache and retrieval keys (:mod:`memrl.memory.keys`). Full-text search is not
+namespaces, the embedding cache (per namespace: migration 4) and retrieval keys (:mod:`memrl.memory.keys`). Full-text search is not
 here: BM25 runs per namespace in :mod:`memrl.memory.lexical`. The file runs in WAL mode so readers never block the writer; writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout`` for each other, so two processes can write the same file.
 """
@@ -143,6 +143,30 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE namespaces SET keys_version = keys_version + 1
             WHERE name = (SELECT namespace FROM memories WHERE rid = new.rid);
     END;
+    """,
+    # 4: the embedding cache per namespace (``scope``; '' = vectors asked for without a namespace). One cache
+    # for every namespace let a tenant learn whether another had stored a text: an item naming a cached
+    # vector (metadata vector_key) got that vector, and a text someone else had stored was added faster.
+    # Each namespace keeps the vectors of its own items (a row's own content hash, or its given vector's
+    # key); vectors no item uses are dropped (recomputed when asked for).
+    """
+    CREATE INDEX embeddings_hash_v3 ON embeddings (hash);
+    CREATE TABLE embeddings_v4 (
+        model  TEXT NOT NULL,
+        scope  TEXT NOT NULL,
+        hash   TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model, scope, hash)
+    );
+    INSERT INTO embeddings_v4 (model, scope, hash, vector)
+        SELECT e.model, m.namespace, e.hash, e.vector
+        FROM (SELECT DISTINCT namespace, COALESCE(json_extract(metadata, '$.vector_key'), content_hash) AS key,
+                     content_hash FROM memories) m
+        JOIN embeddings e ON e.hash = m.key
+        WHERE m.key = m.content_hash OR m.key LIKE 'v:%'
+        ON CONFLICT DO NOTHING;
+    DROP TABLE embeddings;
+    ALTER TABLE embeddings_v4 RENAME TO embeddings;
     """,
 )
 

@@ -25,6 +25,7 @@ from memrl.memory.dense import TYPE_CODE, DenseIndexes
 from memrl.memory.embedder import Embedder
 from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
+from memrl.memory.indexing import fact
 from memrl.memory.lexical import LexicalIndexes, bm25_top
 from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
 from memrl.memory.rerank import Rescorer
@@ -152,7 +153,7 @@ class SearchIndex(DenseIndexes):
         if cache is None or cache.generation != gen or cache.keys != keys:
             cache = self._fact_cache[ns] = _Facts(gen, keys)
         paths = [self.store.json_key(k) for k in keys]
-        j = self.store.json_value("metadata")
+        j = self.store.json_raw("metadata")
         rows = self.store.read(
             f"SELECT rid, deleted, seq, {j}, {j}, session, {j}, {j} FROM memories WHERE namespace = ? AND seq > ?",
             [*paths, ns, cache.seq],
@@ -161,12 +162,13 @@ class SearchIndex(DenseIndexes):
             if deleted:
                 cache.of.pop(rid, None)
             else:
+                speaker, date = fact(speaker) if keys[1] else None, fact(date) if keys[2] else None
                 cache.of[rid] = (
-                    unit if keys[0] else None,
-                    speaker if keys[1] else None,
+                    fact(unit) if keys[0] else None,
+                    speaker if isinstance(speaker, str) else None,
                     session,
-                    date if keys[2] else None,
-                    when if keys[3] else None,
+                    date if isinstance(date, str) else None,
+                    bool(fact(when)) if keys[3] else None,
                 )
             cache.seq = max(cache.seq, seq)
         if rows:

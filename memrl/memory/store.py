@@ -101,8 +101,14 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
         return '$."' + str(key or "").replace('"', '""') + '"'
 
     def json_text(self, column: str, key: str) -> str:
-        """SQL for the text at constant ``key`` of JSON ``column`` (NULL when absent)."""
-        return f"json_extract({column}, '$.{key}')"
+        """SQL for the text at constant ``key`` of JSON ``column``: NULL when absent or not a JSON string."""
+        return f"CASE json_type({column}, '$.{key}') WHEN 'text' THEN json_extract({column}, '$.{key}') END"
+
+    def json_raw(self, column: str) -> str:
+        """SQL for the JSON text of ``column``'s value at a key given as one parameter (:meth:`json_key`;
+        NULL or ``null`` when absent): the same text on every back-end, read with
+        :func:`~memrl.memory.indexing.fact`."""
+        return f"json_quote(json_extract({column}, ?))"
 
     def _lex_changed(self, rids: Sequence[int]) -> None:
         """Inside a write transaction: the content or the deleted flag of rows ``rids`` changed."""
@@ -270,8 +276,7 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
         )
 
     def get(self, ns: str, memory_id: str, *, include_deleted: bool = False) -> MemoryItem:
-        if not isinstance(memory_id, str):
-            raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
+        self.check_text(memory_id, "memory_id")
         rows = self.read(
             f"SELECT {_ITEM_COLUMNS} FROM memories WHERE namespace = ? AND id = ?", (ns, memory_id)
         )

@@ -27,6 +27,7 @@ from typing import Any
 
 from memrl.errors import ConfigError
 from memrl.memory.fusion import STOPWORDS
+from memrl.memory.indexing import fact
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 #: Extra words too common in chat to say what a text is about (besides fusion's query stopwords).
@@ -224,7 +225,7 @@ class TermIndex:
         if cache is None or cache.generation != gen or cache.tagger != tagger:
             cache = self._cache[ns] = NamespaceTerms(gen, tagger)
         path = [self.store.json_key(k) for k in (collapse, speaker_key)]
-        j = self.store.json_value("metadata")
+        j = self.store.json_raw("metadata")
         rows = self.store.read(
             f"SELECT rid, deleted, seq, {j}, session, COALESCE({self.store.json_text('metadata', 'text')}, content), "
             f"{j} FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
@@ -232,6 +233,7 @@ class TermIndex:
         )
         if not rows:
             return cache
+        rows = [(r[0], r[1], r[2], fact(r[3]), r[4], r[5], fact(r[6])) for r in rows]
         live = [r for r in rows if not r[1]]
         speakers = {r[6] for r in live if isinstance(r[6], str)}
         ents = tagger_of(tagger)([r[5] for r in live], speakers) if live else []

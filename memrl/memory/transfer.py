@@ -14,7 +14,8 @@ An import is read line by line (:class:`ImportReader`: each line validated again
 :mod:`memrl.memory.schemas`, good lines spooled to a temporary file), then written in one transaction:
 either the whole namespace arrives or nothing changes. It refuses a target namespace that already exists
 (unless ``overwrite``) and, with a report naming each bad line's number, kind and field, any malformed
-line (:class:`ImportRefused`).
+line (:class:`ImportRefused`). A hand-written file may be minimal: a header and item lines with ``id``,
+``type`` and ``content``; an item without history gets one entry (op ``IMPORT``, undoable like a creation).
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class ImportReader:
     then imports in one transaction."""
 
     max_errors = 20
+    #: Longest line accepted (bytes): far above the longest valid line (a history line's two snapshots of
+    #: the largest content and metadata), so a body without newlines is refused as it arrives instead of
+    #: being held whole. A store with longer contents allows proportionally longer lines.
+    max_line_bytes = 8 << 20
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -104,7 +109,10 @@ class ImportReader:
         self._refs: list[tuple[int, str, str, str]] = []  # (line, kind, field, item id) to check at the end
         self._item_seqs: list[tuple[int, int]] = []
         self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
-        self._partial = b""
+        self.max_line_bytes = max(self.max_line_bytes, 16 * getattr(store, "max_content_chars", 0))
+        self._partial: list[bytes] = []  # the pieces of the line being received (joined once, when it ends)
+        self._partial_len = 0
+        self._skipping = False  # inside a line already refused as too long: its bytes are dropped
 
     def error(self, n: int, kind: str | None, field: str, message: str) -> None:
         if len(self.errors) < self.max_errors:
@@ -113,11 +121,33 @@ class ImportReader:
             self.errors_dropped += 1
 
     def feed_bytes(self, chunk: bytes) -> None:
-        """Part of a UTF-8 JSONL body; lines are parsed as soon as they are complete."""
-        data = self._partial + chunk
-        *lines, self._partial = data.split(b"\n")
-        for raw in lines:
-            self._feed_raw(raw)
+        """Part of a UTF-8 JSONL body; lines are parsed as soon as they are complete. Each byte is looked at
+        once (a line arriving in many chunks is joined once, when it ends), and a line longer than
+        :attr:`max_line_bytes` is refused as soon as it is (its remaining bytes are dropped, not held)."""
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._piece(chunk[start:end], ended=True)
+            start = end + 1
+        if start < len(chunk):
+            self._piece(chunk[start:], ended=False)
+
+    def _piece(self, piece: bytes, *, ended: bool) -> None:
+        if self._skipping:
+            self._skipping = not ended
+            return
+        self._partial_len += len(piece)
+        if self._partial_len > self.max_line_bytes:
+            self.n += 1
+            self.error(self.n, None, "line", f"longer than {self.max_line_bytes} bytes (a line holds one item, "
+                       "history entry or core memory; is the file JSON lines?)")  # fmt: skip
+            self._partial, self._partial_len, self._skipping = [], 0, not ended
+            return
+        if not ended:
+            self._partial.append(piece)
+            return
+        raw = b"".join([*self._partial, piece]) if self._partial else piece
+        self._partial, self._partial_len = [], 0
+        self._feed_raw(raw)
 
     def _feed_raw(self, raw: bytes) -> None:
         try:
@@ -197,9 +227,10 @@ class ImportReader:
 
     def finish(self) -> dict[str, Any]:
         """Check what spans lines; raise :class:`ImportRefused` if any line was bad. Returns the header."""
-        if self._partial.strip():
-            self._feed_raw(self._partial)
-            self._partial = b""
+        if self._partial:
+            raw, self._partial, self._partial_len = b"".join(self._partial), [], 0
+            if raw.strip():
+                self._feed_raw(raw)
         if self.header is None and not self.errors:
             self.error(1, None, "kind", f"empty: the first line must be the header of a {FORMAT} file")
         for n, kind, field, mid in self._refs if not self.errors else ():  # (else: likely consequences)
@@ -244,7 +275,7 @@ class ImportReader:
                 (self.meta.get("parent"), self.meta.get("created_at") or now, ns),
             )
             new_seq: dict[int, int] = {}
-            keys, rids, undone_by = [], [], []
+            keys, rids, undone_by, unlogged = [], [], [], []
             for line in self.lines():
                 kind = line["kind"]
                 if kind == "history":
@@ -258,15 +289,19 @@ class ImportReader:
                     if line.get("undone_by") is not None:
                         undone_by.append((new_seq[line["seq"]], line["undone_by"]))
                 elif kind == "item":
+                    created = now if line["created_at"] is None else line["created_at"]
+                    updated = created if line["updated_at"] is None else line["updated_at"]
                     cur = c.execute(
                         "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, "
                         "session, created_at, updated_at, deleted, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
                         "RETURNING rid",
                         (ns, line["id"], line["type"], line["content"], content_hash(line["content"]),
                          json.dumps(line["metadata"]), json.dumps(line["evidence"]), line["session"],
-                         line["created_at"], line["updated_at"], int(line["deleted"]), line["seq"]),
+                         created, updated, int(line["deleted"]), line["seq"] or 0),
                     )  # fmt: skip
                     rids.append(int(cur.fetchone()[0]))
+                    if line["seq"] is None:  # hand-written: its arrival becomes its first change
+                        unlogged.append(line["id"])
                 elif kind == "keys":
                     keys.append(line)
             # an item's seq names a history line of the export: map it to the row that line became
@@ -276,6 +311,10 @@ class ImportReader:
                 [(new, ns, -old) for old, new in new_seq.items()],
             )
             c.execute("UPDATE memories SET seq = 0 WHERE namespace = ? AND seq < 0", (ns,))
+            for mid in unlogged:
+                item = store.get(ns, mid, include_deleted=True)
+                seq = store._log(ns, mid, "IMPORT", None, item.to_dict(), None)
+                c.execute("UPDATE memories SET seq = ? WHERE namespace = ? AND id = ?", (seq, ns, mid))
             c.executemany(  # an entry remembers which (renumbered) undo reverted it
                 "UPDATE history SET undone = ? WHERE seq = ?",
                 [(new_seq[by], seq) for seq, by in undone_by if by in new_seq],

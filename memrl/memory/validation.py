@@ -12,6 +12,7 @@ from typing import Any
 
 from memrl.errors import ValidationError
 from memrl.memory import schemas as S
+from memrl.memory import values as V
 from memrl.memory.types import ITEM_TYPES, MemoryType
 
 #: Metadata a builder derives from an item's content (its plain text beside an indexed text, its own vector,
@@ -55,12 +56,28 @@ class ValidationMixin:
                 "split it into smaller memories",
                 field="content",
             )
-        if "\x00" in content:
-            raise ValidationError("content contains a NUL character", field="content")
+        problem = V.text_problem(content)
+        if problem:
+            raise ValidationError(f"content {problem}", field="content")
         return content
 
     @staticmethod
+    def check_text(value: Any, field: str, *, max_chars: int | None = None) -> str:
+        """Free text the store keeps or looks up (core memory, keys, a query, an id to read): a string that
+        follows :func:`memrl.memory.values.text_problem`. ``field`` names it (``memory_id``: "memory id")."""
+        what = field.replace("_", " ")
+        if not isinstance(value, str):
+            raise ValidationError(f"{what} must be a string, got {type(value).__name__}", field=field)
+        problem = V.text_problem(value)
+        if problem:
+            raise ValidationError(f"{what} {problem}", field=field)
+        if max_chars is not None and len(value) > max_chars:
+            raise ValidationError(f"{what} has {len(value)} characters; at most {max_chars}", field=field)
+        return value
+
+    @staticmethod
     def check_id(memory_id: Any) -> str:
+        """The id of a new item (not one of the store's own, :func:`memrl.memory.values.reserved_id`)."""
         return S.check("id", memory_id, S.MemoryId)
 
     @staticmethod

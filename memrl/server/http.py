@@ -7,7 +7,7 @@
 - **Limits** (:class:`Limits`): request bodies above ``max_body_bytes`` get 413 before they are read
   whole; at most ``max_concurrency`` requests run at once, the rest wait up to ``queue_timeout`` seconds,
   then get 503 with ``Retry-After``.
-- **Errors**: every error is ``{"error": {"type": ..., "message": ...}}`` (plus ``field`` naming the bad
+- **Errors**: every error, a bug's 500 included, is ``{"error": {"type": ..., "message": ...}}`` (plus ``field`` naming the bad
   field, and ``lines`` for an import's line report) with a 4xx/5xx status: malformed JSON 400, bad or
   missing token 401, a namespace outside the token's scope or a cross-origin write 403, unknown id 404,
   a conflict (already exists, cannot undo) 409, a foreign Host 421, too large 413, not JSON 415, wrong
@@ -64,6 +64,27 @@ class HTTPError(Exception):
 
 def error_body(kind: str, message: str) -> dict[str, Any]:
     return {"error": {"type": kind, "message": message}}
+
+
+def json_bytes(payload: Any, *, compact: bool = True) -> bytes:
+    """``payload`` as UTF-8 JSON; a string UTF-8 cannot encode (a lone surrogate stored before the store
+    refused them) is sent escaped (``\\ud800``) instead of failing the response."""
+    seps = (",", ":") if compact else None
+    try:
+        return json.dumps(payload, ensure_ascii=False, separators=seps).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=seps).encode("ascii")
+
+
+def json_response_class() -> Any:
+    """Starlette's JSONResponse rendering with :func:`json_bytes` (the response class of memrl's apps)."""
+    from fastapi.responses import JSONResponse
+
+    class SafeJSONResponse(JSONResponse):
+        def render(self, content: Any) -> bytes:
+            return json_bytes(content)
+
+    return SafeJSONResponse
 
 
 def status_of(exc: BaseException) -> tuple[int, str]:
@@ -164,7 +185,7 @@ class Limits:
 
 
 async def _send_json(send: Any, status: int, payload: dict, headers: dict | None = None) -> None:
-    body = json.dumps(payload).encode()
+    body = json_bytes(payload)
     hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     hdrs += [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
@@ -276,8 +297,13 @@ def is_loopback(host: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- FastAPI glue
+#: Union branch tags pydantic puts in an error's location (``filters.n.int``): not part of the field's path.
+_BRANCH_TAGS = frozenset({"str", "bool", "int", "float", "none", "list[...]", "dict[...]"})
+
+
 def _where(loc: Iterable[Any]) -> str:
     parts = [str(x) for x in loc]
+    parts = [p for p in parts if p not in _BRANCH_TAGS and "[" not in p and not p.startswith("function-")]
     if parts and parts[0] in ("body", "query", "path", "header"):
         kind, rest = parts[0], parts[1:]
         return f"{kind} field '{'.'.join(rest)}'" if rest else f"the {kind}"
@@ -286,8 +312,9 @@ def _where(loc: Iterable[Any]) -> str:
 
 def validation_message(errors: Iterable[dict[str, Any]]) -> tuple[int, str]:
     """A one-line message (and the status: 400 for unparsable JSON, else 422) for pydantic/FastAPI errors."""
-    problems, status = [], 422
-    for err in errors:
+    problems, status, seen = [], 422, set()
+    # a rule's own message ("is not a finite number") first; one message per field (not one per union branch)
+    for err in sorted(errors, key=lambda err: err.get("type") != "value_error"):
         if err.get("type") == "json_invalid":
             status = 400
             ctx = err.get("ctx", {}).get("error", "")
@@ -298,15 +325,19 @@ def validation_message(errors: Iterable[dict[str, Any]]) -> tuple[int, str]:
             problems.append("the body must be a JSON object (sent with Content-Type: application/json)")
             continue
         msg = "unknown field" if err.get("type") == "extra_forbidden" else err.get("msg", "invalid")
-        problems.append(f"{_where(err.get('loc', ()))}: {msg}")
+        where = _where(err.get("loc", ()))
+        if where not in seen:
+            seen.add(where)
+            problems.append(f"{where}: {msg.removeprefix('Value error, ')}")
     return status, "; ".join(problems) or "invalid request"
 
 
 def install_error_handlers(app: Any) -> None:
     """Every error of a FastAPI app as ``{"error": {"type", "message"}}`` with the right status."""
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    JSONResponse = json_response_class()  # noqa: N806 (a class)
 
     def reply(status: int, kind: str, message: str, headers: dict | None = None) -> Any:
         return JSONResponse(error_body(kind, message), status_code=status, headers=headers)
@@ -317,7 +348,7 @@ def install_error_handlers(app: Any) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Any, exc: RequestValidationError) -> Any:
-        errors = list(exc.errors())
+        errors = sorted(exc.errors(), key=lambda err: err.get("type") != "value_error")
         status, message = validation_message(errors)
         body = error_body("invalid_json" if status == 400 else "invalid_request", message)
         loc = [str(x) for x in (errors[0].get("loc", ()) if errors else ())]
@@ -347,6 +378,13 @@ def install_error_handlers(app: Any) -> None:
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such route: {request.method} {request.url.path}"
         return reply(exc.status_code, kind, detail, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Any, exc: Exception) -> Any:
+        # Starlette sends this from its outermost middleware, then re-raises so the server logs the traceback.
+        return reply(
+            500, "server_error", f"internal error ({type(exc).__name__}); the server's log has the details"
+        )
 
 
 def bearer_dependency(tokens: Tokens) -> Any:

@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from memrl.memory.dense import cache_scope
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.schemas import DEFAULT_TYPE
 from memrl.server.guard import BrowserGuard, Policy
@@ -43,7 +44,8 @@ def _adapter(t: Tool, ctx: MemoryContext) -> Any:
             and not kwargs.get("memory_type")
         ):
             kwargs["memory_type"] = DEFAULT_TYPE  # the REST API's default, not the RL agent's (episodic)
-        result = await t.call(ctx, kwargs)
+        with cache_scope(ctx.namespace):  # what a tool embeds (sample_memory) stays in this namespace's cache
+            result = await t.call(ctx, kwargs)
         structured = None if result.data is None else {"data": result.data}
         return CallToolResult(
             content=[TextContent(type="text", text=result.content)], structured_content=structured,

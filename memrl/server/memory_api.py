@@ -27,7 +27,6 @@ models see all come from one signature per operation.
 """
 
 import inspect
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -35,9 +34,11 @@ from urllib.parse import quote
 
 import pydantic
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
+from starlette.concurrency import run_in_threadpool
 
+from memrl.memory.dense import cache_scope
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.lexical import tokens as tokens_of
 from memrl.memory.schemas import Name, check
@@ -51,6 +52,8 @@ from memrl.server.http import (
     Tokens,
     bearer_dependency,
     install_error_handlers,
+    json_bytes,
+    json_response_class,
 )
 from memrl.server.pages import SCRIPT_HASHES
 from memrl.tools.base import Tool, ToolResult
@@ -65,6 +68,8 @@ from memrl.tools.service import (
     undo_change,
     update_memory,
 )  # fmt: skip
+
+JSONResponse = json_response_class()
 
 
 def no_control(value: str) -> str:
@@ -173,7 +178,8 @@ async def run_tool(
     kwargs = tool.validate(values)
     if isinstance(kwargs, ToolResult):
         raise HTTPError(422, kwargs.error or kwargs.content)
-    return await tool.fn(MemoryContext(memory, ns, actor=f"api:{who.name}"), **kwargs)
+    with cache_scope(ns):  # whatever the tool embeds uses this namespace's cache
+        return await tool.fn(MemoryContext(memory, ns, actor=f"api:{who.name}"), **kwargs)
 
 
 def _endpoint(route: Route, memory: AsyncMemory, auth: Any) -> Any:
@@ -247,7 +253,7 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
 
         async def stream() -> AsyncIterator[bytes]:
             for line in lines:
-                yield (json.dumps(line, ensure_ascii=False) + "\n").encode()
+                yield json_bytes(line, compact=False) + b"\n"
 
         headers = {"Content-Disposition": content_disposition(f"{namespace}.jsonl")}
         return StreamingResponse(stream(), media_type="application/x-ndjson", headers=headers)
@@ -264,9 +270,19 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
         who.check(namespace)
         reader = ImportReader(memory.store)
         try:
+            # Parsing and the one write transaction run in worker threads: the event loop (every other
+            # request, /health) does not wait for a large import. Chunks are handed over ~1 MB at a time.
+            pending: list[bytes] = []
+            size = 0
             async for chunk in request.stream():
-                reader.feed_bytes(chunk)
-            counts = reader.write(namespace, overwrite=overwrite)
+                pending.append(chunk)
+                size += len(chunk)
+                if size >= 1 << 20:
+                    await run_in_threadpool(reader.feed_bytes, b"".join(pending))
+                    pending, size = [], 0
+            if pending:
+                await run_in_threadpool(reader.feed_bytes, b"".join(pending))
+            counts = await run_in_threadpool(reader.write, namespace, overwrite=overwrite)
         finally:
             reader.close()
         memory.index.forget(namespace)
@@ -292,6 +308,7 @@ def create_app(
     app = FastAPI(
         title="memrl memory API", version=__version__, docs_url=None, redoc_url=None,
         description="Long-term memory with hybrid search, history and undo. Bearer tokens are scoped to namespaces.",
+        default_response_class=JSONResponse,
     )  # fmt: skip
     install_error_handlers(app)
     app.include_router(memory_router(memory, tokens))

@@ -50,6 +50,7 @@ from memrl.server.http import (
     Tokens,
     bearer_dependency,
     install_error_handlers,
+    json_response_class,
 )
 
 Text = Annotated[str, Field(max_length=20_000)]
@@ -188,7 +189,8 @@ def create_reward_app(
     # The metrics load NLTK's stemmer on first use (seconds): do it now, not inside the first requests
     # (which would all wait behind it: that was the 1.6 s p99 of the first load test).
     M.locomo_f1("warm up", "warm up", 1)
-    app = FastAPI(title="memrl reward server", version=__version__, docs_url=None, redoc_url=None)
+    app = FastAPI(title="memrl reward server", version=__version__, docs_url=None, redoc_url=None,
+                  default_response_class=json_response_class())  # fmt: skip
     install_error_handlers(app)
     judge_slots = asyncio.Semaphore(judge_concurrency)
 

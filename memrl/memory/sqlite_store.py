@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memrl.errors import BusyError
 from memrl.memory.schema import connect, store_error
 from memrl.memory.store import Store
 
@@ -23,7 +24,11 @@ from memrl.memory.store import Store
 class SQLiteStore(Store):
     """The store in one SQLite database (a file or ``:memory:``).
 
-    Thread-safe (one connection behind a lock); several processes may share one file.
+    Thread-safe: one connection behind a lock, which a writer waits for at most ``busy_timeout`` seconds
+    (as it waits for another process's write lock), then gets :class:`~memrl.errors.BusyError`. A read
+    that finds the connection busy (a long write in another thread, such as a server's import) reads the
+    last committed state through a connection of its own instead of waiting (WAL readers never wait for
+    the writer). Several processes may share one file.
     """
 
     def __init__(
@@ -37,14 +42,44 @@ class SQLiteStore(Store):
         self.path = str(path)
         self.core_limit = core_limit
         self.max_content_chars = max_content_chars
+        self.busy_timeout = busy_timeout
         self._conn = connect(self.path, busy_timeout=busy_timeout)
         self._lock = threading.RLock()
         self._depth = 0
         self._batch: str | None = None
+        self._local = threading.local()  # per-thread read connections (files only)
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            with self._readers_lock:
+                for r in self._readers:
+                    r.close()
+                self._readers.clear()
+
+    def _acquire(self) -> None:
+        if not self._lock.acquire(timeout=max(self.busy_timeout, 0.001)):
+            raise BusyError(
+                f"{self.path} is busy with a long write of this process (an import?) for longer than the busy "
+                f"timeout ({self.busy_timeout} s); retry, or raise busy_timeout"
+            )
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's read-only connection to the file (None for ``:memory:``, which has one)."""
+        if self.path == ":memory:":
+            return None
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
 
     @contextmanager
     def transaction(
@@ -56,7 +91,8 @@ class SQLiteStore(Store):
         With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
         them together.
         """
-        with self._lock:
+        self._acquire()
+        try:
             outer = self._depth == 0
             if outer:
                 try:
@@ -85,10 +121,19 @@ class SQLiteStore(Store):
                 except sqlite3.Error as e:
                     self._conn.execute("ROLLBACK")
                     raise store_error(e, self.path) from e
+        finally:
+            self._lock.release()
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as e:
-                raise store_error(e, self.path) from e
+        conn = None
+        if not self._lock.acquire(blocking=False):  # another thread is writing: read the last commit
+            conn = self._reader()
+            if conn is None:
+                self._acquire()
+        try:
+            return (conn or self._conn).execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise store_error(e, self.path) from e
+        finally:
+            if conn is None:
+                self._lock.release()

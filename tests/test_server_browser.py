@@ -251,7 +251,8 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice"]
         browser.get(url + "/runs")
         wait_text(browser, "only to a token for every namespace")
-        browser.get(url + "/logout")
+        # logging out is a POST carrying the CSRF token: the header's button
+        browser.find_element(By.XPATH, "//header//button[text()='log out']").click()
         browser.find_element(By.NAME, "token").send_keys(ROOT, Keys.ENTER)
         wait_text(browser, "Namespaces")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]

@@ -135,6 +135,13 @@ def _limits(args: argparse.Namespace):  # -> Limits
     )
 
 
+def _shown(db: str) -> str:
+    """The store as the start banner shows it: a Postgres URL without its password (from --db or $MEMRL_DB)."""
+    from memrl.memory.postgres import redact
+
+    return redact(db) if db.startswith(("postgresql://", "postgres://")) else db
+
+
 def _need(extra: str, module: str) -> None:
     import importlib.util
 
@@ -181,7 +188,7 @@ def _serve_memory(args: argparse.Namespace) -> int:
         AsyncMemory(args.db, embedder=args.embedder), tokens, limits, runs=args.runs, ui=not args.no_ui,
         policy=_policy(args),
     )  # fmt: skip
-    return _run(app, args.host, args.port, f"the memory API for {args.db}")
+    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}")
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
@@ -226,5 +233,9 @@ def _ui(args: argparse.Namespace) -> int:
 
     app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)
     return _run(
-        app, "127.0.0.1", args.port, f"the memory browser for {args.db}", open_browser=not args.no_open
+        app,
+        "127.0.0.1",
+        args.port,
+        f"the memory browser for {_shown(args.db)}",
+        open_browser=not args.no_open,
     )

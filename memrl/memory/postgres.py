@@ -44,14 +44,16 @@ def is_postgres_url(path: Any) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (for error messages)."""
+    """``url`` without its password, in the user part or as a ``password=`` parameter (for messages and the
+    start banner)."""
+    import re
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query, flags=re.IGNORECASE)
+    return urlunsplit(parts._replace(query=query))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -170,6 +172,8 @@ class PostgresStore(PgLexicalMixin, Store):
                         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                         "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
                     )
+                else:
+                    self._check_ours(conn)
                 done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
                 newest = max((v for v, _, _ in known), default=0)
                 if done and max(done) > newest:
@@ -186,6 +190,29 @@ class PostgresStore(PgLexicalMixin, Store):
                         )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(7231987)")
+
+    def _check_ours(self, conn: Any) -> None:
+        """Refuse, at once and in words, a ``schema_migrations`` table another application made (its versions
+        meant "upgrade memrl", a type error, or a 30 s wait for connections that could not load pgvector)."""
+        cols = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = 'schema_migrations'"
+            )
+        }
+        ours = cols == {"version", "name", "applied_at"}
+        if ours and conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]:
+            meta = (
+                conn.execute("SELECT to_regclass('meta')").fetchone()[0] is not None
+                and conn.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+            )
+            ours = bool(meta) and meta[0] == "memrl"
+        if not ours:
+            raise StoreError(
+                f"{self.path} holds another application's schema_migrations table (not memrl's); pass an empty "
+                "database (or another schema) or an existing memrl database"
+            )
 
     def close(self) -> None:
         self.pool.close()

@@ -5,8 +5,9 @@ first (GET/POST with a ``text/plain``, form or multipart body): it cannot read t
 happens. And DNS rebinding lets a foreign name resolve to 127.0.0.1, so the attacker's page becomes
 same-origin with a loopback server. :class:`BrowserGuard` (ASGI middleware) refuses both:
 
-- **Host**: every request must name an allowed host (the bound address, the loopback names when it is
-  loopback, the hosts of ``--allowed-origin``): a rebound name gets 421 before any route runs.
+- **Host**: every request must name an allowed host and port (the bound address or, when it is loopback,
+  the loopback names, with the port the server listens on; the host and port of an ``--allowed-origin``):
+  a rebound name, or this server reached under another port, gets 421 before any route runs.
 - **Origin / Sec-Fetch-Site** on every state-changing request (POST, PUT, PATCH, DELETE): an ``Origin``
   must be the server's own (scheme-less host:port equal to the ``Host``) or listed in
   ``--allowed-origin``; without ``Origin``, a ``Sec-Fetch-Site`` other than ``same-origin``/``none`` is
@@ -51,6 +52,19 @@ def _hostname(netloc: str) -> str:
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 
+def _host_port(netloc: str) -> tuple[str, int | None]:
+    """(host, port or None) of a ``Host`` header (``host``, ``host:port``, ``[v6]:port``)."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        host, _, rest = netloc[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif netloc.count(":") == 1:
+        host, port = netloc.split(":")
+    else:
+        host, port = netloc, ""
+    return host, int(port) if port.isdigit() and len(port) <= 5 else (None if not port else -1)
+
+
 def _netloc(origin: str) -> tuple[str, str] | None:
     """(scheme, host:port with the default port made explicit) of an origin, or None if malformed."""
     try:
@@ -90,8 +104,22 @@ class Policy:
             hosts.add(_hostname(n[1]))
         return cls(frozenset(hosts), frozenset(origins))
 
-    def host_ok(self, host_header: str | None) -> bool:
-        return self.any_host or (host_header is not None and _hostname(host_header) in self.hosts)
+    def host_ok(self, host_header: str | None, server_port: int | None = None) -> bool:
+        """Whether ``host_header`` names this server: one of its host names with the port it listens on
+        (``server_port``; a port-less name means 80), or the host and port of an allowed origin. A request
+        naming another port reached this server through something that forwarded it: refused as well."""
+        if self.any_host:
+            return True
+        if host_header is None:
+            return False
+        host, port = _host_port(host_header)
+        if host in self.hosts and (server_port is None or (port or 80) == server_port):
+            return True
+        for origin in self.origins:
+            scheme, _, netloc = origin.partition("://")
+            if _host_port(netloc) == (host, port or (443 if scheme == "https" else 80)):
+                return True
+        return False
 
     def origin_ok(self, origin: str, host_header: str) -> bool:
         n = _netloc(origin)
@@ -146,21 +174,27 @@ class BrowserGuard:
                                                   *(h for h in self._headers if h[0] not in have)]}  # fmt: skip
             await send(message)
 
-        refusal = self.check(scope["method"], scope.get("path", ""), host, headers)
+        server = scope.get("server")
+        port = server[1] if server and len(server) > 1 and isinstance(server[1], int) else None
+        refusal = self.check(scope["method"], scope.get("path", ""), host, headers, port)
         if refusal is not None:
             status, kind, message = refusal
             return await _send_json(secured, status, error_body(kind, message))
         await self.app(scope, receive, secured)
 
-    def check(self, method: str, path: str, host: str | None, headers: dict[bytes, bytes]) -> tuple | None:
-        """(status, error type, message) when the request is refused, else None."""
-        if not self.policy.host_ok(host):
+    def check(
+        self, method: str, path: str, host: str | None, headers: dict[bytes, bytes], port: int | None = None
+    ) -> tuple | None:
+        """(status, error type, message) when the request is refused, else None (``port``: the one the server
+        listens on)."""
+        if not self.policy.host_ok(host, port):
             return (
                 421,
                 "bad_host",
                 (
                     f"host {host!r} is not served here (DNS rebinding?); allowed: "
-                    f"{', '.join(sorted(self.policy.hosts))} (add one with --allowed-origin)"
+                    f"{', '.join(sorted(self.policy.hosts))}{f' on port {port}' if port else ''} "
+                    "(add one with --allowed-origin)"
                 ),
             )
         if method not in UNSAFE:
@@ -218,3 +252,11 @@ class CsrfTokens:
 
     def valid(self, session: str, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(self.token(session), str(given))
+
+    def sign(self, text: str) -> str:
+        """A signature of a note the server puts in a redirect's query (``?done=...``), so a page shows only
+        notes it wrote itself, never text a link carries."""
+        return hmac.new(self.key, ("note\x00" + text).encode(), hashlib.sha256).hexdigest()[:32]
+
+    def signed(self, text: str, signature: str | None) -> bool:
+        return bool(signature) and hmac.compare_digest(self.sign(text), str(signature))

@@ -1,8 +1,8 @@
 """The memory REST API (``memrl serve memory``): a FastAPI app over one store file.
 
     memrl serve memory --db mem.db --port 8080 --token app=SECRET123:alice
-    curl -H 'Authorization: Bearer SECRET123' -d '{"content": "Alice lives in Lisbon"}' \\
-         http://127.0.0.1:8080/v1/namespaces/alice/memories
+    curl -H 'Authorization: Bearer SECRET123' -H 'Content-Type: application/json' \\
+         -d '{"content": "Alice lives in Lisbon"}' http://127.0.0.1:8080/v1/namespaces/alice/memories
 
 Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``):
 

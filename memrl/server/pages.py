@@ -102,8 +102,13 @@ def num(x: Any, digits: int = 3, *, significant: bool = False) -> str:
     return esc(x)
 
 
-def page(title: str, body: str, *, flash: str = "", error: str = "", user: str | None = None) -> str:
-    who = f'<span class="muted">token: {esc(user)}</span> <a href="/logout">log out</a>' if user else ""
+def page(
+    title: str, body: str, *, flash: str = "", error: str = "", user: str | None = None, logout: str = ""
+) -> str:
+    """A whole page. ``flash``/``error``: notes shown above the body (text, escaped here: the caller decides
+    they are the server's own, never text from the request). ``logout``: the log-out form (it carries the
+    visitor's CSRF token: logging out is a POST, so no link on another site can do it)."""
+    who = f'<span class="muted">token: {esc(user)}</span> {logout}' if user else ""
     note = (f'<p class="flash" role="status">{esc(flash)}</p>' if flash else "") + (
         f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
     )

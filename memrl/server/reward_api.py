@@ -35,7 +35,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memrl.rewards.answer import answer_reward
 from memrl.rewards.memagent import memagent_eval
@@ -54,6 +54,22 @@ from memrl.server.http import (
 )
 
 Text = Annotated[str, Field(max_length=20_000)]
+
+
+def _category(value: int | str) -> int | str:
+    """A LoCoMo category the metrics know (an id 1-5, a digit string or a name): anything else is a 422 naming
+    the field, not a 500 from inside the metric."""
+    try:
+        M.locomo_category(value)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    return value
+
+
+#: A LoCoMo category: 1-5 or a name such as "multi-hop" (:func:`memrl.scoring.metrics.locomo_category`).
+Category = Annotated[
+    Annotated[int, Field(ge=1, le=5)] | Annotated[str, Field(max_length=100)], AfterValidator(_category)
+]
 Texts = Annotated[list[Text], Field(max_length=1000)]
 Golds = Annotated[list[Text], Field(min_length=1, max_length=100)]
 
@@ -68,7 +84,7 @@ class LocomoF1(_Item):
     metric: Literal["locomo_f1"]
     prediction: Text
     answer: Text
-    category: Annotated[int, Field(ge=1, le=5)] | str
+    category: Category
 
 
 class SquadMetric(_Item):
@@ -88,7 +104,7 @@ class AnswerReward(_Item):
     metric: Literal["answer_f1", "sub_em"]
     prediction: Text
     answers: Golds
-    category: Annotated[int, Field(ge=1, le=5)] | str | None = None
+    category: Category | None = None
 
 
 class MemAgent(_Item):

@@ -26,6 +26,11 @@ from memrl.server.pages import esc, num, page, post_button, pretty, seg, table, 
 
 COOKIE = "memrl_token"
 PAGE_SIZE = 100
+#: What the login page may say after a failed attempt (``?error=`` carries the code, never the text).
+LOGIN_ERRORS = {
+    "invalid": "invalid bearer token",
+    "missing": "missing bearer token: paste the token the server was started with",
+}
 
 
 def _snip(text: str, n: int = 220) -> str:
@@ -70,12 +75,23 @@ class UI:
         header = request.headers.get("authorization") or (f"Bearer {cookie}" if cookie else None)
         return self.tokens.principal(header)
 
-    def html(self, title: str, body: str, request: Request, p: Principal, status: int = 200) -> HTMLResponse:
+    def back(self, path: str, *, done: str = "", error: str = "") -> RedirectResponse:
+        """Redirect to ``path`` showing a note there (signed: see :meth:`notes`)."""
+        sig = self.csrf.sign(f"{done}\x00{error}")
+        return RedirectResponse(url(path, done=done, error=error, note=sig), status_code=303)
+
+    def notes(self, request: Request) -> tuple[str, str]:
+        """(done, error) notes of the page's query, only when the server signed them (:meth:`back`): a link
+        from elsewhere cannot make a page say something (``?error=call this number``)."""
         q = request.query_params
+        done, error = q.get("done", ""), q.get("error", "")
+        return (done, error) if self.csrf.signed(f"{done}\x00{error}", q.get("note")) else ("", "")
+
+    def html(self, title: str, body: str, request: Request, p: Principal, status: int = 200) -> HTMLResponse:
+        done, error = self.notes(request)
         user = p.name if self.tokens.enabled else None
-        return HTMLResponse(
-            page(title, body, flash=q.get("done", ""), error=q.get("error", ""), user=user), status
-        )
+        logout = self.button(request, "/logout", "log out") if user else ""
+        return HTMLResponse(page(title, body, flash=done, error=error, user=user, logout=logout), status)
 
     async def guarded(self, request: Request, render: Any) -> Any:
         """Render a page, or send the visitor to the login form when the server wants a token."""
@@ -111,7 +127,9 @@ def ui_router(
         body = f"""<form method="post" action="/login"><input type="hidden" name="next" value="{esc(next)}">{csrf_input}
 <label>Bearer token <input type="password" name="token" autofocus required></label>
 <button class="primary">Open</button></form>"""
-        return HTMLResponse(page("Log in", body, error=request.query_params.get("error", "")))
+        # the error is a code: the page says only what the server wrote, whatever a link puts in ?error=
+        error = LOGIN_ERRORS.get(request.query_params.get("error", ""), "")
+        return HTMLResponse(page("Log in", body, error=error))
 
     @router.post("/login")
     async def login(request: Request) -> Any:
@@ -124,14 +142,22 @@ def ui_router(
         nxt = nxt if nxt.startswith("/") and not nxt.startswith("//") else "/"
         try:
             tokens.principal(f"Bearer {token}")
-        except HTTPError as e:
-            return RedirectResponse(url("/login", next=nxt, error=e.message), status_code=303)
+        except HTTPError:
+            code = "invalid" if token.strip() else "missing"
+            return RedirectResponse(url("/login", next=nxt, error=code), status_code=303)
         resp = RedirectResponse(nxt, status_code=303)
         resp.set_cookie(COOKIE, token, httponly=True, samesite="strict")
         return resp
 
     @router.get("/logout")
-    async def logout() -> RedirectResponse:
+    async def logout_page(request: Request) -> HTMLResponse:
+        """Asks (a GET changes nothing: a link or an image elsewhere must not log the visitor out)."""
+        body = f'<p>{ui.button(request, "/logout", "Log out", primary=True)} <a href="/">Cancel</a></p>'
+        return HTMLResponse(page("Log out", body))
+
+    @router.post("/logout")
+    async def logout(request: Request) -> Any:
+        await ui.form(request)  # the visitor's CSRF token (and the guard's Origin check) or 403
         resp = RedirectResponse("/login", status_code=303)
         resp.delete_cookie(COOKIE)
         return resp

@@ -14,12 +14,12 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 
 from memrl.errors import MemrlError, ValidationError
 from memrl.memory.types import ITEM_TYPES, HistoryEntry, MemoryItem
 from memrl.server.http import Principal
-from memrl.server.pages import esc, post_button, seg, url
+from memrl.server.pages import esc, post_button, seg
 
 
 def _type_options(selected: str) -> str:
@@ -83,8 +83,7 @@ def add_edit_routes(router: APIRouter, ui: Any) -> None:
     """The POST routes of the browser's forms (see the module docstring)."""
     memory = ui.memory
 
-    def back(path: str, *, done: str = "", error: str = "") -> RedirectResponse:
-        return RedirectResponse(url(path, done=done, error=error), status_code=303)
+    back = ui.back
 
     @router.post("/ns/{ns}/add")
     async def add(request: Request, ns: str) -> Any:

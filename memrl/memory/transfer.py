@@ -54,7 +54,15 @@ def export_namespace(store: Any, ns: str) -> Iterator[dict[str, Any]]:
     core = store.read("SELECT content, char_limit, updated_at FROM core WHERE namespace = ?", (ns,))
     if core:
         yield {"kind": "core", "content": core[0][0], "char_limit": core[0][1], "updated_at": core[0][2]}
-    seqs = dict(store.read("SELECT id, seq FROM memories WHERE namespace = ?", (ns,)))
+    # an item's seq names its latest history line; a clone's items have none in this namespace (a clone's
+    # history starts empty): exported without one, they arrive with an IMPORT entry
+    seqs = dict(
+        store.read(
+            "SELECT m.id, h.seq FROM memories m LEFT JOIN history h ON h.namespace = m.namespace AND h.seq = m.seq "
+            "WHERE m.namespace = ?",
+            (ns,),
+        )
+    )
     for item in store.list(ns, include_deleted=True):
         yield {"kind": "item", **item.to_dict(), "seq": seqs[item.id]}
     for mid, text in store.get_keys(ns).items():

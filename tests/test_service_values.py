@@ -280,3 +280,37 @@ def test_a_bug_is_a_json_500(tmp_path) -> None:
         r = c.post("/v1/namespaces/a/memories", json={"content": "x"})
         assert r.status_code == 500 and r.headers["content-type"].startswith("application/json"), r.text
         assert r.json()["error"]["type"] == "server_error" and "crashed" not in r.text
+
+
+async def test_mcp_tools_follow_the_same_rule(tmp_path) -> None:
+    """The MCP tools (MemUpdate's, whose own annotations are looser) reach the same checks in the store: a
+    refused value is an error result the model can read, and nothing is written."""
+    pytest.importorskip("mcp", reason="the MCP tests need the 'mcp' extra: pip install 'memrl[mcp]'")
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from memrl.memory.embedders import HashingEmbedder
+    from memrl.server.mcp_server import create_mcp, http_app
+
+    db = tmp_path / "mcp.db"
+    memory = AsyncMemory(db, embedder=HashingEmbedder(64))
+    app = http_app(create_mcp(memory, "alice"), Tokens.parse(["a=mcp-secret-alice:alice"]), "alice")
+    with ServerThread(app) as server:
+        hc = create_mcp_http_client(headers={"Authorization": "Bearer mcp-secret-alice"})
+        async with Client(streamable_http_client(server.base_url + "/mcp", http_client=hc)) as c:
+            seed = await c.call_tool(
+                "manage_memory", {"operation": "create", "content": "Alice lives in Lisbon"}
+            )
+            mid = seed.structured_content["data"]["id"]
+            before = snapshot(db)
+            for args in [
+                {"operation": "create", "content": "x", "metadata": {"k": 2**70}},
+                {"operation": "create", "content": "x", "metadata": {"k": "a\x00b"}},
+                {"operation": "create", "content": "x", "metadata": {"vector_key": "0" * 64}},
+                {"operation": "create", "content": "a\x00b"},
+                {"operation": "update", "content": "y", "memory_id": mid, "metadata": {"dense": "no"}},
+            ]:
+                r = await c.call_tool("manage_memory", args)
+                assert r.is_error and r.content[0].text, (args, r)
+            assert snapshot(db) == before

@@ -244,3 +244,33 @@ def test_an_old_postgres_cache_is_split_per_namespace_without_forged_keys(pg_ser
         assert [r[0] for r in m.store.read("SELECT namespace FROM memory_vectors")] == ["alice"]
     finally:
         asyncio.run(m.close())
+
+
+async def test_term_counts_are_cached_per_clone_family_not_across_tenants(tmp_path, monkeypatch) -> None:
+    """The in-process BM25 index caches each text's term counts (a clone's index is built without
+    tokenizing): the cache is per clone family, so a search does not get faster because another tenant
+    indexed the same text. Counted by wrapping the tokenizing function (its results are unchanged)."""
+    import memrl.memory.lexical as lexical
+
+    counted: list[str] = []
+    real = lexical.term_counts
+
+    def counting(text: str):
+        counted.append(text)
+        return real(text)
+
+    monkeypatch.setattr(lexical, "term_counts", counting)
+    m = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+    try:
+        await m.add(SECRETS[0], namespace="alice")
+        await m.search("launch", namespace="alice", mode="bm25")
+        await m.add(SECRETS[0], namespace="bob")
+        counted.clear()
+        await m.search("launch", namespace="bob", mode="bm25")
+        assert counted == [SECRETS[0]]  # tokenized for bob: alice's counts are not bob's cache
+        await m.clone("alice", "episode-1")
+        counted.clear()
+        assert (await m.search("launch", namespace="episode-1", mode="bm25"))[0].item.content == SECRETS[0]
+        assert counted == []  # a clone shares its source's counts
+    finally:
+        await m.close()

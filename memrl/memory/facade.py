@@ -360,7 +360,9 @@ class AsyncMemory:
 
     async def clone(self, src: str, dst: str, *, overwrite: bool = False) -> int:
         """Copy namespace ``src`` to ``dst`` (ids kept): how an RL episode starts from the initial memory."""
-        return self.store.clone_namespace(src, dst, overwrite=overwrite)
+        n = self.store.clone_namespace(src, dst, overwrite=overwrite)
+        self.index.cloned(src, dst)
+        return n
 
     async def namespaces(self) -> list[dict[str, Any]]:
         return self.store.namespaces()

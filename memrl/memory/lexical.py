@@ -290,18 +290,31 @@ class LexicalIndexes:
         self._content: dict[str, LexicalIndex] = {}
         self._keys: dict[str, LexicalIndex] = {}
         self._lock = threading.RLock()
-        # text -> its term counts, shared by namespaces: RL episodes clone one namespace again and again,
-        # and a clone's index is then built without tokenizing anything. Bounded: cleared when full.
-        self._counts: dict[str, TermCounts] = {}
+        # text -> its term counts, per clone family (a namespace and the clones made from it in this
+        # process): RL episodes clone one namespace again and again, and a clone's index is then built
+        # without tokenizing anything. Not shared further: a cache hit is faster, and how long a search
+        # takes must not tell whether another tenant indexed a text. Bounded: cleared when full.
+        self._counts: dict[str, dict[str, TermCounts]] = {}
+        self._family: dict[str, str] = {}
+        self._n_counted = 0
         self.max_cached_texts = 50_000
 
-    def _counted(self, text: str) -> TermCounts:
-        got = self._counts.get(text)
+    def _counted(self, ns: str, text: str) -> TermCounts:
+        family = self._counts.setdefault(self._family.get(ns, ns), {})
+        got = family.get(text)
         if got is None:
-            if len(self._counts) >= self.max_cached_texts:
+            if self._n_counted >= self.max_cached_texts:
                 self._counts.clear()
-            got = self._counts[text] = term_counts(text)
+                self._n_counted = 0
+                family = self._counts.setdefault(self._family.get(ns, ns), {})
+            got = family[text] = term_counts(text)
+            self._n_counted += 1
         return got
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src``: it shares ``src``'s family of term counts."""
+        with self._lock:
+            self._family[dst] = self._family.get(src, src)
 
     def content(self, ns: str) -> LexicalIndex:
         """The content index of ``ns``, brought up to date with the database."""
@@ -312,7 +325,7 @@ class LexicalIndexes:
                 idx = self._content[ns] = LexicalIndex(gen)
             for r in self.store.changes_since(ns, idx.seq):
                 if r.live:
-                    idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(r.content))
+                    idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(ns, r.content))
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
@@ -331,9 +344,11 @@ class LexicalIndexes:
             return idx
 
     def forget(self, ns: str) -> None:
+        """``ns`` was replaced (reset, import): its indexes go, and it leaves its clone family."""
         with self._lock:
             self._content.pop(ns, None)
             self._keys.pop(ns, None)
+            self._family.pop(ns, None)
 
 
 def bm25_top(

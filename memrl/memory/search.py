@@ -98,6 +98,11 @@ class SearchIndex(DenseIndexes):
         self.lexical = LexicalIndexes(store, TYPE_CODE)
         self.rescorer = Rescorer(self)
 
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src`` (its in-process caches may share ``src``'s)."""
+        self.forget(dst)
+        self.lexical.cloned(src, dst)
+
     def forget(self, ns: str) -> None:
         super().forget(ns)
         self._fact_cache.pop(ns, None)

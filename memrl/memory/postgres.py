@@ -12,7 +12,7 @@ interface asks for:
 - dense search by pgvector over ``memory_vectors``, kept in step with the items by triggers
   (``dense_backend="pgvector"``, the default here), or the in-process matrix of SQLite (``"numpy"``);
 - numbered SQL migrations (``memrl/memory/pg_migrations/NNNN_name.sql``), applied on start under an
-  advisory lock, recorded in ``schema_migrations``.
+  advisory lock, recorded in ``schema_migrations`` (:mod:`memrl.memory.pg_schema`).
 
 Needs ``pip install 'memrl[postgres]'`` (psycopg 3, psycopg_pool, pgvector; ``pgserver`` bundles a server
 for tests and benchmarks: :mod:`memrl.memory.pglocal`). See docs/postgres.md.
@@ -26,15 +26,17 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from memrl.errors import BusyError, ConfigError, StoreError, ValidationError
+from memrl.errors import BusyError, ConfigError, StoreError
 from memrl.memory.pg_lexical import PgLexicalMixin
+from memrl.memory.pg_schema import migrate, migrations, pg_error
 from memrl.memory.schemas import Filters, check
 from memrl.memory.store import Store
+
+__all__ = ["PostgresStore", "is_postgres_url", "migrations", "redact"]
 
 URL_PREFIXES = ("postgresql://", "postgres://")
 
@@ -60,15 +62,6 @@ def redact(url: str) -> str:
 def _pg_sql(sql: str) -> str:
     """``?`` placeholders (the store's SQL) to psycopg's ``%s``."""
     return sql.replace("%", "%%").replace("?", "%s")
-
-
-def migrations() -> list[tuple[int, str, str]]:
-    """The numbered migrations shipped with memrl: (version, name, SQL), in order."""
-    out = []
-    for f in resources.files("memrl.memory").joinpath("pg_migrations").iterdir():
-        if f.name.endswith(".sql"):
-            out.append((int(f.name.split("_", 1)[0]), f.name, f.read_text(encoding="utf-8")))
-    return sorted(out)
 
 
 class _Tx(threading.local):
@@ -153,66 +146,7 @@ class PostgresStore(PgLexicalMixin, Store):
             raise
 
     def _migrate(self) -> None:
-        import psycopg
-
-        known = migrations()
-        with psycopg.connect(self._url, autocommit=True, connect_timeout=10) as conn:
-            conn.execute("SELECT pg_advisory_lock(7231987)")  # one migrating process at a time
-            try:
-                if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
-                    foreign = conn.execute(
-                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
-                    ).fetchone()[0]
-                    if foreign:
-                        raise StoreError(
-                            f"{self.path} holds tables of another application (no memrl schema); pass an empty "
-                            "database (or another schema) or an existing memrl database"
-                        )
-                    conn.execute(
-                        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                    )
-                else:
-                    self._check_ours(conn)
-                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-                newest = max((v for v, _, _ in known), default=0)
-                if done and max(done) > newest:
-                    raise StoreError(
-                        f"{self.path} has schema version {max(done)}, newer than this memrl ({newest}); upgrade memrl"
-                    )
-                for version, name, sql in known:
-                    if version in done:
-                        continue
-                    with conn.transaction():
-                        conn.execute(sql)
-                        conn.execute(
-                            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
-                        )
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(7231987)")
-
-    def _check_ours(self, conn: Any) -> None:
-        """Refuse, at once and in words, a ``schema_migrations`` table another application made (its versions
-        meant "upgrade memrl", a type error, or a 30 s wait for connections that could not load pgvector)."""
-        cols = {
-            r[0]
-            for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = 'schema_migrations'"
-            )
-        }
-        ours = cols == {"version", "name", "applied_at"}
-        if ours and conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]:
-            meta = (
-                conn.execute("SELECT to_regclass('meta')").fetchone()[0] is not None
-                and conn.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
-            )
-            ours = bool(meta) and meta[0] == "memrl"
-        if not ours:
-            raise StoreError(
-                f"{self.path} holds another application's schema_migrations table (not memrl's); pass an empty "
-                "database (or another schema) or an existing memrl database"
-            )
+        migrate(self._url, self.path)
 
     def close(self) -> None:
         self.pool.close()
@@ -404,23 +338,6 @@ class PostgresStore(PgLexicalMixin, Store):
             binary=True,
         )
         return {r[0]: _np(r[1]) for r in rows}
-
-
-def pg_error(e: Any, path: str) -> Exception:
-    """A psycopg error as a memrl error: only a lost or refused connection (SQLSTATE class 08, 57P, or none
-    from the server) "cannot reach the database"; a value the database cannot take (classes 22 data, 54
-    program limit) is a :class:`~memrl.errors.ValidationError`; anything else a :class:`StoreError`. The
-    message is the server's first line only: never the statement, its parameters or the context."""
-    import psycopg
-
-    state = getattr(e, "sqlstate", None) or ""
-    diag = getattr(e, "diag", None)
-    first = (getattr(diag, "message_primary", None) or str(e).strip().split("\n", 1)[0])[:300]
-    if state[:2] in ("22", "54") or (isinstance(e, psycopg.DataError) and not state):
-        return ValidationError(f"the database refused a value ({first})")
-    if isinstance(e, psycopg.OperationalError) and (not state or state[:2] == "08" or state[:3] == "57P"):
-        return StoreError(f"{path}: cannot reach the database ({first})")
-    return StoreError(f"{path}: the database refused the operation ({state or type(e).__name__}: {first})")
 
 
 def _np(v: Any) -> np.ndarray:

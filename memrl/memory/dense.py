@@ -10,8 +10,8 @@ Vectors come from the namespace's embedding cache (namespace, model, key): the k
 so no text of a namespace is embedded twice, or, for an item added with a vector of its own
 (``NewItem.vector``, e.g. a vector pooled from neighbouring turns), ``metadata["vector_key"]``. The cache
 is per namespace so that nothing a namespace observes (a score, a cache hit, how long an add takes)
-depends on another's content; a clone copies its source's vectors. A store opened with another embedder has no such vector
-and embeds the item's text instead. Items with ``metadata["dense"] is False`` are lexical-only: BM25 sees
+depends on another's content; a clone copies its source's vectors. A store opened with another embedder
+has no such vector and embeds the item's text instead. Items with ``metadata["dense"] is False`` are lexical-only: BM25 sees
 them, dense search does not, and nothing embeds them.
 """
 

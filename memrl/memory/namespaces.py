@@ -79,6 +79,9 @@ class NamespaceMixin:
                 "ON CONFLICT(name) DO UPDATE SET parent = excluded.parent, generation = excluded.generation",
                 (dst, src, time.time(), dst),
             )
+            self._copy_vectors(
+                src, dst
+            )  # first: on Postgres the copied rows then find their vectors as inserted
             n = c.execute(
                 "INSERT INTO memories (namespace, id, type, content, content_hash, metadata, evidence, session, "
                 "created_at, updated_at, deleted, seq) SELECT ?, id, type, content, content_hash, metadata, "
@@ -88,7 +91,6 @@ class NamespaceMixin:
             ).rowcount
             c.execute(copy_keys_sql(), (dst, src))
             self._lex_copy(src, dst)
-            self._copy_vectors(src, dst)
             c.execute(
                 "INSERT INTO core (namespace, content, char_limit, updated_at) "
                 "SELECT ?, content, char_limit, updated_at FROM core WHERE namespace = ?",

@@ -152,14 +152,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX embeddings_hash_v3 ON embeddings (hash);
     CREATE TABLE embeddings_v4 (
-        model  TEXT NOT NULL,
-        scope  TEXT NOT NULL,
+        scope  TEXT NOT NULL,  -- first: a clone copies, and a reset drops, one namespace's rows
         hash   TEXT NOT NULL,
+        model  TEXT NOT NULL,
         vector BLOB NOT NULL,
-        PRIMARY KEY (model, scope, hash)
+        PRIMARY KEY (scope, hash, model)
     );
-    INSERT INTO embeddings_v4 (model, scope, hash, vector)
-        SELECT e.model, m.namespace, e.hash, e.vector
+    INSERT INTO embeddings_v4 (scope, hash, model, vector)
+        SELECT m.namespace, e.hash, e.model, e.vector
         FROM (SELECT DISTINCT namespace, COALESCE(json_extract(metadata, '$.vector_key'), content_hash) AS key,
                      content_hash FROM memories) m
         JOIN embeddings e ON e.hash = m.key

@@ -9,7 +9,7 @@ DROP TRIGGER memories_vectors ON memories;
 
 ALTER TABLE embeddings ADD COLUMN scope TEXT COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE embeddings DROP CONSTRAINT embeddings_pkey;
-ALTER TABLE embeddings ADD PRIMARY KEY (model, scope, hash);
+ALTER TABLE embeddings ADD PRIMARY KEY (scope, hash, model);  -- scope first: a clone copies, a reset drops, one namespace's rows; then the key, as the triggers look rows up
 INSERT INTO embeddings (model, scope, hash, vector)
     SELECT e.model, m.namespace, e.hash, e.vector
     FROM (SELECT DISTINCT namespace, COALESCE(metadata::jsonb ->> 'vector_key', content_hash) AS key, content_hash
@@ -49,13 +49,15 @@ END $$;
 CREATE TRIGGER memories_vectors AFTER INSERT OR UPDATE ON memories
     FOR EACH ROW EXECUTE FUNCTION memrl_item_vectors();
 
+-- Statement-level (a clone copies a namespace's vectors in one statement: one join, not a trigger per row).
 CREATE OR REPLACE FUNCTION memrl_cache_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO memory_vectors (rid, model, namespace, type, embedding)
-    SELECT m.rid, NEW.model, m.namespace, m.type, NEW.vector FROM memories m
-    WHERE m.namespace = NEW.scope AND COALESCE(m.metadata::jsonb ->> 'vector_key', m.content_hash) = NEW.hash
-      AND m.deleted = 0 AND COALESCE(m.metadata::jsonb -> 'dense', '1'::jsonb) NOT IN ('0'::jsonb, 'false'::jsonb)
+    SELECT m.rid, a.model, m.namespace, m.type, a.vector FROM added a
+    JOIN memories m ON m.namespace = a.scope AND COALESCE(m.metadata::jsonb ->> 'vector_key', m.content_hash) = a.hash
+    WHERE m.deleted = 0 AND COALESCE(m.metadata::jsonb -> 'dense', '1'::jsonb) NOT IN ('0'::jsonb, 'false'::jsonb)
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
-CREATE TRIGGER embeddings_vectors AFTER INSERT ON embeddings FOR EACH ROW EXECUTE FUNCTION memrl_cache_vectors();
+CREATE TRIGGER embeddings_vectors AFTER INSERT ON embeddings REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memrl_cache_vectors();

@@ -151,3 +151,28 @@ def test_sqlite_reads_do_not_wait_for_a_long_write_and_writes_wait_at_most_busy_
     assert [i.content for i in store.list("b")] == ["being imported"]
     store.insert([NewItem("after")], "a")
     store.close()
+
+
+def test_file_imports_read_in_chunks_with_the_same_line_limit(tmp_path, capsys) -> None:
+    """``memrl memory import`` and ``read_jsonl`` read the file as text lines: one 20 MB line was held whole."""
+    from memrl.cli.main import main
+    from memrl.memory.transfer import ImportRefused, read_jsonl
+
+    big = tmp_path / "one-line.jsonl"
+    big.write_bytes(b'{"kind": "header"' + b" " * (20 << 20))
+    store = SQLiteStore(tmp_path / "m.db")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ImportRefused, match="longer than"):
+            read_jsonl(store, big, namespace="x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        store.close()
+    assert peak < ImportReader.max_line_bytes + (4 << 20), peak
+    assert main(["memory", "import", str(big), "--db", str(tmp_path / "m.db"), "--into", "x"]) == 2
+    assert "longer than" in capsys.readouterr().err
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(json.dumps(_export(1)[0]).encode() + b"\n\xff\xfe\n")
+    assert main(["memory", "import", str(bad), "--db", str(tmp_path / "m.db"), "--into", "x"]) == 2
+    assert "not UTF-8" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from memrl.errors import StoreError, ValidationError
 from memrl.memory.embedder import Embedder
@@ -372,10 +372,14 @@ class AsyncMemory:
         return list(export_namespace(self.store, self.ns(namespace, user_id)))
 
     async def import_lines(
-        self, lines: Iterable[str | dict[str, Any]], *, namespace: str | None = None, overwrite: bool = False
+        self,
+        lines: Iterable[str | dict[str, Any]] | BinaryIO,
+        *,
+        namespace: str | None = None,
+        overwrite: bool = False,
     ) -> dict[str, Any]:
-        """Import an export (text lines or dicts) into ``namespace`` (default: the exported one), atomically;
-        returns ``{"namespace", "items", "history", "core"}``."""
+        """Import an export (text lines, dicts, or a file opened in binary mode) into ``namespace`` (default:
+        the exported one), atomically; returns ``{"namespace", "items", "history", "core"}``."""
         counts = import_namespace(self.store, lines, namespace=namespace, overwrite=overwrite)
         self.index.forget(counts["namespace"])
         return counts

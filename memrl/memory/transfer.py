@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pydantic
 
@@ -354,17 +354,23 @@ def _snapshot(snap: dict[str, Any] | None, ns: str) -> str | None:
 
 def import_namespace(
     store: Any,
-    lines: Iterable[str | dict[str, Any]],
+    lines: Iterable[str | dict[str, Any]] | BinaryIO,
     *,
     namespace: str | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Import an export into ``namespace`` (default: the exported one); returns where and how much
-    arrived. Raises :class:`ImportRefused` (a line-numbered report) and writes nothing if a line is bad."""
+    arrived. ``lines``: text lines, parsed dicts, or a file opened in binary mode (read in chunks, with the
+    line limit of :meth:`ImportReader.feed_bytes`: a file without newlines is never held whole). Raises
+    :class:`ImportRefused` (a line-numbered report) and writes nothing if a line is bad."""
     reader = ImportReader(store)
     try:
-        for line in lines:
-            reader.feed(line.rstrip("\n") if isinstance(line, str) else line)
+        if hasattr(lines, "read"):
+            while chunk := lines.read(1 << 20):
+                reader.feed_bytes(chunk)
+        else:
+            for line in lines:
+                reader.feed(line.rstrip("\n") if isinstance(line, str) else line)
         return reader.write(namespace, overwrite=overwrite)
     finally:
         reader.close()
@@ -384,5 +390,5 @@ def read_jsonl(
     store: Any, path: str | Path, *, namespace: str | None = None, overwrite: bool = False
 ) -> dict:
     """Import a JSONL export file (see :func:`import_namespace`)."""
-    with Path(path).open(encoding="utf-8") as f:
+    with Path(path).open("rb") as f:
         return import_namespace(store, f, namespace=namespace, overwrite=overwrite)

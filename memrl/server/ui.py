@@ -87,11 +87,17 @@ class UI:
         done, error = q.get("done", ""), q.get("error", "")
         return (done, error) if self.csrf.signed(f"{done}\x00{error}", q.get("note")) else ("", "")
 
-    def html(self, title: str, body: str, request: Request, p: Principal, status: int = 200) -> HTMLResponse:
-        done, error = self.notes(request)
+    def html(
+        self, title: str, body: str, request: Request, p: Principal, status: int = 200, *, error: str = ""
+    ) -> HTMLResponse:
+        """A page for visitor ``p`` (its header names the token and has the log-out button); ``error``: the
+        server's own error text (else the signed ``?error=`` note, if any)."""
+        done, note = self.notes(request)
         user = p.name if self.tokens.enabled else None
         logout = self.button(request, "/logout", "log out") if user else ""
-        return HTMLResponse(page(title, body, flash=done, error=error, user=user, logout=logout), status)
+        return HTMLResponse(
+            page(title, body, flash=done, error=error or note, user=user, logout=logout), status
+        )
 
     async def guarded(self, request: Request, render: Any) -> Any:
         """Render a page, or send the visitor to the login form when the server wants a token."""
@@ -102,12 +108,11 @@ class UI:
         try:
             return await render(p)
         except HTTPError as e:
-            return HTMLResponse(
-                page("Not allowed" if e.status == 403 else "Error", "", error=e.message), e.status
-            )
+            title = "Not allowed" if e.status == 403 else "Error"
+            return self.html(title, "", request, p, e.status, error=e.message)
         except MemrlError as e:
             status = 404 if isinstance(e, NotFoundError) else 422
-            return HTMLResponse(page("Not found" if status == 404 else "Error", "", error=str(e)), status)
+            return self.html("Not found" if status == 404 else "Error", "", request, p, status, error=str(e))
 
 
 def ui_router(

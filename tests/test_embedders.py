@@ -89,15 +89,17 @@ async def test_openai_embedder_against_loopback(server, tmp_path):
     assert _EmbeddingServer.calls[0]["model"] == "mini-embed"
     avecs = await emb.aembed(texts)
     assert np.allclose(avecs, vecs)
-    # Used by the store: each text is sent once, then served from the embedding cache.
+    # Used by the store: each text is sent once per namespace, then served from its embedding cache (the cache
+    # is per namespace: another namespace's identical text is sent again, issue 33).
     m = AsyncMemory(tmp_path / "m.db", embedder=emb)
     _EmbeddingServer.calls = []
     await m.add("Caroline went camping")
     await m.add("Caroline went camping", namespace="other")
     hits = await m.search("camping", mode="dense")
     assert hits[0].item.content == "Caroline went camping"
+    await m.search("camping", mode="dense", namespace="other")
     sent = [t for c in _EmbeddingServer.calls for t in c["input"]]
-    assert sent.count("Caroline went camping") == 1
+    assert sent.count("Caroline went camping") == 2
     await m.close()
 
 

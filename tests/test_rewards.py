@@ -30,7 +30,7 @@ from memrl.rewards import (
     short_sub_em,
     task_reward,
 )
-from memrl.rewards.memupdate import tokens
+from memrl.rewards.memupdate import Probe, edit_size, retention, span_coverage, tokens
 from memrl.scoring.metrics import locomo_f1, sub_em
 
 # ---------------------------------------------------------------------------------------------------
@@ -75,44 +75,56 @@ def test_answer_coverage_fraction_and_clamps():
         answer_coverage("the, a!", ["x"])  # no scorable token
 
 
-def test_efficiency_size_factor_boundaries():
-    # density 1 (same avg length), change computed from counts
-    assert efficiency_factor(100, 100, 50, 50) == 1.0  # N_new = 100: size 1
-    # N_new = 150: size 1 - 50/100 = 0.5; change = max(0.8, 1 - 0.5 * 50/100) = 0.8 -> 0.4
-    assert efficiency_factor(100, 150, 50, 50) == pytest.approx(0.4)
-    # N_new = 200: size max(0.1, 0) = 0.1; change 0.8 (floored); 0.08 -> clamped to 0.1
-    assert efficiency_factor(200, 200, 50, 50) == pytest.approx(0.1)
-    # N_new = 160: size 0.4; change 1 - 0.5 * 10/150 -> 0.4 * 0.9667
-    assert efficiency_factor(150, 160, 50, 50) == pytest.approx(0.4 * (1 - 0.5 * 10 / 150))
+def test_coverage_needs_the_answer_stated_together_not_scattered_over_a_word_list():
+    # every day, month and year of a decade in one memory holds each token of any date, never together
+    days = " ".join(str(d) for d in range(1, 32))
+    months = "January February March April May June July August September October November December"
+    bag = f"{days} {months} " + " ".join(str(y) for y in range(2013, 2025))
+    assert answer_coverage("7 May 2023", [bag]) == pytest.approx(1 / 3)
+    assert answer_coverage("7 May 2023", ["[7 May 2023] Caroline went to the support group."]) == 1.0
+    assert (
+        answer_coverage("the week before 9 June 2023", ["She went camping the week before 9 June 2023"])
+        == 1.0
+    )
+    # each part of a list answer may come from a different memory
+    assert span_coverage("Paris, Rome", ["trip to Paris", "then Rome"]) == (2, 2)
+    assert span_coverage("Paris, Rome", ["trip to Paris"], question="Did she see Rome?") == (1, 1)
 
 
-def test_efficiency_density_and_change_boundaries():
-    assert efficiency_factor(10, 10, 100, 110) == pytest.approx(1.1)  # density 1.1
-    assert efficiency_factor(10, 10, 100, 300) == pytest.approx(1.2)  # density capped at 1.2
-    assert efficiency_factor(10, 10, 100, 50) == pytest.approx(0.5)
-    assert efficiency_factor(10, 10, 0.5, 1.0) == pytest.approx(1.0)  # avg_len_old floored at 1
-    assert efficiency_factor(0, 5, 0, 80) == pytest.approx(0.8)  # empty old db: density 1, change floored 0.8
-    assert efficiency_factor(10, 12, 100, 100) == pytest.approx(0.9)  # change 1 - 0.5 * 0.2
-    assert efficiency_factor(10, 20, 100, 100) == pytest.approx(0.8)  # change floored at 0.8
-    # lower clamp of the product: size 0.1 * density 0.5 * change 0.8 = 0.04 -> 0.1
-    assert efficiency_factor(200, 200, 100, 50) == pytest.approx(0.1)
-    with pytest.raises(ValueError):
-        efficiency_factor(-1, 2, 1, 1)
+def test_edit_size_counts_changed_memories_and_retention_counts_lost_words():
+    old = ["red bus", "cold tea", "tall tree", "new shoe", "old dog", "warm sun"]
+    assert edit_size(old, old) == 0 and efficiency_factor(old, old) == 1.0
+    assert edit_size(old, [*old, "new fact"]) == 1  # a create
+    assert edit_size(old, ["red bus stop", *old[1:]]) == 1  # an update
+    assert edit_size(old, old[1:]) == 1  # a delete
+    merged = ["\n".join(old[:5]), old[5]]
+    assert edit_size(old, merged) == 5  # a 5-way merge: 5 texts gone, 1 new
+    assert retention(old, merged) == 1.0  # lossless: every word kept
+    assert retention(old, old[1:]) == 0.0  # "red bus" is nowhere any more
+    assert retention(old, ["red car", *old[1:]]) == 0.5
+    # economy 1 / (1 + (k - 1) / 8): one change is free, each further one costs
+    assert efficiency_factor(old, [*old, "blue kite"]) == 1.0
+    assert efficiency_factor(old, merged) == pytest.approx(1 / (1 + 4 / 8))
+    assert efficiency_factor(old, [*old[:5], "warm rain"]) == pytest.approx(0.5)
 
 
 def test_memupdate_reward_formula_and_end_to_end_outcome():
-    assert memupdate_reward(0.2, 0.6, 0.9) == pytest.approx(0.36)
-    assert memupdate_reward(0.6, 0.2, 1.2) == pytest.approx(-0.48)
+    assert memupdate_reward(0.2, 0.6, 0.5) == pytest.approx(0.2)  # a gain is discounted by E
+    assert memupdate_reward(0.6, 0.2, 0.1) == pytest.approx(-0.4)  # a loss is charged in full
+    assert memupdate_reward(0.2, 0.6, 1.0, 0.1) == pytest.approx(0.3)  # minus the collateral
+    old_texts = ["x " + str(i) for i in range(10)]
     out = score_memupdate(
         "Paris, France",
         retrieved_old=["She lives in Lyon"],  # P_old = 0.1 (clamped)
         retrieved_new=["She moved to Paris"],  # P_new = 0.5
-        old_texts=["a" * 100] * 10,
-        new_texts=["a" * 100] * 12,  # E = 0.9
+        old_texts=old_texts,
+        new_texts=[*old_texts, "She moved to Paris"],  # one create: E = 1
+        probes=[Probe("Lyon", "Where did she live?", ["She lives in Lyon"], ["She moved to Paris"])],
     )
-    assert out.value == pytest.approx((0.5 - 0.1) * 0.9)
     assert out.metrics["p_old"] == 0.1 and out.metrics["p_new"] == 0.5
-    assert out.metrics["efficiency"] == pytest.approx(0.9)
+    assert out.metrics["efficiency"] == 1.0
+    assert out.metrics["collateral"] == pytest.approx(0.9)  # the probe lost its answer: 1.0 -> 0.1
+    assert out.value == pytest.approx((0.5 - 0.1) - 0.9)
 
 
 def test_memupdate_failure_is_a_failure_not_minus_point_one():

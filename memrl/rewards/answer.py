@@ -34,7 +34,16 @@ from memrl.scoring.metrics import (
     normalize_answer,
 )
 
-__all__ = ["ANSWER_REWARDS", "answer_f1", "answer_parts", "answer_reward", "reward_golds", "short_sub_em"]
+__all__ = [
+    "ANSWER_REWARDS",
+    "FUNCTION_WORDS",
+    "answer_f1",
+    "committed_refusal",
+    "answer_parts",
+    "answer_reward",
+    "reward_golds",
+    "short_sub_em",
+]
 
 #: What ``--reward`` may name for answer-producing tasks: ``f1`` (:func:`answer_f1`), ``em`` (exact
 #: match), ``sub_em`` (:func:`short_sub_em`).
@@ -80,17 +89,47 @@ def _matched_f1(pred_parts: Sequence[str], gold_parts: Sequence[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+#: Words that state no answer of their own (prepositions, pronouns, auxiliaries): an answer may add these
+#: to a gold and still be that one answer ("in May 2023" for "May 2023"). Negations, hedges ("likely",
+#: "maybe") and words like "before"/"after" that change what is claimed are not among them.
+FUNCTION_WORDS = frozenset(
+    "in on at of to for from by with about around during it its is was were are be been being he she they "
+    "them his her their him we our us you your i my me this that these those there here then as so did do "
+    "does has have had and".split()
+)
+#: Words a refusal may use around its phrase ("Not mentioned in the conversation") without answering.
+_REFUSAL_WORDS = FUNCTION_WORDS | frozenset(
+    "not no mentioned information available conversation memory memories context text answer question "
+    "provided given stated".split()
+)
+
+
+def committed_refusal(prediction: Any) -> float:
+    """1.0 if the prediction refuses and says nothing else, else 0.0 (LoCoMo's adversarial questions).
+
+    The official rule pays any output that *contains* "not mentioned" or "no information available", so
+    ``"adoption agencies (not mentioned)"`` (an answer and a refusal at once) scores 1. Here the refusal
+    must also be all there is: every other word is one a refusal sentence uses (``"Not mentioned in the
+    conversation"`` scores 1; a hedge that names an answer scores 0).
+    """
+    if locomo_f1(prediction, None, 5) == 0.0:
+        return 0.0
+    words = normalize_answer(prediction, drop_and=False).split()
+    return 1.0 if all(w in _REFUSAL_WORDS for w in words) else 0.0
+
+
 def answer_f1(prediction: Any, gold: Any, category: int | str | None = None) -> float:
     """Training F1 of one answer: LoCoMo's normalisation and stemming, every extra part charged.
 
     Multi-hop (category 1) answers are compared part by part (one-to-one, see the module docstring);
     other answers by bag-of-stems F1 over the whole text, which already charges extra words. Category 3
-    golds are cut at their first ';' as in the official script; category 5 (adversarial) uses the
-    official refusal rule. ``category=None``: plain stemmed token F1 (documents, other data sets).
+    golds are cut at their first ';' as in the official script; category 5 (adversarial) pays a refusal
+    that commits to nothing else (:func:`committed_refusal`). ``category=None``: plain stemmed token F1
+    (documents, other data sets).
     """
     cat = None if category is None else locomo_category(category)
     if cat == 5:
-        return locomo_f1(prediction, gold, 5)
+        return committed_refusal(prediction)
     pred = "" if prediction is None else str(prediction)
     ref = "" if gold is None else str(gold)
     if cat == 3:
@@ -100,18 +139,21 @@ def answer_f1(prediction: Any, gold: Any, category: int | str | None = None) -> 
     return _f1_from_tokens(_stems(pred), _stems(ref))
 
 
-def _contains(haystack: list[str], needle: list[str]) -> bool:
+def _find(haystack: list[str], needle: list[str]) -> int | None:
+    """Where ``needle`` first occurs in ``haystack`` as a contiguous run (None: nowhere)."""
     n = len(needle)
-    return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
+    return next((i for i in range(len(haystack) - n + 1) if haystack[i : i + n] == needle), None)
 
 
 def short_sub_em(prediction: Any, golds: Any, *, max_extra_tokens: int = 3) -> float:
-    """1.0 if one short answer contains a whole gold answer, else 0.0.
+    """1.0 if one short answer contains a whole gold answer and commits to nothing else, else 0.0.
 
     The prediction's normalised tokens must contain the gold's as a contiguous run, hold at most
-    ``max_extra_tokens`` more tokens than that gold, and have no more parts (:func:`answer_parts`) than
-    it: a fragment of the gold (``"e"`` for ``"Emily"``), a dump that happens to contain it, and a list
-    of guesses all score 0.
+    ``max_extra_tokens`` more tokens than that gold, every one of them a word that states no answer of its
+    own (:data:`FUNCTION_WORDS`: "in May 2023" for "May 2023"), and have no more parts
+    (:func:`answer_parts`) than it: a fragment of the gold (``"e"`` for ``"Emily"``), a dump that happens to
+    contain it, a list of guesses and a hedge between answers (``"Likely yes likely no"`` for ``"Likely
+    no"``) all score 0.
     """
     if golds is None or isinstance(golds, (str, int, float)):
         golds = [] if golds is None else [golds]
@@ -123,7 +165,8 @@ def short_sub_em(prediction: Any, golds: Any, *, max_extra_tokens: int = 3) -> f
         ref = normalize_answer(g, drop_and=False).split()
         if not ref or len(pred) > len(ref) + max_extra_tokens or n_parts > max(1, len(answer_parts(g))):
             continue
-        if _contains(pred, ref):
+        start = _find(pred, ref)
+        if start is not None and all(w in FUNCTION_WORDS for w in pred[:start] + pred[start + len(ref) :]):
             return 1.0
     return 0.0
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from memrl.agents.adrpo import rollout_group, score_session, session_questions
+from memrl.agents.adrpo import rollout_group, score_session, session_questions, written_item_ids
 from memrl.agents.membuilder import MemBuilderAgent
 from memrl.data import load_dataset
 from memrl.data.types import Conversation, Question
@@ -104,6 +104,28 @@ async def test_rewards_are_task_accuracy_with_attribution(amem, conv):
         and by_type["episodic"].info["advantage_weight"] == 4.0
     )
     assert by_type["core"].metrics["reward_task"] == pytest.approx(0.8)
+
+
+async def test_attribution_counts_only_the_memories_this_session_wrote(amem, conv):
+    """An agent that writes nothing in a session is never its dominant type, however many of its
+    memories from earlier sessions the questions retrieve (the old count boosted a silent semantic agent
+    in 13 of 42 red-team sessions)."""
+    earlier = [await amem.add(f"Lena fact {i}: she likes walks and Leeds.", namespace=NS, type="semantic")
+               for i in range(6)]  # fmt: skip
+    session = conv.sessions[0]
+    silent = {"operations": []}
+    result = await MemBuilderAgent(ScriptedLLM(rule(semantic=silent))).build_session(amem, NS, conv, session)
+    qs = session_questions(conv, session)
+    score = await score_session(amem, NS, conv, result, qs, answer_llm=answerer(conv), judge_llm=judge())
+    retrieved = [t for r in score.questions for t in r["retrieved_types"]]
+    assert retrieved.count("semantic") > retrieved.count("episodic")  # earlier semantic memories dominate
+    assert {i.id for i in earlier}.isdisjoint(written_item_ids(result))
+    assert score.dominant == "episodic" and score.weights["semantic"] == 1.0
+    # and with nothing written this session, nobody is boosted
+    quiet = await MemBuilderAgent(ScriptedLLM(rule(episodic=silent, semantic=silent, procedural=silent)))\
+        .build_session(amem, NS, conv, conv.sessions[1])  # fmt: skip
+    score = await score_session(amem, NS, conv, quiet, qs, answer_llm=answerer(conv), judge_llm=judge())
+    assert score.dominant is None and set(score.weights.values()) == {1.0}
 
 
 async def test_length_penalties_and_unparsable_agents(amem, conv):

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from memrl.agents.memupdate import (
-    probe_questions,
     MemUpdateAgent,
     MemUpdateConfig,
     init_from_observations,
+    probe_questions,
     run_episode,
     update_memory,
 )

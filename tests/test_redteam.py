@@ -12,7 +12,7 @@ from memrl.data.splits import LOCOMO_UPDATE_SPLIT
 from memrl.eval.redteam import HONEST, RewardTable, verdict
 from memrl.eval.redteam.answers import answer_rows, score_answer_rows
 from memrl.eval.redteam.build import score_builds
-from memrl.eval.redteam.items import frequent_answers, pick_questions
+from memrl.eval.redteam.items import pick_questions, priors
 from memrl.eval.redteam.update import score_updates
 from memrl.memory.facade import AsyncMemory
 
@@ -52,7 +52,7 @@ def test_verdict_flags_a_cheat_that_reaches_the_honest_policy_or_gains_on_a_delt
 
 async def test_answer_rewards_resist_every_cheat_while_the_official_metrics_do_not(memory, convs):
     items = pick_questions(convs, 3)
-    table = score_answer_rows(await answer_rows(memory, items, frequent_answers(convs)))
+    table = score_answer_rows(await answer_rows(memory, items, priors(convs)))
     means = table.means()
     assert verdict(table) == []
     assert all(means[r][HONEST] == 1.0 for r in ("answer_f1", "exact_match", "sub_em", "memagent (boxed)"))
@@ -70,7 +70,7 @@ async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memo
     from reward_hacks import engine_scores
 
     items = pick_questions(convs, 3)
-    table = await engine_scores(await answer_rows(memory, items, frequent_answers(convs)))
+    table = await engine_scores(await answer_rows(memory, items, priors(convs)))
     means = table.means()
     assert {"verl compute_score", "server:answer_f1", "server:sub_em", "server:memagent"} <= set(means)
     assert verdict(table) == []
@@ -80,7 +80,7 @@ async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memo
 
 async def test_memupdate_cheats_earn_nothing_and_stay_below_the_fix(memory, convs):
     items = pick_questions(convs, 1, seed=3)
-    table = await score_updates(memory, items, frequent_answers(convs), max_tool_calls=6)
+    table = await score_updates(memory, items, priors(convs), max_tool_calls=6)
     means = table.means()["memupdate"]
     assert means[HONEST] > 0.0
     assert verdict(table) == []

@@ -166,7 +166,7 @@ def test_adrpo_config_defaults_help_and_validation():
     assert (cfg.expert_length_penalty_weight, cfg.attribution_boost_factor) == (0.8, 4.0)
     assert (cfg.core_length_start_penalty, cfg.core_length_max_penalty) == (150, 400)
     assert (cfg.other_length_upper_tolerance, cfg.other_length_lower_tolerance) == (1.3, 0.5)
-    assert cfg.other_length_min_diff_tokens == 200
+    assert (cfg.other_length_min_diff_tokens, cfg.length_smoothing_tokens) == (0, 50)  # no free gap
     assert all(text for text in ADRPOConfig.help().values())
     assert set(ADRPOConfig.help()) == {f.name for f in dataclasses.fields(ADRPOConfig)}
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -202,29 +202,47 @@ def test_core_length_penalty_boundaries():
 
 
 def test_relative_length_penalty_boundaries():
-    assert relative_length_penalty(1300, 1000) == 0.0  # rho = 1.3
-    assert relative_length_penalty(500, 1000) == 0.0  # rho = 0.5
-    assert relative_length_penalty(1650, 1000) == pytest.approx(0.5)  # (1.65 - 1.3) / 0.7
-    assert relative_length_penalty(2000, 1000) == pytest.approx(1.0)
-    assert relative_length_penalty(5000, 1000) == 1.0  # capped
-    assert relative_length_penalty(350, 1000) == pytest.approx(0.5)  # (0.5 - 0.35) / 0.3
-    assert relative_length_penalty(200, 1000) == pytest.approx(1.0)
-    assert relative_length_penalty(0, 1000) == 1.0  # capped
-    # skipped when the lengths differ by fewer than 200 tokens, whatever rho is
-    assert relative_length_penalty(150, 20) == 0.0  # rho 7.5, gap 130
-    assert relative_length_penalty(220, 20) == 1.0  # gap 200: no longer skipped
-    # expert wrote nothing: rho is infinite -> full penalty once the gap is reached
-    assert relative_length_penalty(300, 0) == 1.0
-    assert relative_length_penalty(100, 0) == 0.0
+    raw = ADRPOConfig(length_smoothing_tokens=0)  # the plain ratio model / expert
+    assert relative_length_penalty(1300, 1000, raw) == 0.0  # rho = 1.3
+    assert relative_length_penalty(500, 1000, raw) == 0.0  # rho = 0.5
+    assert relative_length_penalty(1650, 1000, raw) == pytest.approx(0.5)  # (1.65 - 1.3) / 0.7
+    assert relative_length_penalty(2000, 1000, raw) == pytest.approx(1.0)
+    assert relative_length_penalty(5000, 1000, raw) == 1.0  # capped
+    assert relative_length_penalty(350, 1000, raw) == pytest.approx(0.5)  # (0.5 - 0.35) / 0.3
+    assert relative_length_penalty(200, 1000, raw) == pytest.approx(1.0)
+    assert relative_length_penalty(0, 1000, raw) == 1.0  # capped
+    # default: rho = (model + 50) / (expert + 50): a few tokens either way are no explosion
+    assert relative_length_penalty(20, 5) == 0.0  # rho = 70 / 55 = 1.27 (plain ratio: 4)
+    assert relative_length_penalty(1650, 1000) == pytest.approx((1700 / 1050 - 1.3) / 0.7)
+    # no free allowance: 199 tokens beyond a 75-token expert (the verbatim dump's piece) is charged in full
+    assert relative_length_penalty(75 + 199, 75) == 1.0
+    # expert wrote nothing: every token written counts (LP 1 from 50 tokens)
+    assert relative_length_penalty(15, 0) == 0.0
+    assert relative_length_penalty(50, 0) == 1.0
+    # the original's 200-token gap, as a setting: skipped whatever rho is
+    original = ADRPOConfig(other_length_min_diff_tokens=200, length_smoothing_tokens=0)
+    assert relative_length_penalty(150, 20, original) == 0.0  # rho 7.5, gap 130
+    assert relative_length_penalty(220, 20, original) == 1.0  # gap 200: no longer skipped
+    assert relative_length_penalty(300, 0, original) == 1.0
+    assert relative_length_penalty(100, 0, original) == 0.0
+
+
+def test_core_length_penalty_with_the_experts_core_write():
+    # 600 characters is the absolute rule's free allowance (150 tokens) ...
+    assert core_length_penalty(600) == 0.0
+    # ... but not when the expert's core write for the session was 100 characters: (150+50)/(25+50) > 2
+    assert core_length_penalty(600, expert_chars=100) == 1.0
+    assert core_length_penalty(120, expert_chars=100) == 0.0  # about the expert's length: free
+    assert core_length_penalty(1600, expert_chars=6000) == 1.0  # the absolute rule still applies
 
 
 def test_relative_length_penalty_needs_one_unit():
-    cfg = ADRPOConfig()
+    cfg = ADRPOConfig(length_smoothing_tokens=0)
     expert_chars = model_chars = 4000
     # Same text length, both converted to tokens: no penalty.
-    assert relative_length_penalty(cfg.tokens(model_chars), cfg.tokens(expert_chars)) == 0.0
+    assert relative_length_penalty(cfg.tokens(model_chars), cfg.tokens(expert_chars), cfg) == 0.0
     # The original compared model chars / 4 to expert chars: rho = 0.25, a heavy penalty for equal lengths.
-    assert relative_length_penalty(model_chars / 4, expert_chars) == pytest.approx((0.5 - 0.25) / 0.3)
+    assert relative_length_penalty(model_chars / 4, expert_chars, cfg) == pytest.approx((0.5 - 0.25) / 0.3)
 
 
 def test_adrpo_reward_applies_penalty_only_when_task_positive():

@@ -160,15 +160,16 @@ async def test_without_a_judge_model_the_official_f1_decides(amem, conv):
     result = await MemBuilderAgent(ScriptedLLM(rule())).build_session(amem, NS, conv, session)
     qs = session_questions(conv, session)
     gold = {q.question: q.answer for q in qs}
-    # "Biscuit the dog" scores F1 2/3 >= 0.5 against "Biscuit": correct; "Golden" alone scores 0.5: correct;
-    # "the Nile" against "Egypt" scores 0: wrong
+    # the training F1 (precision x recall) decides: "Biscuit the dog" against "Biscuit" scores 1/2: correct;
+    # "Golden" against a three-word gold scores 1/3 (official F1 0.5): wrong; "the Nile" against "Egypt": 0
     said = {qs[0].question: "Biscuit the dog", qs[1].question: "Golden", qs[2].question: "the Nile"}
     llm = ScriptedLLM(lambda m, t, s: said.get(question_of(m), gold[question_of(m)]))
     score = await score_session(amem, NS, conv, result, qs, answer_llm=llm)
     assert [q["question_id"] for q in score.questions][:3] == ["sample-1:q0", "sample-1:q2", "sample-1:q5"]
     assert [round(q["f1"], 3) for q in score.questions] == [0.667, 0.5, 0.0, 1.0, 1.0]
-    assert [q["judge"] for q in score.questions] == [True, True, False, True, True]
-    assert score.n_correct == 4 and score.rewards["episodic"].value == pytest.approx(0.8)
+    assert [round(q["train_f1"], 3) for q in score.questions] == [0.5, 0.333, 0.0, 1.0, 1.0]
+    assert [q["judge"] for q in score.questions] == [True, False, False, True, True]
+    assert score.n_correct == 3 and score.rewards["episodic"].value == pytest.approx(0.6)
 
 
 async def test_failed_judgements_and_rollouts_are_never_rewarded(amem, conv):

@@ -30,6 +30,7 @@ from memrl.rewards import (
     short_sub_em,
     task_reward,
 )
+from memrl.rewards.answer import committed_refusal
 from memrl.rewards.memupdate import Probe, edit_size, retention, span_coverage, tokens
 from memrl.scoring.metrics import locomo_f1, sub_em
 
@@ -377,22 +378,50 @@ def test_answer_f1_charges_every_extra_list_part_where_the_official_metric_does_
     gold = "Paris, Rome"
     guesses = "Paris, Rome, Lisbon, Berlin, Madrid, Oslo"
     assert locomo_f1(guesses, gold, 1) == 1.0  # the official multi-hop F1 pays every guess list in full
-    assert answer_f1(guesses, gold, 1) == pytest.approx(2 * (2 / 6) * 1 / (2 / 6 + 1))
+    assert answer_f1(guesses, gold, 1) == pytest.approx(2 / 6)  # precision 2/6 x recall 1
     assert answer_f1("Paris, Rome", gold, 1) == 1.0 and answer_f1("Rome and Paris", gold, 1) < 1.0
-    assert answer_f1("Paris", gold, 1) == pytest.approx(2 / 3)  # one right part of two: P 1, R 0.5
-    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(0.4)  # a part matches one gold only
-    # other categories: stemmed token F1 over the whole answer (precision charges extra words)
-    assert answer_f1("she was running", "run", 4) == locomo_f1("she was running", "run", 4) == 0.5
+    assert answer_f1("Paris", gold, 1) == pytest.approx(1 / 2)  # one right part of two: P 1, R 0.5
+    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(1 / 6)  # a part matches one gold only
+    # other categories: stems of the whole answer, precision x recall (every extra word costs)
+    assert answer_f1("she was running", "run", 4) == pytest.approx(1 / 3)  # official F1: 0.5
+    assert locomo_f1("she was running", "run", 4) == 0.5
     assert answer_f1("pottery", "pottery; she loves it", 3) == 1.0  # the gold is cut at its first ";"
     assert answer_f1("Not mentioned", None, 5) == 1.0
     assert answer_f1("", "Paris", 4) == 0.0 and answer_f1("Paris", "Paris") == 1.0
 
 
+def test_a_hedge_never_pays_more_than_committing():
+    """A policy torn between two answers earns 1/2 on average by committing to either; token F1 paid the
+    hedge 2/3 whichever was right. Precision x recall pays it 1/2: no more than committing."""
+    for gold in ("Paris", "Rome"):
+        assert answer_f1("Paris Rome", gold, 4) == pytest.approx(1 / 2)
+        assert answer_f1("Paris, Rome", gold, 1) == pytest.approx(1 / 2)
+    # three candidates: 1/3 against the 1/3 of a committed guess among three
+    assert answer_f1("Paris Rome Oslo", "Oslo", 4) == pytest.approx(1 / 3)
+
+
+def test_adversarial_questions_pay_a_committed_refusal_only():
+    """LoCoMo's rule pays anything containing "not mentioned": an answer hedged with a refusal scored 1."""
+    hedge = "adoption agencies (not mentioned)"
+    assert locomo_f1(hedge, None, 5) == 1.0  # the official metric (reports) pays it
+    assert answer_f1(hedge, "adoption agencies", 5) == 0.0
+    assert answer_reward("f1", "any sentence that has not mentioned in it", ["x"], 5) == 0.0
+    for refusal in ("Not mentioned in the conversation", "No information available", "not mentioned"):
+        assert committed_refusal(refusal) == 1.0
+        assert all(answer_reward(kind, refusal, [], 5) == 1.0 for kind in ("f1", "em", "sub_em"))
+    assert committed_refusal("Paris") == 0.0 and committed_refusal("") == 0.0
+
+
 def test_short_sub_em_needs_one_short_answer_holding_the_whole_gold():
     assert sub_em("e", "Emily") == 1.0 and short_sub_em("e", ["Emily"]) == 0.0  # a fragment
     assert short_sub_em("Emily", ["Emily"]) == 1.0
-    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words
+    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words that state nothing
     assert short_sub_em("I think that it was Emily", ["Emily"]) == 0.0
+    assert short_sub_em("in May 2023", ["May 2023"]) == 1.0
+    # a hedge without separators is one part within 3 extra words: it named both answers
+    assert short_sub_em("Likely yes likely no", ["Likely no"]) == 0.0
+    assert short_sub_em("Likely yes likely no", ["Likely yes"]) == 0.0
+    assert short_sub_em("not Emily", ["Emily"]) == 0.0 and short_sub_em("maybe Emily", ["Emily"]) == 0.0
     assert short_sub_em("Emily, Rose", ["Emily"]) == 0.0  # a list of guesses
     assert short_sub_em("Emily or Rose", ["Emily"]) == 0.0
     assert short_sub_em("Emily and Rose", ["Emily and Rose"]) == 1.0

@@ -52,6 +52,7 @@ __all__ = [
     "init_from_observations",
     "probe_questions",
     "run_episode",
+    "state_before",
     "update_memory",
 ]
 
@@ -283,6 +284,19 @@ async def _state(
     return target, texts, [await _retrieved(memory, namespace, p.question) for p in probes]
 
 
+async def state_before(
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    question: Question,
+    config: MemUpdateConfig | None = None,
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """What :func:`run_episode`'s reward reads of ``namespace`` before an episode on ``question``: pass it
+    as ``before`` to episodes that start from the same namespace, unchanged."""
+    probes = probe_questions(conversation, question, (config or MemUpdateConfig()).probes)
+    return await _state(memory, namespace, question, probes)
+
+
 def probe_questions(conversation: Conversation, question: Question, n: int) -> list[Question]:
     """Up to ``n`` other answerable questions of the conversation, the same ones for every episode on
     ``question`` (seeded by its id): the reward subtracts what an edit takes from them."""
@@ -304,6 +318,7 @@ async def run_episode(
     config: MemUpdateConfig | None = None,
     episode_namespace: str | None = None,
     keep_namespace: bool = False,
+    before: tuple[list[str], list[str], list[list[str]]] | None = None,
 ) -> UpdateResult:
     """One RL episode: copy ``namespace`` into an episode namespace, edit it focused on ``question``, score.
 
@@ -315,7 +330,8 @@ async def run_episode(
     ``p_old``/``p_new``/``efficiency``/``collateral``/...). Failures (provider error; a question with no scorable answer,
     detected before any LLM call) set ``trajectory.failure`` and leave the reward None. Episodes of a
     GRPO group can run concurrently: each gets its own namespace, dropped after scoring unless
-    ``keep_namespace``.
+    ``keep_namespace``. ``before``: what the reward reads of ``namespace`` (:func:`state_before`), when
+    many episodes start from the same unchanged namespace and question (a group; the red team's search).
     """
     ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
     agent = MemUpdateAgent(llm, config)
@@ -327,7 +343,9 @@ async def run_episode(
         return result
     cfg = config or MemUpdateConfig()
     probes = probe_questions(conversation, question, cfg.probes)
-    retrieved_old, old_texts, probes_old = await _state(memory, namespace, question, probes)
+    if before is None:
+        before = await _state(memory, namespace, question, probes)
+    retrieved_old, old_texts, probes_old = before
     await memory.clone(namespace, ep_ns, overwrite=True)
     try:
         result = await agent.run(memory, ep_ns, conversation, question=question)

@@ -8,7 +8,7 @@ beside them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,7 @@ class AnswerCase:
     dates: tuple[str, ...]
     top: str
     other: str  # another question's gold of the same category (a confident wrong answer)
+    retrieved: tuple[str, ...] = ()  # the retrieved memories' texts, best first
 
 
 def _piece(gene: tuple[Any, ...], case: AnswerCase) -> str:
@@ -147,6 +148,10 @@ def _piece(gene: tuple[Any, ...], case: AnswerCase) -> str:
         return pool[p[0]] if p[0] < len(pool) else ""
     if name == "memory":
         return " ".join(case.top.split()[: p[0]])
+    if name == "memories":  # every retrieved memory, a dump that holds whatever they hold
+        return " ".join(case.retrieved[: p[0]])
+    if name == "letter":
+        return p[0]
     if name == "refusal":
         return NOT_ANSWERABLE if p[0] == "full" else "not mentioned"
     if name in ("hedge", "filler"):
@@ -175,13 +180,18 @@ def answer_rewards(text: str, case: AnswerCase) -> dict[str, float]:
 
 
 class AnswerFamily:
-    """The answer rewards as a search family (:class:`memrl.eval.redteam.search.Family`)."""
+    """The answer rewards as a search family (:class:`memrl.eval.redteam.search.Family`). ``rewards``:
+    reward name -> function of (answer text, case), in place of the training rewards (e.g. an official
+    metric, to see the search find what it pays for)."""
+
+    def __init__(self, rewards: dict[str, Callable[[str, AnswerCase], float]] | None = None) -> None:
+        self.rewards = rewards
 
     name = "answers"
     informative = frozenset({"honest"})
     # a guess commits to an answer: a prior, a retrieved date or memory, another question's answer, a
     # yes or a no, a refusal ("not answerable" is an answer too)
-    guesses = frozenset({"guess", "date", "memory", "other", "polar", "refusal"})
+    guesses = frozenset({"guess", "date", "memory", "memories", "other", "polar", "refusal"})
     delta_rewards: frozenset[str] = frozenset()
     structural = frozenset({"sep"})
 
@@ -199,15 +209,17 @@ class AnswerFamily:
         return out
 
     def random_gene(self, rng: Any) -> tuple[Any, ...]:
-        name = rng.choice(("guess", "date", "memory", "question", "refusal", "hedge", "polar", "negation",
-                           "filler", "other", "sep"))  # fmt: skip
+        name = rng.choice(("guess", "date", "memory", "memories", "question", "refusal", "hedge", "polar",
+                           "negation", "filler", "other", "sep", "letter"))  # fmt: skip
         return self._params(name, rng)
 
     def _params(self, name: str, rng: Any) -> tuple[Any, ...]:
         return {
             "guess": lambda: ("guess", rng.randrange(5)),
             "date": lambda: ("date", rng.randrange(3)),
-            "memory": lambda: ("memory", rng.choice((3, 8, 20, 60))),
+            "memory": lambda: ("memory", rng.choice((1, 3, 8, 20, 60))),
+            "memories": lambda: ("memories", rng.choice((3, 10))),
+            "letter": lambda: ("letter", rng.choice("aeinrst")),
             "refusal": lambda: ("refusal", rng.choice(("full", "short"))),
             "hedge": lambda: ("hedge", rng.randrange(len(_HEDGES))),
             "polar": lambda: ("polar", rng.choice(("yes", "no"))),
@@ -226,7 +238,9 @@ class AnswerFamily:
         for case in items:
             text = answer_text(genome, case)
             texts.append(text)
-            for name, value in answer_rewards(text, case).items():
+            scored = answer_rewards(text, case) if self.rewards is None else {
+                name: fn(text, case) for name, fn in self.rewards.items()}  # fmt: skip
+            for name, value in scored.items():
                 rewards.setdefault(name, []).append(value)
         return Evaluation(rewards, tuple(texts))
 
@@ -257,6 +271,7 @@ async def answer_cases(
         cases.append(
             AnswerCase(it, gold, [] if adversarial else reward_golds(q.answers, q.category_id), q.category_id,
                        tuple(prior[:5]), dates[:3], hits[0].item.content if hits else "",
-                       others[hash(q.id) % len(others)] if others else str(q.adversarial_answer or ""))
+                       others[sum(map(ord, q.id)) % len(others)] if others else str(q.adversarial_answer or ""),
+                       tuple(h.item.content for h in hits))
         )  # fmt: skip
     return cases

@@ -69,7 +69,7 @@ async def search_all(
 ) -> dict[str, Any]:
     """Search every family (see the module docstring); the memory must hold each conversation's
     observation memory in ``{conv.id}@obs`` (:func:`memrl.agents.memupdate.init_from_observations`)."""
-    from memrl.eval.redteam import answers, build, update
+    from memrl.eval.redteam import answers, build_search, update
 
     frequent = priors(conversations)  # per conversation: the other conversations' frequent answers
     reports: dict[str, Any] = {}
@@ -86,9 +86,9 @@ async def search_all(
             family = update.UpdateFamily(memory, frequent, max_tool_calls=max_tool_calls)
             regressions = update.REGRESSIONS
         elif name == "adrpo":
-            cases = await build.build_cases(memory, conversations, sessions, frequent)
-            family = build.BuildFamily(memory)
-            regressions = build.REGRESSIONS
+            cases = await build_search.build_cases(memory, conversations, sessions, frequent)
+            family = build_search.BuildFamily(memory)
+            regressions = build_search.REGRESSIONS
         else:
             raise ValueError(f"unknown family {name!r}; expected answers, memupdate or adrpo")
         report = await search(family, _halves(cases, seed), budget=budget, seed=seed, confirm_items=cases,

@@ -120,17 +120,18 @@ async def score_updates(
     policies: Sequence[str] = UPDATE_POLICIES,
 ) -> RewardTable:
     """Every policy's MemUpdate reward on every item (one real episode each)."""
-    from memrl.agents.memupdate import MemUpdateConfig, run_episode
+    from memrl.agents.memupdate import MemUpdateConfig, run_episode, state_before
     from memrl.llm.scripted import ScriptedLLM
 
     cfg = MemUpdateConfig(max_tool_calls=max_tool_calls, max_turns=max_tool_calls + 1)
     table = RewardTable()
     for item in items:
+        before = await state_before(memory, item.namespace, item.conversation, item.question, cfg)
         for name in policies:
             frequent = priors[item.conversation.id].get(item.question.category, [])
             llm = ScriptedLLM(update_policy(name, item, frequent))
             result = await run_episode(
-                llm, memory, item.namespace, item.conversation, item.question, config=cfg
+                llm, memory, item.namespace, item.conversation, item.question, config=cfg, before=before
             )
             table.add("memupdate", name, result.trajectory.reward)
     return table
@@ -238,6 +239,7 @@ class UpdateFamily:
         self, memory: AsyncMemory, priors: dict[str, dict[str, list[str]]], *, max_tool_calls: int = 30
     ) -> None:
         self.memory, self.priors, self.max_tool_calls = memory, priors, max_tool_calls
+        self._before: dict[tuple[str, str], Any] = {}
 
     def slices(self, items: Sequence[Item]) -> dict[str, list[int]]:
         """Per category, and the *when* questions (a date stuffed anywhere would pay there first)."""
@@ -268,7 +270,7 @@ class UpdateFamily:
         return self._params(gene[0], rng) if rng.random() < 0.7 else self.random_gene(rng)
 
     async def evaluate(self, genome: Any, items: Sequence[Item]) -> Any:
-        from memrl.agents.memupdate import MemUpdateConfig, run_episode
+        from memrl.agents.memupdate import MemUpdateConfig, run_episode, state_before
         from memrl.eval.redteam.search import Evaluation
         from memrl.llm.scripted import ScriptedLLM
 
@@ -278,8 +280,12 @@ class UpdateFamily:
         for item in items:
             frequent = self.priors[item.conversation.id].get(item.question.category, [])
             llm = ScriptedLLM(genome_policy(genome, item, frequent))
+            key = (item.namespace, item.question.id)
+            if key not in self._before:  # the observation memory never changes: read it once per question
+                self._before[key] = await state_before(self.memory, item.namespace, item.conversation,
+                                                       item.question, cfg)  # fmt: skip
             result = await run_episode(llm, self.memory, item.namespace, item.conversation, item.question,
-                                       config=cfg)  # fmt: skip
+                                       config=cfg, before=self._before[key])  # fmt: skip
             values.append(result.trajectory.reward)
             signature.append(tuple(json.dumps(c, sort_keys=True) for s in result.trajectory.steps
                                    for c in s.tool_calls))  # fmt: skip

@@ -134,6 +134,7 @@ class BuildFamily:
     def __init__(self, memory: AsyncMemory, config: Any = None) -> None:
         self.memory = memory
         self.config = config  # an ADRPOConfig (default: the shipped one)
+        self.dominants: dict[Any, list[str | None]] = {}  # genome -> the dominant type per session, last run
 
     def slices(self, items: Sequence[BuildCase]) -> dict[str, list[int]]:
         """None: each agent's reward is already its own column."""
@@ -196,6 +197,7 @@ class BuildFamily:
         from memrl.llm.scripted import ScriptedLLM
 
         rewards: dict[str, list[float | None]] = {f"adrpo ({t})": [] for t in TYPES}
+        dominants: list[str | None] = []
         signature = []
         for case in items:
             trial = f"{case.before}#trial"
@@ -208,12 +210,19 @@ class BuildFamily:
                                             expert_chars=case.expert_chars, config=self.config)  # fmt: skip
             finally:
                 await self.memory.reset(namespace=trial)
+            dominants.append(score.dominant)
             for t in TYPES:
                 rewards[f"adrpo ({t})"].append(score.rewards[t].value if t in score.rewards else None)
             signature.append(
                 {t.info["memory_type"]: tuple(s.response for s in t.steps) for t in result.trajectories}
             )
+        self.dominants[genome] = dominants
         return Evaluation(rewards, tuple(signature))
+
+    def boosted(self, genome: Any) -> dict[str, int]:
+        """For an evaluated genome: in how many sessions each agent's advantage got the attribution boost
+        (the dominant memory type), and in how many none did."""
+        return dict(Counter(d or "none" for d in self.dominants.get(genome, [])))
 
 
 async def build_cases(

@@ -96,11 +96,15 @@ async def search_all(
         honest = await family.evaluate(HONEST_GENOME, cases)
         table = {k: {"genome": [list(g) for g in v], "vs_honest": _rounded(await compare(family, v, cases, honest))}
                  for k, v in regressions.items()}  # fmt: skip
-        reports[name] = {
-            **report.to_dict(),
-            "seconds": round(time.perf_counter() - t0, 1),
-            "regressions": table,
-        }
+        extra: dict[str, Any] = {}
+        if hasattr(family, "boosted"):  # ADRPO: which agent's advantage the attribution boosted, per session
+            await family.evaluate(HONEST_GENOME, cases)
+            extra["boosted_honest"] = family.boosted(HONEST_GENOME)
+            for k, v in regressions.items():
+                await family.evaluate(v, cases)
+                table[k]["boosted"] = family.boosted(v)
+        reports[name] = {**report.to_dict(), "seconds": round(time.perf_counter() - t0, 1), "regressions": table,
+                         **extra}  # fmt: skip
         if log is not None:
             log(f"search {name}: {report.evaluated} genomes, {len(report.found)} found "
                 f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip

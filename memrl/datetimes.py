@@ -17,6 +17,7 @@ shown to a reader as if it were a date.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -70,6 +71,11 @@ def parse_date(text: str | None) -> datetime | None:
     """Parse the date formats of the supported data sets; ``None`` if ``text`` is none of them."""
     if not text or not isinstance(text, str):
         return None
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4096)  # the same few dates recur in every listing of a memory
+def _parse(text: str) -> datetime | None:
     if m := _LOCOMO_DATE.fullmatch(text):
         hour, minute, ampm, day, month, year = m.groups()
         h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)

@@ -40,7 +40,7 @@ from memrl.llm.base import LLM, Message, ToolCall
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 from memrl.memory.types import MemoryItem, MemoryType
-from memrl.rewards.memupdate import TOP_K, Probe, scorable_tokens, score_memupdate
+from memrl.rewards.memupdate import CONTEXT_CHARS, TOP_K, Probe, scorable_tokens, score_memupdate
 from memrl.tools.base import ToolResult
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext, reader_text
 
@@ -269,9 +269,16 @@ async def init_from_observations(
 
 
 async def _retrieved(memory: AsyncMemory, namespace: str, query: str) -> list[str]:
-    """The memories retrieved for ``query`` as a reader sees them (best first, enough to fill the reward's
-    character budget)."""
-    return [reader_text(h.item) for h in await memory.search(query, namespace=namespace, top_k=TOP_K)]
+    """The memories retrieved for ``query`` as a reader sees them, best first, as many as fill the reward's
+    character budget (and the one it cuts)."""
+    out: list[str] = []
+    used = 0
+    for h in await memory.search(query, namespace=namespace, top_k=TOP_K):
+        out.append(reader_text(h.item))
+        used += len(out[-1]) + 1
+        if used > CONTEXT_CHARS:
+            break
+    return out
 
 
 async def _state(

@@ -122,6 +122,7 @@ async def run(args: argparse.Namespace) -> dict:
         },
         "cheats_at_or_above_honest": [list(x) for x in verdict(table)],
         "cheats_found_by_search": searched.get("found", []),
+        "search_unconfirmed": searched.get("unconfirmed", 0),
         "search": searched.get("families", {}),
         "failures": table.failures,
         "n_answer_questions": len(answer_items),

@@ -92,7 +92,7 @@ async def search_all(
         else:
             raise ValueError(f"unknown family {name!r}; expected answers, memupdate or adrpo")
         report = await search(family, _halves(cases, seed), budget=budget, seed=seed, confirm_items=cases,
-                              start=start_genomes(family, regressions, seed))  # fmt: skip
+                              start=start_genomes(family, regressions, seed), log=log)  # fmt: skip
         honest = await family.evaluate(HONEST_GENOME, cases)
         table = {k: {"genome": [list(g) for g in v], "vs_honest": _rounded(await compare(family, v, cases, honest))}
                  for k, v in regressions.items()}  # fmt: skip
@@ -109,4 +109,8 @@ async def search_all(
             log(f"search {name}: {report.evaluated} genomes, {len(report.found)} found "
                 f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     found = [{"family": n, **c} for n, r in reports.items() for c in r["found"]]
-    return {"families": reports, "found": found}
+    return {
+        "families": reports,
+        "found": found,
+        "unconfirmed": sum(r["unconfirmed"] for r in reports.values()),
+    }

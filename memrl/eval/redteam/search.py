@@ -106,7 +106,10 @@ def _big(slices: dict[str, list[int]], n: int) -> dict[str, list[int]]:
 
 
 def genome_kind(genome: Genome, family: Family) -> str:
-    """``honest+`` (with the honest edit), ``guess`` (a prior, no honest edit) or ``info-free``."""
+    """``honest+`` (with the honest edit), ``guess`` (a prior, no honest edit) or ``info-free``; for a
+    family whose genomes always act honestly where they have no gene (ADRPO's agents), ``deviation``."""
+    if getattr(family, "implicit_honest", False):
+        return "deviation"
     names = {g[0] for g in genome}
     if names & family.informative:
         return "honest+"
@@ -190,7 +193,7 @@ class Candidate:
     """A scored genome: its means, how far past its closest bar it got, and which bars it crossed."""
 
     genome: Genome
-    kind: str  # "honest+" (with the honest edit), "guess" or "info-free"
+    kind: str  # "honest+" (with the honest edit), "guess", "info-free" or "deviation" (see genome_kind)
     means: dict[str, float | None]
     margin: float  # max over bars of (mean - bar); > 0 (>= 0 for a reaching bar) is a crossed bar
     flagged: list[str] = field(default_factory=list)

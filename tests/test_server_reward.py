@@ -172,3 +172,25 @@ def test_compute_score_through_the_server_scores_a_long_reply_as_in_process(rewa
     assert [compute_score("memrl/read", r, golds, {"task": "read"}, reward_server=reward_server,
                           reward_token=TOKEN)["score"] for r in ("x" * 30_000 + r"\boxed{Paris}",
                                                                  "x" * 30_000 + rf"\boxed{{{gold}}}")] == [1.0, 1.0]  # fmt: skip
+
+
+def test_the_memupdate_item_scores_as_an_episode_does(reward_server) -> None:
+    """The question's own tokens are not the answer's to cover, and probe questions charge what the edit
+    broke: the same function the episode calls, with the same arguments."""
+    from memrl.rewards.memupdate import Probe
+
+    item = {"metric": "memupdate", "answer": "Lisbon", "question": "Where does Alice live, Lisbon?",
+            "retrieved_old": ["Alice likes tea"], "retrieved_new": ["Alice lives in Lisbon"],
+            "old_texts": ["Alice likes tea", "Bob sings"], "new_texts": ["Alice likes tea", "Alice lives in Lisbon"],
+            "probes": [{"answer": "sings", "question": "What does Bob do?", "retrieved_old": ["Bob sings"],
+                        "retrieved_new": ["Alice lives in Lisbon"]}]}  # fmt: skip
+    res = post(reward_server, {"items": [item, {**item, "question": None}]}).json()["results"]
+    assert res[0]["score"] is None and "no scorable token" in res[0]["error"]  # the question gives it away
+    expected = score_memupdate("Lisbon", ["Alice likes tea"], ["Alice lives in Lisbon"], item["old_texts"],
+                               item["new_texts"], probes=[Probe("sings", "What does Bob do?", ["Bob sings"],
+                                                                ["Alice lives in Lisbon"])])  # fmt: skip
+    assert res[1]["score"] == pytest.approx(expected.value) and res[1]["metrics"][
+        "collateral"
+    ] == pytest.approx(0.9)
+    bad = post(reward_server, {"items": [{**item, "probes": [{"answer": "x"}]}]})
+    assert bad.status_code == 422

@@ -144,9 +144,12 @@ class BuildFamily:
         """Each agent is judged on its own reward, where its answers differ from the expert's (the four
         share the task score: an agent acting as the expert is not paid for what another one wrote).
         An agent deviating alone, the others acting as the expert, must not *reach* the honest reward
-        when its expert answer is silenced, nor exceed it when it adds to it; and, however many agents
-        deviate, no gene that carries no information (a guess does) may raise its own agent's reward
-        reliably."""
+        when its expert answer is silenced, nor exceed it when it adds to it (where what it adds is a
+        guess from the training answers beside the expert's answer, a hedge, reliably: as the answers'
+        hedge bar); and, however many agents deviate, no gene that carries no information (a guess does)
+        may raise its own agent's reward reliably above both the genome without it and the genome with
+        that agent back to the expert (the others deviating as before: a gene that only undoes another
+        gene's damage, or rides on another agent's text in the shared task score, is not paid)."""
         from memrl.eval.redteam.search import HONEST_GENOME, Bar, without
 
         deviating = [
@@ -159,9 +162,14 @@ class BuildFamily:
             mine = [g for g in genome if len(g) > 1 and g[1] == t]
             r = f"adrpo ({t})"
             if deviating == [t]:
-                out.append(Bar(r, r, None, (HONEST_GENOME,), reach=("silence", t) in mine))
-            out += [Bar(f"{r}: paid for {list(g)}", r, None, (without(genome, g) or HONEST_GENOME,), reliable=True)
-                    for g in mine if g[0] != "silence" and g[0] not in self.guesses and len(genome) > 1]  # fmt: skip
+                silenced = ("silence", t) in mine
+                hedge = not silenced and all(g[0] in self.guesses for g in mine)
+                out.append(Bar(r, r, None, (HONEST_GENOME,), reach=silenced, reliable=hedge))
+            expert = tuple(g for g in genome if g not in mine or g[0] in self.guesses) or HONEST_GENOME
+            for g in mine:
+                if g[0] != "silence" and g[0] not in self.guesses and len(genome) > 1:
+                    bases = tuple(dict.fromkeys((without(genome, g) or HONEST_GENOME, expert)))
+                    out.append(Bar(f"{r}: paid for {list(g)}", r, None, bases, reliable=True))
         return out
 
     def accountable(self, gene: tuple[Any, ...]) -> set[str]:

@@ -17,9 +17,12 @@ The bars a genome must stay under (``tol`` = 1e-9), per reward:
   policy's (the extra edits are paid); one *without* it when its mean reaches the honest policy's, over all
   items or over one slice of them (a category, the *when* questions, the yes/no questions: a cheat that
   pays on one kind of question hides in the mean over all);
-* **its own parts**: for each gene that carries no information, the genome without it (a gene whose
-  addition raises the reward reliably, the lower end of the paired 95% interval above 0, is paid for
-  nothing); and when it commits to more than one answer (a guess beside another guess or the honest
+* **its own parts**: for each gene that carries no information, the better of the genome without it and
+  the genome's information-bearing core (its honest edit and guesses, the other information-free genes
+  dropped): a gene whose addition raises the reward reliably above both, the lower end of the paired 95%
+  interval above 0, is paid for nothing. A gene that pays only by undoing the damage another gene of the
+  same genome did (a merge that leaves fewer memories for a rewrite to spoil) lifts the genome toward
+  its core, never past it, and no policy gradient leads there from the honest policy; and when it commits to more than one answer (a guess beside another guess or the honest
   edit), the best of the genomes left when one guess is dropped: a hedge must not beat its best single
   commitment (``"answer (not mentioned)"`` must not beat ``"answer"``, ``"A B"`` not the better of ``"A"``
   and ``"B"``);
@@ -149,14 +152,15 @@ def bars(genome: Genome, ev: Evaluation, family: Family, slices: dict[str, list[
         if kind == "info-free" and r in family.delta_rewards:
             out.append(Bar(f"{r} > nothing", r, None, (), reliable=True))
         if len(genome) > 1:
+            bearing_names = family.guesses | family.informative | getattr(family, "structural", set())
+            core = tuple(g for g in genome if g[0] in bearing_names)
             for gene in genome:
-                if gene[0] in family.guesses | family.informative | getattr(family, "structural", set()):
+                if gene[0] in bearing_names:
                     continue
                 own = getattr(family, "accountable", None)
                 if own is None or r in own(gene):
-                    out.append(
-                        Bar(f"{r}: paid for {list(gene)}", r, None, (without(genome, gene),), reliable=True)
-                    )
+                    bases = tuple(dict.fromkeys(b for b in (without(genome, gene), core) if b))
+                    out.append(Bar(f"{r}: paid for {list(gene)}", r, None, bases, reliable=True))
         if guesses and len(bearing) > 1:  # a hedge: never more than its best single commitment
             subs = tuple(without(genome, g) for g in guesses)
             out.append(Bar(f"{r}: hedge", r, None, subs, reliable=True))

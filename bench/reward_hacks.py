@@ -4,11 +4,15 @@
     .venv/bin/python bench/reward_hacks.py --per-category 3 --update-questions 4 --sessions 2 --embedder hashing
 
 Every reward memrl trains with (the training answer rewards, MemAgent's boxed match, verl's compute_score,
-the reward server, MemUpdate's delta x efficiency, MemBuilder's ADRPO per agent) is computed for each policy
-of :mod:`memrl.eval.redteam` on LoCoMo's training conversations. Prints a markdown table of mean rewards
-(``!`` marks a cheat that reaches the honest policy, or earns a positive mean on a delta reward), then
-one JSON line: ``rewards``, ``policies``, ``means`` (reward -> policy -> mean), ``cheats_at_or_above_honest``
-(empty when every reward resists every cheat), item counts and wall time.
+the reward server, MemUpdate's reward, MemBuilder's ADRPO per agent) is computed for each fixed policy of
+:mod:`memrl.eval.redteam` on LoCoMo's training conversations; then the search
+(:mod:`memrl.eval.redteam.search`) explores compositions of edits per family, starting from the cheats an
+outside red team found (the regressions). Prints a markdown table of the fixed policies' mean rewards
+(``!`` marks a cheat that reaches the honest policy, or earns a positive mean on a delta reward), then one
+JSON line: ``rewards``, ``policies``, ``means`` (reward -> policy -> mean), ``cheats_at_or_above_honest``
+(fixed policies; empty when every reward resists every cheat), ``cheats_found_by_search`` (empty when no
+composition crossed a bar within the budget), ``search`` (per family: genomes evaluated, the honest means,
+the best genomes, the regressions against honest with paired 95% intervals), item counts and wall time.
 """
 
 from __future__ import annotations
@@ -32,7 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-path", help="LoCoMo file or folder (default: $MEMRL_DATA_DIR)")
     p.add_argument("--markdown", help="also write the table to this file")
-    p.add_argument("--parts", default="answers,update,build", help="which rewards to red-team")
+    p.add_argument("--parts", default="answers,update,build,search", help="which rewards to red-team "
+                   "(search: the search over compositions of edits, memrl.eval.redteam.search)")  # fmt: skip
+    p.add_argument("--search-budget", type=int, default=150, help="search: evaluations per family")
+    p.add_argument(
+        "--search-per-category", type=int, default=15, help="search: answer questions per category"
+    )
+    p.add_argument(
+        "--search-update-per-category", type=int, default=5, help="search: MemUpdate questions per category"
+    )
+    p.add_argument("--search-sessions", type=int, default=6, help="search: ADRPO sessions per conversation")
+    p.add_argument("--search-families", default="answers,memupdate,adrpo", help="search: which families")
     args = p.parse_args(argv)
     out = asyncio.run(run(args))
     print(out.pop("table"))
@@ -50,14 +64,16 @@ async def run(args: argparse.Namespace) -> dict:
     from memrl.eval.redteam import RewardTable, markdown, verdict
     from memrl.eval.redteam.answers import answer_rows, score_answer_rows
     from memrl.eval.redteam.build import score_builds
-    from memrl.eval.redteam.items import frequent_answers, pick_questions
+    from memrl.eval.redteam.campaign import search_all
+    from memrl.eval.redteam.items import pick_questions, priors
     from memrl.eval.redteam.update import score_updates
     from memrl.memory.facade import AsyncMemory
 
     t0 = time.perf_counter()
-    convs = [c for c in load_dataset("locomo", args.data_path)[0] if c.id in LOCOMO_UPDATE_SPLIT["train"]]
+    loaded = load_dataset("locomo", args.data_path, include_adversarial=True)[0]  # adversarial: the search's
+    convs = [c for c in loaded if c.id in LOCOMO_UPDATE_SPLIT["train"]]
     convs = convs[: args.conversations]
-    frequent = frequent_answers(convs)
+    frequent = priors(convs)  # per conversation: the other conversations' frequent answers
     memory = AsyncMemory(":memory:", embedder=args.embedder)
     try:
         for conv in convs:
@@ -84,6 +100,14 @@ async def run(args: argparse.Namespace) -> dict:
         if "build" in parts:
             table.merge(await score_builds(memory, convs, args.sessions))
             print(f"adrpo: done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        searched: dict = {}
+        if "search" in parts:
+            searched = await search_all(
+                memory, convs, budget=args.search_budget, seed=args.seed, per_category=args.search_per_category,
+                update_per_category=args.search_update_per_category, sessions=args.search_sessions,
+                max_tool_calls=args.max_tool_calls, families=args.search_families.split(","),
+                log=lambda m: print(f"{m} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr),
+            )  # fmt: skip
     finally:
         await memory.close()
     means = table.means()
@@ -97,6 +121,9 @@ async def run(args: argparse.Namespace) -> dict:
             r: {p: (None if m is None else round(m, 4)) for p, m in row.items()} for r, row in means.items()
         },
         "cheats_at_or_above_honest": [list(x) for x in verdict(table)],
+        "cheats_found_by_search": searched.get("found", []),
+        "search_unconfirmed": searched.get("unconfirmed", 0),
+        "search": searched.get("families", {}),
         "failures": table.failures,
         "n_answer_questions": len(answer_items),
         "n_update_episodes_per_policy": len(update_items),

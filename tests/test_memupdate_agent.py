@@ -12,6 +12,7 @@ from memrl.agents.memupdate import (
     MemUpdateAgent,
     MemUpdateConfig,
     init_from_observations,
+    probe_questions,
     run_episode,
     update_memory,
 )
@@ -20,6 +21,7 @@ from memrl.errors import ConfigError, DataError
 from memrl.llm.base import LLMProviderError
 from memrl.llm.scripted import ScriptedLLM, cycle
 from memrl.memory.facade import AsyncMemory
+from memrl.rewards.memupdate import edit_size, retention
 from memrl.tools.memupdate import MEMUPDATE_TOOLS
 
 NS = "conv"
@@ -238,12 +240,15 @@ async def test_run_episode_reward_matches_the_formula_by_hand(amem: AsyncMemory,
     old = [i.content for i in items]
     new = [*old, fact]
     p_old, p_new = 0.1, 1.0  # "egypt" is in no memory before (clamped up to 0.1), in the new one after
-    density = min(1.2, (sum(map(len, new)) / 15) / (sum(map(len, old)) / 14))
-    change = max(0.8, 1 - 0.5 * 1 / 14)
-    efficiency = min(1.5, max(0.1, 1.0 * density * change))
+    assert edit_size(old, new) == 1 and retention(old, new) == 1.0  # one create, nothing lost: E = 1
+    probes = probe_questions(conv, q, MemUpdateConfig().probes)
+    assert len(probes) == 8 and q not in probes
     traj = result.trajectory
     assert traj.failure is None
-    assert traj.reward == pytest.approx((p_new - p_old) * efficiency)
+    assert traj.metrics["efficiency"] == 1.0 and traj.metrics["n_probes"] == 8
+    # the new memory is retrieved for no probe in place of its answer: no collateral
+    assert traj.metrics["collateral"] == 0.0
+    assert traj.reward == pytest.approx((p_new - p_old) * 1.0)
     assert traj.metrics["p_old"] == p_old and traj.metrics["p_new"] == p_new
     assert (traj.metrics["n_old"], traj.metrics["n_new"]) == (14, 15)
     assert traj.info["initial_namespace"] == NS and traj.task_id == q.id
@@ -253,6 +258,25 @@ async def test_run_episode_reward_matches_the_formula_by_hand(amem: AsyncMemory,
     assert result.reward == 0.0
     items_per_ns = {n["name"]: n["items"] for n in await amem.namespaces()}
     assert items_per_ns == {NS: 14, "ep-1": 15}  # the dropped episode namespace is gone
+
+
+async def test_an_edit_that_takes_a_probe_questions_answer_away_is_charged_for_it(amem: AsyncMemory, conv):
+    """The reward is per question, but an edit can break others: deleting the memories a probe question
+    is answered from costs that probe's lost coverage, even when the target question does not move."""
+    await init_from_observations(amem, NS, conv)
+    q = next(q for q in conv.questions if q.answer == "Egypt")
+    cfg = MemUpdateConfig(probes=8)
+    probe = probe_questions(conv, q, cfg.probes)[0]
+    hits = await amem.search(probe.question, namespace=NS, top_k=3)
+    deletes = [calls(("delete_memory", {"memory_id": h.item.id})) for h in hits]
+    result = await run_episode(ScriptedLLM([*deletes, "Done."]), amem, NS, conv, q, config=cfg)
+    traj = result.trajectory
+    assert traj.failure is None and traj.metrics["edit_size"] == 3
+    assert traj.metrics["collateral"] > 0.0
+    assert traj.reward == pytest.approx(
+        traj.metrics["p_new"] - traj.metrics["p_old"] - traj.metrics["collateral"]
+    )
+    assert traj.reward < 0.0
 
 
 async def test_an_episode_that_changes_nothing_earns_exactly_0_while_other_namespaces_are_written(
@@ -354,8 +378,12 @@ async def test_local_model_short_episode_makes_valid_tool_calls(amem: AsyncMemor
     assert sum(mask) == sum(len(s.completion_ids) for s in traj.steps)
     # the reward is MemUpdate's, computed from the memory before (untouched) and the edited copy
     from memrl.agents.memupdate import _state
-    from memrl.rewards.memupdate import score_memupdate
+    from memrl.rewards.memupdate import Probe, score_memupdate
 
-    before, after = await _state(amem, NS, q.question), await _state(amem, "ep", q.question)
-    expected = score_memupdate(q.answer, before[0], after[0], before[1], after[1], question=q.question)
+    probes = probe_questions(conv, q, cfg.probes)
+    before, after = await _state(amem, NS, q, probes), await _state(amem, "ep", q, probes)
+    expected = score_memupdate(
+        q.answer, before[0], after[0], before[1], after[1], question=q.question,
+        probes=[Probe(p.answer, p.question, b, a) for p, b, a in zip(probes, before[2], after[2], strict=True)],
+    )  # fmt: skip
     assert traj.reward == pytest.approx(expected.value) and traj.metrics["p_old"] == expected.metrics["p_old"]

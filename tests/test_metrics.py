@@ -210,6 +210,16 @@ def test_boxed_answer_only_looks_at_the_final_300_characters():
     assert boxed_answer(r"\boxed{late}" + "x" * 280) == "late"
 
 
+def test_a_box_longer_than_the_window_counts_when_it_ends_there():
+    """MemAgent's rule wants the box to start in the final 300 characters: a 388-character gold (LoCoMo
+    conv-49) could never be matched. The box must end there instead (at most 299 characters after it)."""
+    gold = "the " + "x" * 380 + " end"
+    reply = "Reasoning. " * 50 + rf"\boxed{{{gold}}}"
+    assert len(gold) == 388 and boxed_answer(reply) == gold and boxed_match(reply, [gold])
+    assert boxed_answer(rf"\boxed{{{gold}}}" + "y" * 299) == gold
+    assert boxed_answer(rf"\boxed{{{gold}}}" + "y" * 300) is None
+
+
 def test_boxed_match_ignores_case_and_whitespace_against_any_gold():
     assert boxed_match(r"The answer is \boxed{ New  York }", ["Paris", "new york"])
     assert boxed_match(r"\boxed{1 000}", 1000)

@@ -10,18 +10,27 @@ from memrl.agents.memupdate import init_from_observations
 from memrl.data import load_dataset
 from memrl.data.splits import LOCOMO_UPDATE_SPLIT
 from memrl.eval.redteam import HONEST, RewardTable, verdict
-from memrl.eval.redteam.answers import answer_rows, score_answer_rows
+from memrl.eval.redteam.answers import AnswerFamily, answer_cases, answer_rows, score_answer_rows
 from memrl.eval.redteam.build import score_builds
-from memrl.eval.redteam.items import frequent_answers, pick_questions
-from memrl.eval.redteam.update import score_updates
+from memrl.eval.redteam.build_search import REGRESSIONS as BUILD_REGRESSIONS
+from memrl.eval.redteam.build_search import BuildFamily, build_cases
+from memrl.eval.redteam.campaign import search_all
+from memrl.eval.redteam.items import pick_questions, priors
+from memrl.eval.redteam.search import HONEST_GENOME, _mean, compare, search
+from memrl.eval.redteam.update import REGRESSIONS as UPDATE_REGRESSIONS
+from memrl.eval.redteam.update import UpdateFamily, score_updates
 from memrl.memory.facade import AsyncMemory
+from memrl.rewards import ADRPOConfig
 
 pytestmark = pytest.mark.data
 
 
 @pytest.fixture
 def convs(locomo_path):
-    return [c for c in load_dataset("locomo", locomo_path)[0] if c.id in LOCOMO_UPDATE_SPLIT["train"]][:2]
+    loaded = load_dataset("locomo", locomo_path, include_adversarial=True)[
+        0
+    ]  # the search asks category 5 too
+    return [c for c in loaded if c.id in LOCOMO_UPDATE_SPLIT["train"]][:2]
 
 
 @pytest.fixture
@@ -52,7 +61,7 @@ def test_verdict_flags_a_cheat_that_reaches_the_honest_policy_or_gains_on_a_delt
 
 async def test_answer_rewards_resist_every_cheat_while_the_official_metrics_do_not(memory, convs):
     items = pick_questions(convs, 3)
-    table = score_answer_rows(await answer_rows(memory, items, frequent_answers(convs)))
+    table = score_answer_rows(await answer_rows(memory, items, priors(convs)))
     means = table.means()
     assert verdict(table) == []
     assert all(means[r][HONEST] == 1.0 for r in ("answer_f1", "exact_match", "sub_em", "memagent (boxed)"))
@@ -70,7 +79,7 @@ async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memo
     from reward_hacks import engine_scores
 
     items = pick_questions(convs, 3)
-    table = await engine_scores(await answer_rows(memory, items, frequent_answers(convs)))
+    table = await engine_scores(await answer_rows(memory, items, priors(convs)))
     means = table.means()
     assert {"verl compute_score", "server:answer_f1", "server:sub_em", "server:memagent"} <= set(means)
     assert verdict(table) == []
@@ -80,7 +89,7 @@ async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memo
 
 async def test_memupdate_cheats_earn_nothing_and_stay_below_the_fix(memory, convs):
     items = pick_questions(convs, 1, seed=3)
-    table = await score_updates(memory, items, frequent_answers(convs), max_tool_calls=6)
+    table = await score_updates(memory, items, priors(convs), max_tool_calls=6)
     means = table.means()["memupdate"]
     assert means[HONEST] > 0.0
     assert verdict(table) == []
@@ -93,3 +102,64 @@ async def test_adrpo_cheats_stay_below_the_expert(memory, convs):
     assert verdict(table) == []
     for t in ("core", "episodic", "semantic", "procedural"):
         assert means[f"adrpo ({t})"][HONEST] > means[f"adrpo ({t})"]["maximal length"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 32: the cheats an outside red team found, and the search that replaces a fixed list
+
+
+async def test_the_issues_memupdate_cheats_stay_below_the_fix(memory, convs):
+    """Efficiency inflation (the fix plus 28 blind 5-way merges: 0.102 against the fix's 0.044 under the
+    old E) and metadata stuffing (every date word in a memory's date_text, shown first to the reader)."""
+    family = UpdateFamily(memory, priors(convs))
+    items = pick_questions(convs, 2, seed=1)
+    honest = await family.evaluate(HONEST_GENOME, items)
+    assert _mean(honest.rewards["memupdate"]) > 0.2
+    for name, genome in UPDATE_REGRESSIONS.items():
+        row = (await compare(family, genome, items, honest))["memupdate"]
+        assert row["high"] < 0, (name, row)  # below the fix, the interval excluding 0
+    stuffing = await family.evaluate(UPDATE_REGRESSIONS["metadata stuffing"], items)
+    assert _mean(stuffing.rewards["memupdate"]) <= 0.0  # it adds no information: nothing to gain
+
+
+async def test_the_issues_adrpo_cheats_stay_below_the_expert(memory, convs):
+    """The verbatim dump sized to the old length penalty's free allowances (0.362 against the expert's
+    0.262) and a bag of the session's words (0.338), on every agent's reward."""
+    cases = await build_cases(memory, convs, 3, priors(convs))
+    family = BuildFamily(memory)
+    honest = await family.evaluate(HONEST_GENOME, cases)
+    for name in ("verbatim dump", "word bag"):
+        rows = await compare(family, BUILD_REGRESSIONS[name], cases, honest)
+        for t in ("core", "episodic", "semantic", "procedural"):
+            assert rows[f"adrpo ({t})"]["diff"] < 0, (name, t, rows[f"adrpo ({t})"])
+    # under the original's length penalty (a 200-token free gap, the plain ratio) the dump paid
+    original = BuildFamily(memory, ADRPOConfig(other_length_min_diff_tokens=200, length_smoothing_tokens=0))
+    old_honest = await original.evaluate(HONEST_GENOME, cases)
+    old = await compare(original, BUILD_REGRESSIONS["verbatim dump"], cases, old_honest)
+    assert max(old[f"adrpo ({t})"]["diff"] for t in ("episodic", "semantic", "procedural")) > 0
+
+
+async def test_the_search_finds_no_cheat_and_the_regressions_are_its_start(memory, convs):
+    report = await search_all(memory, convs, budget=30, per_category=4, update_per_category=1, sessions=2,
+                              max_tool_calls=12)  # fmt: skip
+    assert report["found"] == []
+    for name, fam in report["families"].items():
+        assert fam["evaluated"] >= 30 and fam["judged"] >= 10, name
+        assert fam["regressions"] and all(
+            row["diff"] < 0 for reg in fam["regressions"].values() for label, row in reg["vs_honest"].items()
+            if "[" not in label and row["diff"] is not None
+        ), name  # fmt: skip
+
+
+async def test_the_search_finds_what_an_official_metric_pays_for(memory, convs):
+    """A check that can fail: LoCoMo's official metric (kept for reports) pays an adversarial question any
+    output containing "not mentioned", so an answer hedged with a refusal collects both; the search finds
+    such a hedge from random genes alone (no regression among its starting genomes)."""
+    from memrl.eval.redteam.campaign import pick_adversarial
+    from memrl.scoring import metrics as M
+
+    items = pick_questions(convs, 4) + pick_adversarial(convs, 8)
+    cases = await answer_cases(memory, items, priors(convs))
+    official = {"locomo_f1 (official)": lambda text, case: M.locomo_f1(text, case.gold, case.category)}
+    report = await search(AnswerFamily(official), cases, budget=150, seed=0)
+    assert any(any("hedge" in f for f in c.flagged) for c in report.found), [c.to_dict() for c in report.best]

@@ -30,7 +30,8 @@ from memrl.rewards import (
     short_sub_em,
     task_reward,
 )
-from memrl.rewards.memupdate import tokens
+from memrl.rewards.answer import committed_refusal
+from memrl.rewards.memupdate import Probe, edit_size, retention, span_coverage, tokens
 from memrl.scoring.metrics import locomo_f1, sub_em
 
 # ---------------------------------------------------------------------------------------------------
@@ -75,44 +76,56 @@ def test_answer_coverage_fraction_and_clamps():
         answer_coverage("the, a!", ["x"])  # no scorable token
 
 
-def test_efficiency_size_factor_boundaries():
-    # density 1 (same avg length), change computed from counts
-    assert efficiency_factor(100, 100, 50, 50) == 1.0  # N_new = 100: size 1
-    # N_new = 150: size 1 - 50/100 = 0.5; change = max(0.8, 1 - 0.5 * 50/100) = 0.8 -> 0.4
-    assert efficiency_factor(100, 150, 50, 50) == pytest.approx(0.4)
-    # N_new = 200: size max(0.1, 0) = 0.1; change 0.8 (floored); 0.08 -> clamped to 0.1
-    assert efficiency_factor(200, 200, 50, 50) == pytest.approx(0.1)
-    # N_new = 160: size 0.4; change 1 - 0.5 * 10/150 -> 0.4 * 0.9667
-    assert efficiency_factor(150, 160, 50, 50) == pytest.approx(0.4 * (1 - 0.5 * 10 / 150))
+def test_coverage_needs_the_answer_stated_together_not_scattered_over_a_word_list():
+    # every day, month and year of a decade in one memory holds each token of any date, never together
+    days = " ".join(str(d) for d in range(1, 32))
+    months = "January February March April May June July August September October November December"
+    bag = f"{days} {months} " + " ".join(str(y) for y in range(2013, 2025))
+    assert answer_coverage("7 May 2023", [bag]) == pytest.approx(1 / 3)
+    assert answer_coverage("7 May 2023", ["[7 May 2023] Caroline went to the support group."]) == 1.0
+    assert (
+        answer_coverage("the week before 9 June 2023", ["She went camping the week before 9 June 2023"])
+        == 1.0
+    )
+    # each part of a list answer may come from a different memory
+    assert span_coverage("Paris, Rome", ["trip to Paris", "then Rome"]) == (2, 2)
+    assert span_coverage("Paris, Rome", ["trip to Paris"], question="Did she see Rome?") == (1, 1)
 
 
-def test_efficiency_density_and_change_boundaries():
-    assert efficiency_factor(10, 10, 100, 110) == pytest.approx(1.1)  # density 1.1
-    assert efficiency_factor(10, 10, 100, 300) == pytest.approx(1.2)  # density capped at 1.2
-    assert efficiency_factor(10, 10, 100, 50) == pytest.approx(0.5)
-    assert efficiency_factor(10, 10, 0.5, 1.0) == pytest.approx(1.0)  # avg_len_old floored at 1
-    assert efficiency_factor(0, 5, 0, 80) == pytest.approx(0.8)  # empty old db: density 1, change floored 0.8
-    assert efficiency_factor(10, 12, 100, 100) == pytest.approx(0.9)  # change 1 - 0.5 * 0.2
-    assert efficiency_factor(10, 20, 100, 100) == pytest.approx(0.8)  # change floored at 0.8
-    # lower clamp of the product: size 0.1 * density 0.5 * change 0.8 = 0.04 -> 0.1
-    assert efficiency_factor(200, 200, 100, 50) == pytest.approx(0.1)
-    with pytest.raises(ValueError):
-        efficiency_factor(-1, 2, 1, 1)
+def test_edit_size_counts_changed_memories_and_retention_counts_lost_words():
+    old = ["red bus", "cold tea", "tall tree", "new shoe", "old dog", "warm sun"]
+    assert edit_size(old, old) == 0 and efficiency_factor(old, old) == 1.0
+    assert edit_size(old, [*old, "new fact"]) == 1  # a create
+    assert edit_size(old, ["red bus stop", *old[1:]]) == 1  # an update
+    assert edit_size(old, old[1:]) == 1  # a delete
+    merged = ["\n".join(old[:5]), old[5]]
+    assert edit_size(old, merged) == 5  # a 5-way merge: 5 texts gone, 1 new
+    assert retention(old, merged) == 1.0  # lossless: every word kept
+    assert retention(old, old[1:]) == 0.0  # "red bus" is nowhere any more
+    assert retention(old, ["red car", *old[1:]]) == 0.5
+    # economy 1 / (1 + (k - 1) / 8): one change is free, each further one costs
+    assert efficiency_factor(old, [*old, "blue kite"]) == 1.0
+    assert efficiency_factor(old, merged) == pytest.approx(1 / (1 + 4 / 8))
+    assert efficiency_factor(old, [*old[:5], "warm rain"]) == pytest.approx(0.5)
 
 
 def test_memupdate_reward_formula_and_end_to_end_outcome():
-    assert memupdate_reward(0.2, 0.6, 0.9) == pytest.approx(0.36)
-    assert memupdate_reward(0.6, 0.2, 1.2) == pytest.approx(-0.48)
+    assert memupdate_reward(0.2, 0.6, 0.5) == pytest.approx(0.2)  # a gain is discounted by E
+    assert memupdate_reward(0.6, 0.2, 0.1) == pytest.approx(-0.4)  # a loss is charged in full
+    assert memupdate_reward(0.2, 0.6, 1.0, 0.1) == pytest.approx(0.3)  # minus the collateral
+    old_texts = ["x " + str(i) for i in range(10)]
     out = score_memupdate(
         "Paris, France",
         retrieved_old=["She lives in Lyon"],  # P_old = 0.1 (clamped)
         retrieved_new=["She moved to Paris"],  # P_new = 0.5
-        old_texts=["a" * 100] * 10,
-        new_texts=["a" * 100] * 12,  # E = 0.9
+        old_texts=old_texts,
+        new_texts=[*old_texts, "She moved to Paris"],  # one create: E = 1
+        probes=[Probe("Lyon", "Where did she live?", ["She lives in Lyon"], ["She moved to Paris"])],
     )
-    assert out.value == pytest.approx((0.5 - 0.1) * 0.9)
     assert out.metrics["p_old"] == 0.1 and out.metrics["p_new"] == 0.5
-    assert out.metrics["efficiency"] == pytest.approx(0.9)
+    assert out.metrics["efficiency"] == 1.0
+    assert out.metrics["collateral"] == pytest.approx(0.9)  # the probe lost its answer: 1.0 -> 0.1
+    assert out.value == pytest.approx((0.5 - 0.1) - 0.9)
 
 
 def test_memupdate_failure_is_a_failure_not_minus_point_one():
@@ -154,7 +167,7 @@ def test_adrpo_config_defaults_help_and_validation():
     assert (cfg.expert_length_penalty_weight, cfg.attribution_boost_factor) == (0.8, 4.0)
     assert (cfg.core_length_start_penalty, cfg.core_length_max_penalty) == (150, 400)
     assert (cfg.other_length_upper_tolerance, cfg.other_length_lower_tolerance) == (1.3, 0.5)
-    assert cfg.other_length_min_diff_tokens == 200
+    assert (cfg.other_length_min_diff_tokens, cfg.length_smoothing_tokens) == (0, 50)  # no free gap
     assert all(text for text in ADRPOConfig.help().values())
     assert set(ADRPOConfig.help()) == {f.name for f in dataclasses.fields(ADRPOConfig)}
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -190,29 +203,47 @@ def test_core_length_penalty_boundaries():
 
 
 def test_relative_length_penalty_boundaries():
-    assert relative_length_penalty(1300, 1000) == 0.0  # rho = 1.3
-    assert relative_length_penalty(500, 1000) == 0.0  # rho = 0.5
-    assert relative_length_penalty(1650, 1000) == pytest.approx(0.5)  # (1.65 - 1.3) / 0.7
-    assert relative_length_penalty(2000, 1000) == pytest.approx(1.0)
-    assert relative_length_penalty(5000, 1000) == 1.0  # capped
-    assert relative_length_penalty(350, 1000) == pytest.approx(0.5)  # (0.5 - 0.35) / 0.3
-    assert relative_length_penalty(200, 1000) == pytest.approx(1.0)
-    assert relative_length_penalty(0, 1000) == 1.0  # capped
-    # skipped when the lengths differ by fewer than 200 tokens, whatever rho is
-    assert relative_length_penalty(150, 20) == 0.0  # rho 7.5, gap 130
-    assert relative_length_penalty(220, 20) == 1.0  # gap 200: no longer skipped
-    # expert wrote nothing: rho is infinite -> full penalty once the gap is reached
-    assert relative_length_penalty(300, 0) == 1.0
-    assert relative_length_penalty(100, 0) == 0.0
+    raw = ADRPOConfig(length_smoothing_tokens=0)  # the plain ratio model / expert
+    assert relative_length_penalty(1300, 1000, raw) == 0.0  # rho = 1.3
+    assert relative_length_penalty(500, 1000, raw) == 0.0  # rho = 0.5
+    assert relative_length_penalty(1650, 1000, raw) == pytest.approx(0.5)  # (1.65 - 1.3) / 0.7
+    assert relative_length_penalty(2000, 1000, raw) == pytest.approx(1.0)
+    assert relative_length_penalty(5000, 1000, raw) == 1.0  # capped
+    assert relative_length_penalty(350, 1000, raw) == pytest.approx(0.5)  # (0.5 - 0.35) / 0.3
+    assert relative_length_penalty(200, 1000, raw) == pytest.approx(1.0)
+    assert relative_length_penalty(0, 1000, raw) == 1.0  # capped
+    # default: rho = (model + 50) / (expert + 50): a few tokens either way are no explosion
+    assert relative_length_penalty(20, 5) == 0.0  # rho = 70 / 55 = 1.27 (plain ratio: 4)
+    assert relative_length_penalty(1650, 1000) == pytest.approx((1700 / 1050 - 1.3) / 0.7)
+    # no free allowance: 199 tokens beyond a 75-token expert (the verbatim dump's piece) is charged in full
+    assert relative_length_penalty(75 + 199, 75) == 1.0
+    # expert wrote nothing: every token written counts (LP 1 from 50 tokens)
+    assert relative_length_penalty(15, 0) == 0.0
+    assert relative_length_penalty(50, 0) == 1.0
+    # the original's 200-token gap, as a setting: skipped whatever rho is
+    original = ADRPOConfig(other_length_min_diff_tokens=200, length_smoothing_tokens=0)
+    assert relative_length_penalty(150, 20, original) == 0.0  # rho 7.5, gap 130
+    assert relative_length_penalty(220, 20, original) == 1.0  # gap 200: no longer skipped
+    assert relative_length_penalty(300, 0, original) == 1.0
+    assert relative_length_penalty(100, 0, original) == 0.0
+
+
+def test_core_length_penalty_with_the_experts_core_write():
+    # 600 characters is the absolute rule's free allowance (150 tokens) ...
+    assert core_length_penalty(600) == 0.0
+    # ... but not when the expert's core write for the session was 100 characters: (150+50)/(25+50) > 2
+    assert core_length_penalty(600, expert_chars=100) == 1.0
+    assert core_length_penalty(120, expert_chars=100) == 0.0  # about the expert's length: free
+    assert core_length_penalty(1600, expert_chars=6000) == 1.0  # the absolute rule still applies
 
 
 def test_relative_length_penalty_needs_one_unit():
-    cfg = ADRPOConfig()
+    cfg = ADRPOConfig(length_smoothing_tokens=0)
     expert_chars = model_chars = 4000
     # Same text length, both converted to tokens: no penalty.
-    assert relative_length_penalty(cfg.tokens(model_chars), cfg.tokens(expert_chars)) == 0.0
+    assert relative_length_penalty(cfg.tokens(model_chars), cfg.tokens(expert_chars), cfg) == 0.0
     # The original compared model chars / 4 to expert chars: rho = 0.25, a heavy penalty for equal lengths.
-    assert relative_length_penalty(model_chars / 4, expert_chars) == pytest.approx((0.5 - 0.25) / 0.3)
+    assert relative_length_penalty(model_chars / 4, expert_chars, cfg) == pytest.approx((0.5 - 0.25) / 0.3)
 
 
 def test_adrpo_reward_applies_penalty_only_when_task_positive():
@@ -347,22 +378,50 @@ def test_answer_f1_charges_every_extra_list_part_where_the_official_metric_does_
     gold = "Paris, Rome"
     guesses = "Paris, Rome, Lisbon, Berlin, Madrid, Oslo"
     assert locomo_f1(guesses, gold, 1) == 1.0  # the official multi-hop F1 pays every guess list in full
-    assert answer_f1(guesses, gold, 1) == pytest.approx(2 * (2 / 6) * 1 / (2 / 6 + 1))
+    assert answer_f1(guesses, gold, 1) == pytest.approx(2 / 6)  # precision 2/6 x recall 1
     assert answer_f1("Paris, Rome", gold, 1) == 1.0 and answer_f1("Rome and Paris", gold, 1) < 1.0
-    assert answer_f1("Paris", gold, 1) == pytest.approx(2 / 3)  # one right part of two: P 1, R 0.5
-    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(0.4)  # a part matches one gold only
-    # other categories: stemmed token F1 over the whole answer (precision charges extra words)
-    assert answer_f1("she was running", "run", 4) == locomo_f1("she was running", "run", 4) == 0.5
+    assert answer_f1("Paris", gold, 1) == pytest.approx(1 / 2)  # one right part of two: P 1, R 0.5
+    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(1 / 6)  # a part matches one gold only
+    # other categories: stems of the whole answer, precision x recall (every extra word costs)
+    assert answer_f1("she was running", "run", 4) == pytest.approx(1 / 3)  # official F1: 0.5
+    assert locomo_f1("she was running", "run", 4) == 0.5
     assert answer_f1("pottery", "pottery; she loves it", 3) == 1.0  # the gold is cut at its first ";"
     assert answer_f1("Not mentioned", None, 5) == 1.0
     assert answer_f1("", "Paris", 4) == 0.0 and answer_f1("Paris", "Paris") == 1.0
 
 
+def test_a_hedge_never_pays_more_than_committing():
+    """A policy torn between two answers earns 1/2 on average by committing to either; token F1 paid the
+    hedge 2/3 whichever was right. Precision x recall pays it 1/2: no more than committing."""
+    for gold in ("Paris", "Rome"):
+        assert answer_f1("Paris Rome", gold, 4) == pytest.approx(1 / 2)
+        assert answer_f1("Paris, Rome", gold, 1) == pytest.approx(1 / 2)
+    # three candidates: 1/3 against the 1/3 of a committed guess among three
+    assert answer_f1("Paris Rome Oslo", "Oslo", 4) == pytest.approx(1 / 3)
+
+
+def test_adversarial_questions_pay_a_committed_refusal_only():
+    """LoCoMo's rule pays anything containing "not mentioned": an answer hedged with a refusal scored 1."""
+    hedge = "adoption agencies (not mentioned)"
+    assert locomo_f1(hedge, None, 5) == 1.0  # the official metric (reports) pays it
+    assert answer_f1(hedge, "adoption agencies", 5) == 0.0
+    assert answer_reward("f1", "any sentence that has not mentioned in it", ["x"], 5) == 0.0
+    for refusal in ("Not mentioned in the conversation", "No information available", "not mentioned"):
+        assert committed_refusal(refusal) == 1.0
+        assert all(answer_reward(kind, refusal, [], 5) == 1.0 for kind in ("f1", "em", "sub_em"))
+    assert committed_refusal("Paris") == 0.0 and committed_refusal("") == 0.0
+
+
 def test_short_sub_em_needs_one_short_answer_holding_the_whole_gold():
     assert sub_em("e", "Emily") == 1.0 and short_sub_em("e", ["Emily"]) == 0.0  # a fragment
     assert short_sub_em("Emily", ["Emily"]) == 1.0
-    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words
+    assert short_sub_em("it was Emily", ["Emily"]) == 1.0  # up to 3 extra words that state nothing
     assert short_sub_em("I think that it was Emily", ["Emily"]) == 0.0
+    assert short_sub_em("in May 2023", ["May 2023"]) == 1.0
+    # a hedge without separators is one part within 3 extra words: it named both answers
+    assert short_sub_em("Likely yes likely no", ["Likely no"]) == 0.0
+    assert short_sub_em("Likely yes likely no", ["Likely yes"]) == 0.0
+    assert short_sub_em("not Emily", ["Emily"]) == 0.0 and short_sub_em("maybe Emily", ["Emily"]) == 0.0
     assert short_sub_em("Emily, Rose", ["Emily"]) == 0.0  # a list of guesses
     assert short_sub_em("Emily or Rose", ["Emily"]) == 0.0
     assert short_sub_em("Emily and Rose", ["Emily and Rose"]) == 1.0

@@ -143,3 +143,54 @@ def test_a_web_page_cannot_spend_the_judge(reward_server) -> None:
     for headers, status in cases:
         r = httpx.post(url + "/v1/score", content=body, headers={**auth, **headers}, timeout=30)
         assert r.status_code == status, (headers, r.text)
+
+
+def test_adversarial_items_pay_a_committed_refusal_only(reward_server) -> None:
+    """Category 5 paid any sentence containing "not mentioned", an answer hedged with a refusal included."""
+    items = [
+        {"metric": "answer_f1", "prediction": p, "answers": ["adoption agencies"], "category": 5}
+        for p in ("adoption agencies (not mentioned)", "it is not mentioned, probably yoga", "Not mentioned in the conversation")
+    ]  # fmt: skip
+    items.append({"metric": "sub_em", "prediction": "Likely yes likely no", "answers": ["Likely no"]})
+    res = post(reward_server, {"items": items}).json()["results"]
+    assert [r["score"] for r in res] == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_compute_score_through_the_server_scores_a_long_reply_as_in_process(reward_server) -> None:
+    """The server takes at most 20,000 characters a field: verl's compute_score sends the part of a reply
+    that MemAgent's score reads (from its last box on), so a long reasoning trace is scored, not refused."""
+    from memrl.integrations.verl.reward import compute_score
+
+    gold = "the " + "x" * 380 + " end"  # 388 characters: LoCoMo has one
+    golds = json.dumps(["Paris", gold])
+    for reply in ("step. " * 5000 + r"\boxed{Paris}", "step. " * 5000 + rf"\boxed{{{gold}}}",
+                  r"\boxed{Paris}" + " more" * 100, "step. " * 5000):  # fmt: skip
+        local = compute_score("memrl/read", reply, golds, {"task": "read"})
+        remote = compute_score("memrl/read", reply, golds, {"task": "read"}, reward_server=reward_server,
+                               reward_token=TOKEN)  # fmt: skip
+        assert remote["score"] == local["score"], reply[-60:]
+    assert [compute_score("memrl/read", r, golds, {"task": "read"}, reward_server=reward_server,
+                          reward_token=TOKEN)["score"] for r in ("x" * 30_000 + r"\boxed{Paris}",
+                                                                 "x" * 30_000 + rf"\boxed{{{gold}}}")] == [1.0, 1.0]  # fmt: skip
+
+
+def test_the_memupdate_item_scores_as_an_episode_does(reward_server) -> None:
+    """The question's own tokens are not the answer's to cover, and probe questions charge what the edit
+    broke: the same function the episode calls, with the same arguments."""
+    from memrl.rewards.memupdate import Probe
+
+    item = {"metric": "memupdate", "answer": "Lisbon", "question": "Where does Alice live, Lisbon?",
+            "retrieved_old": ["Alice likes tea"], "retrieved_new": ["Alice lives in Lisbon"],
+            "old_texts": ["Alice likes tea", "Bob sings"], "new_texts": ["Alice likes tea", "Alice lives in Lisbon"],
+            "probes": [{"answer": "sings", "question": "What does Bob do?", "retrieved_old": ["Bob sings"],
+                        "retrieved_new": ["Alice lives in Lisbon"]}]}  # fmt: skip
+    res = post(reward_server, {"items": [item, {**item, "question": None}]}).json()["results"]
+    assert res[0]["score"] is None and "no scorable token" in res[0]["error"]  # the question gives it away
+    expected = score_memupdate("Lisbon", ["Alice likes tea"], ["Alice lives in Lisbon"], item["old_texts"],
+                               item["new_texts"], probes=[Probe("sings", "What does Bob do?", ["Bob sings"],
+                                                                ["Alice lives in Lisbon"])])  # fmt: skip
+    assert res[1]["score"] == pytest.approx(expected.value) and res[1]["metrics"][
+        "collateral"
+    ] == pytest.approx(0.9)
+    bad = post(reward_server, {"items": [{**item, "probes": [{"answer": "x"}]}]})
+    assert bad.status_code == 422

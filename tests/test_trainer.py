@@ -167,7 +167,9 @@ async def test_memagent_tasks_rewards():
 
     conv = load_dataset("sample")[0][0]
     dog = next(i for i, (_, q, _) in enumerate(MemAgentTasks([conv]).items) if q.answer == "Biscuit")
-    for reward, expected in (("reward", 0.0), ("f1", 2 / 3), ("sub_em", 1.0)):
+    # "biscuit dog" against "biscuit": precision 1/2, recall 1; the f1 reward is their product (a hedge never
+    # pays), and sub_em allows extra function words only ("dog" is not one)
+    for reward, expected in (("reward", 0.0), ("f1", 1 / 2), ("sub_em", 0.0)):
         tasks = MemAgentTasks([conv], reward=reward)
         # reading steps write notes; the answer step (its prompt starts with the question) boxes an answer
         llm = ScriptedLLM(lambda m, t, s: "It is \\boxed{Biscuit the dog}" if m[-1]["content"].startswith("Question:")
@@ -180,7 +182,7 @@ async def test_memagent_tasks_rewards():
         lambda m, t, s: "Biscuit, a dog" if m[-1]["content"].startswith("Question:") else "notes"
     )
     t = await tasks.rollout(llm, dog, 1.0)
-    assert t.reward == pytest.approx(2 / 3) and t.metrics["reward"] == 0.0  # no box: the original gives 0
+    assert t.reward == pytest.approx(1 / 2) and t.metrics["reward"] == 0.0  # no box: the original gives 0
     with pytest.raises(ConfigError, match="reward must be one of"):
         MemAgentTasks([conv], reward="length")
 

@@ -12,9 +12,10 @@ the official metric against a threshold (see :func:`score_session`). Then per ag
 
 with the length penalties of :mod:`memrl.rewards.membuilder` measured on the memory text the agent wrote
 this session (``written_chars``: the contents of its actions, not the JSON around them; converted to tokens
-with the same rule for the policy and the expert), and the
-attribution weight: the agent of the memory type retrieved most often over the session's questions gets
-its GRPO advantage multiplied by alpha = 4.
+with the same rule for the policy and the expert; the core agent's against the expert's core write too),
+and the attribution weight: the agent of the memory type retrieved most often over the session's
+questions, among the memories this session wrote (:func:`written_item_ids`), gets its GRPO advantage
+multiplied by alpha = 4.
 
 Questions come from the data set's own annotations (:func:`session_questions`: a question "about"
 session *s* is one whose evidence ends in it; LoCoMo annotates every question so), drawn in the
@@ -59,7 +60,14 @@ from memrl.scoring.answer import answer_from_memory
 from memrl.scoring.judge import judge_answer
 from memrl.scoring.metrics import score as official_score
 
-__all__ = ["SessionScore", "expert_lengths", "rollout_group", "score_session", "session_questions"]
+__all__ = [
+    "SessionScore",
+    "expert_lengths",
+    "rollout_group",
+    "score_session",
+    "session_questions",
+    "written_item_ids",
+]
 
 #: Characters of retrieved memory the answerer reads when scoring a session (about ten 100-character memories).
 CONTEXT_CHARS = 1000
@@ -122,6 +130,16 @@ def expert_lengths(result: SessionResult) -> dict[str, int]:
     """Memory type -> characters of memory text an expert's build of one session wrote (``written_chars``
     of each agent's trajectory): the ``expert_chars`` that :func:`score_session` compares the policy with."""
     return {t.info["memory_type"]: int(t.metrics.get("written_chars", 0)) for t in result.trajectories}
+
+
+def written_item_ids(result: SessionResult) -> set[str]:
+    """Ids of the memory items the session's agents wrote (added, updated or merged into)."""
+    return {
+        a["item_id"]
+        for t in result.trajectories
+        for a in ((t.info.get("report") or {}).get("applied") or [])
+        if a.get("item_id")
+    }
 
 
 @dataclass
@@ -189,6 +207,7 @@ async def score_session(
         *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k,
                              context_chars=context_chars, max_tokens=answer_tokens) for q in questions)
     )  # fmt: skip
+    written = written_item_ids(result)
     retrieved_types: list[list[str]] = []
     for q, a in zip(questions, answers, strict=True):
         row: dict[str, Any] = {"question_id": q.id, "question": q.question, "gold": q.answer, **a.to_dict()}
@@ -205,7 +224,10 @@ async def score_session(
             if j.error is not None:
                 score.n_failed += 1
             score.n_correct += j.label is True
-        retrieved_types.append(a.retrieved_types)
+        # attribution counts the memories this session wrote, not those of earlier sessions
+        retrieved_types.append(
+            [t for i, t in zip(a.retrieved_ids, a.retrieved_types, strict=True) if i in written]
+        )
         score.questions.append(row)
 
     score.dominant = dominant_type(retrieved_types)
@@ -228,7 +250,10 @@ async def score_session(
             )
             chars = traj.metrics.get("written_chars", 0)
             if mtype == "core":
-                lp = core_length_penalty(chars, cfg)
+                expert_core = expert_chars.get("core") if expert_chars is not None else None
+                lp = core_length_penalty(chars, cfg, expert_chars=expert_core)
+                if expert_core is not None:
+                    traj.metrics["expert_length"] = expert_core
             elif expert_chars is not None and mtype in expert_chars:
                 lp = relative_length_penalty(cfg.tokens(chars), cfg.tokens(expert_chars[mtype]), cfg)
                 traj.metrics["expert_length"] = expert_chars[mtype]

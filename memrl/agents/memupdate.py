@@ -11,7 +11,7 @@ the model as the tool result. Every LLM call and tool result is recorded in one 
     from memrl.agents.memupdate import init_from_observations, run_episode, update_memory
     await init_from_observations(memory, "conv-26@obs", conversation)        # MemUpdate's initial memory
     result = await run_episode(llm, memory, "conv-26@obs", conversation, question)   # RL: on a copy
-    result.trajectory.reward, result.trajectory.metrics                      # (P_new - P_old) * E
+    result.trajectory.reward, result.trajectory.metrics                      # E * gain - collateral
     result = await update_memory(llm, memory, "conv-26@raw", conversation)   # QA runner: in place
 
 ``trajectory.metrics`` counts tool calls (``tool_calls``, ``valid_calls``, ``invalid_calls``,
@@ -40,7 +40,7 @@ from memrl.llm.base import LLM, Message, ToolCall
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.store import NewItem
 from memrl.memory.types import MemoryItem, MemoryType
-from memrl.rewards.memupdate import TOP_K, scorable_tokens, score_memupdate
+from memrl.rewards.memupdate import CONTEXT_CHARS, TOP_K, Probe, scorable_tokens, score_memupdate
 from memrl.tools.base import ToolResult
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext, reader_text
 
@@ -50,7 +50,9 @@ __all__ = [
     "MemUpdateConfig",
     "UpdateResult",
     "init_from_observations",
+    "probe_questions",
     "run_episode",
+    "state_before",
     "update_memory",
 ]
 
@@ -135,7 +137,8 @@ class MemUpdateAgent:
         """One episode editing ``namespace`` in place, optionally focused on ``question``."""
         cfg = self.config
         t0 = time.perf_counter()
-        ctx = MemoryContext(memory, namespace, actor=cfg.actor, rng=random.Random(cfg.tool_seed))
+        ctx = MemoryContext(memory, namespace, actor=cfg.actor, rng=random.Random(cfg.tool_seed),
+                            speakers=tuple(conversation.speakers))  # fmt: skip
         traj = Trajectory(
             agent=self.name,
             task_id=task_id or (question.id if question else conversation.id),
@@ -265,11 +268,51 @@ async def init_from_observations(
     return await memory.add_many(items, namespace=namespace, actor=actor)
 
 
-async def _state(memory: AsyncMemory, namespace: str, query: str) -> tuple[list[str], list[str]]:
-    """The memories retrieved for ``query`` as a reader sees them (best first, enough to fill the reward's
-    character budget), and the contents of all memories, in ``namespace``."""
-    hits = await memory.search(query, namespace=namespace, top_k=TOP_K)
-    return [reader_text(h.item) for h in hits], [i.content for i in await memory.list(namespace=namespace)]
+async def _retrieved(memory: AsyncMemory, namespace: str, query: str) -> list[str]:
+    """The memories retrieved for ``query`` as a reader sees them, best first, as many as fill the reward's
+    character budget (and the one it cuts)."""
+    out: list[str] = []
+    used = 0
+    for h in await memory.search(query, namespace=namespace, top_k=TOP_K):
+        out.append(reader_text(h.item))
+        used += len(out[-1]) + 1
+        if used > CONTEXT_CHARS:
+            break
+    return out
+
+
+async def _state(
+    memory: AsyncMemory, namespace: str, question: Question, probes: list[Question]
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """What the reward reads of ``namespace``: the memories retrieved for the question, the contents of
+    all memories, and the memories retrieved for each probe question."""
+    target = await _retrieved(memory, namespace, question.question)
+    texts = [i.content for i in await memory.list(namespace=namespace)]
+    return target, texts, [await _retrieved(memory, namespace, p.question) for p in probes]
+
+
+async def state_before(
+    memory: AsyncMemory,
+    namespace: str,
+    conversation: Conversation,
+    question: Question,
+    config: MemUpdateConfig | None = None,
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """What :func:`run_episode`'s reward reads of ``namespace`` before an episode on ``question``: pass it
+    as ``before`` to episodes that start from the same namespace, unchanged."""
+    probes = probe_questions(conversation, question, (config or MemUpdateConfig()).probes)
+    return await _state(memory, namespace, question, probes)
+
+
+def probe_questions(conversation: Conversation, question: Question, n: int) -> list[Question]:
+    """Up to ``n`` other answerable questions of the conversation, the same ones for every episode on
+    ``question`` (seeded by its id): the reward subtracts what an edit takes from them."""
+    pool = [
+        q for q in conversation.questions
+        if q.id != question.id and q.answerable and q.answers and scorable_tokens(q.answer, q.question)
+    ]  # fmt: skip
+    random.Random(f"probes:{question.id}").shuffle(pool)
+    return pool[:n]
 
 
 async def run_episode(
@@ -282,16 +325,20 @@ async def run_episode(
     config: MemUpdateConfig | None = None,
     episode_namespace: str | None = None,
     keep_namespace: bool = False,
+    before: tuple[list[str], list[str], list[list[str]]] | None = None,
 ) -> UpdateResult:
     """One RL episode: copy ``namespace`` into an episode namespace, edit it focused on ``question``, score.
 
-    The reward ``(P_new - P_old) * E`` (:func:`~memrl.rewards.memupdate.score_memupdate`) compares the
-    memories retrieved for the question (read within the same character budget), and item counts and
-    lengths, before (``namespace``, untouched) and after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
-    ``p_old``/``p_new``/``efficiency``/...). Failures (provider error; a question with no scorable answer,
+    The reward (:func:`~memrl.rewards.memupdate.score_memupdate`: ``E * (P_new - P_old)`` for a gain, the
+    loss in full, minus the collateral ``D``) compares the memories retrieved for the question (read
+    within the same character budget), the memory texts, and the memories retrieved for ``config.probes``
+    other questions of the conversation (:func:`probe_questions`), before (``namespace``, untouched) and
+    after (the episode namespace). It lands on ``result.trajectory`` (``reward``, ``metrics``
+    ``p_old``/``p_new``/``efficiency``/``collateral``/...). Failures (provider error; a question with no scorable answer,
     detected before any LLM call) set ``trajectory.failure`` and leave the reward None. Episodes of a
     GRPO group can run concurrently: each gets its own namespace, dropped after scoring unless
-    ``keep_namespace``.
+    ``keep_namespace``. ``before``: what the reward reads of ``namespace`` (:func:`state_before`), when
+    many episodes start from the same unchanged namespace and question (a group; the red team's search).
     """
     ep_ns = episode_namespace or f"{namespace}@ep-{uuid.uuid4().hex[:8]}"
     agent = MemUpdateAgent(llm, config)
@@ -301,7 +348,11 @@ async def run_episode(
         result = UpdateResult(ep_ns, conversation.id, traj, question=question.id, stop_reason="failure")
         result.failures.append({"kind": "reward", "error": reason})
         return result
-    retrieved_old, old_texts = await _state(memory, namespace, question.question)
+    cfg = config or MemUpdateConfig()
+    probes = probe_questions(conversation, question, cfg.probes)
+    if before is None:
+        before = await _state(memory, namespace, question, probes)
+    retrieved_old, old_texts, probes_old = before
     await memory.clone(namespace, ep_ns, overwrite=True)
     try:
         result = await agent.run(memory, ep_ns, conversation, question=question)
@@ -309,15 +360,18 @@ async def run_episode(
         traj.info["initial_namespace"] = namespace
         if traj.failure is None:
             try:
-                retrieved_new, new_texts = await _state(memory, ep_ns, question.question)
+                retrieved_new, new_texts, probes_new = await _state(memory, ep_ns, question, probes)
             except MemrlError as e:  # the store or embedder failed while scoring: no reward, a failure
                 if not is_infrastructure(e):
                     raise
                 traj.failure = f"infrastructure: {type(e).__name__}: {e}"
                 result.failures.append({"kind": "infrastructure", "error": str(e)})
                 return result
-            outcome = score_memupdate(question.answer, retrieved_old, retrieved_new, old_texts, new_texts,
-                                      question=question.question)  # fmt: skip
+            outcome = score_memupdate(
+                question.answer, retrieved_old, retrieved_new, old_texts, new_texts, question=question.question,
+                probes=[Probe(p.answer, p.question, old, new)
+                        for p, old, new in zip(probes, probes_old, probes_new, strict=True)],
+            )  # fmt: skip
             if outcome.failure is not None:
                 traj.failure = outcome.failure
                 result.failures.append({"kind": "reward", "error": outcome.failure})

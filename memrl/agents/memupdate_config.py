@@ -46,12 +46,19 @@ class MemUpdateConfig:
     seed: int | None = option(None, "sampling seed (None: unseeded unless greedy)")
     tool_seed: int = option(0, "seed of the tools' random choices (sample_memory)")
     actor: str = option("memupdate", "actor name recorded in the store's history for every change")
+    probes: int = option(
+        8,
+        "other questions of the conversation whose loss of coverage the reward subtracts (collateral "
+        "damage of an edit; 0: none)",
+    )
 
     def __post_init__(self) -> None:
         if self.max_tool_calls < 1 or self.max_turns < 1:
             raise ConfigError("max_tool_calls and max_turns must be >= 1")
         if not 0 <= self.sample_size <= 50 or not 0 <= self.question_hits <= 50:
             raise ConfigError("sample_size and question_hits must be between 0 and 50")
+        if not 0 <= self.probes <= 200:
+            raise ConfigError("probes must be between 0 and 200")
         if self.max_tool_chars < 100:
             raise ConfigError("max_tool_chars must be >= 100 (the model must see at least an error message)")
         try:

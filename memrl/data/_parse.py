@@ -8,13 +8,14 @@ the record and the field, e.g. ``locomo10.json: sample 'conv-26' qa[12]: field '
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memrl.datetimes import parse_date
 from memrl.errors import DataError
+
+__all__ = ["Where", "as_text", "parse_date", "read_json", "read_json_records"]
 
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "a boolean"}
 
@@ -116,67 +117,6 @@ def write_json_records(records: list[Any], path: str | Path) -> Path:
         else:
             json.dump(records, f, ensure_ascii=False)
     return path
-
-
-_MONTHS = {
-    m: i
-    for i, names in enumerate(
-        [
-            ("jan", "january"),
-            ("feb", "february"),
-            ("mar", "march"),
-            ("apr", "april"),
-            ("may",),
-            ("jun", "june"),
-            ("jul", "july"),
-            ("aug", "august"),
-            ("sep", "sept", "september"),
-            ("oct", "october"),
-            ("nov", "november"),
-            ("dec", "december"),
-        ],
-        1,
-    )
-    for m in names
-}
-
-# LoCoMo: "1:56 pm on 8 May, 2023"
-_LOCOMO_DATE = re.compile(
-    r"\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.IGNORECASE
-)
-# LongMemEval: "2023/05/20 (Sat) 02:21"
-_SLASH_DATE = re.compile(r"\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*")
-# PerLTQA: "May 12, 2022"
-_MONTH_DAY_YEAR = re.compile(r"\s*([A-Za-z]+)\.?\s+(\d{1,2}),?\s+(\d{4})\s*")
-
-
-def _build(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime | None:
-    try:
-        return datetime(year, month, day, hour, minute)
-    except ValueError:
-        return None
-
-
-def parse_date(text: str | None) -> datetime | None:
-    """Parse the date formats of the supported data sets; ``None`` if ``text`` is none of them."""
-    if not text or not isinstance(text, str):
-        return None
-    if m := _LOCOMO_DATE.fullmatch(text):
-        hour, minute, ampm, day, month, year = m.groups()
-        h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
-        mon = _MONTHS.get(month.lower())
-        return None if mon is None else _build(int(year), mon, int(day), h, int(minute))
-    if m := _SLASH_DATE.fullmatch(text):
-        year, month, day, hour, minute = m.groups()
-        return _build(int(year), int(month), int(day), int(hour or 0), int(minute or 0))
-    if m := _MONTH_DAY_YEAR.fullmatch(text):
-        month, day, year = m.groups()
-        mon = _MONTHS.get(month.lower())
-        return None if mon is None else _build(int(year), mon, int(day))
-    try:  # ISO-like: "2022-05-12 10:00", "2022-05-12"
-        return datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
 
 
 def as_text(value: Any) -> str:

@@ -8,13 +8,22 @@ pre-session memory and up to five synthetic questions about the session are answ
     r    = task * (1 - 0.8 * LP)          (LP only when task > 0)
 
 * core agent: t = chars / 4; LP = 0 if t <= 150, 1 if t >= 400, linear between
-  (:func:`core_length_penalty`; chars = the text the core agent wrote this session);
-* other agents: rho = model / expert length; LP = 0 if 0.5 <= rho <= 1.3, (rho - 1.3) / 0.7 above,
-  (0.5 - rho) / 0.3 below, capped at 1, and 0 when the two lengths differ by < 200 tokens
-  (:func:`relative_length_penalty`).
-* attribution: the memory type retrieved most often for the session's questions is dominant; that
-  agent's GRPO advantage is multiplied by alpha = 4 (:func:`attribution_weights`); the core agent is
-  never boosted (core memory is always in context, never retrieved).
+  (:func:`core_length_penalty`; chars = the text the core agent wrote this session); with the expert's
+  core write for the session known, the larger of that and the relative penalty below (core memory is
+  read with every question: what the expert kept in 20 tokens is not free at 150);
+* other agents: rho = (model + s) / (expert + s) lengths, s = 50 tokens of smoothing; LP = 0 if
+  0.5 <= rho <= 1.3, (rho - 1.3) / 0.7 above, (0.5 - rho) / 0.3 below, capped at 1
+  (:func:`relative_length_penalty`). The original skipped the penalty whenever the two lengths differed
+  by fewer than 200 tokens: every agent could write 200 tokens (800 characters) beyond the expert for
+  free, and a policy copying the session verbatim into the four agents in pieces of that size beat the
+  expert (0.362 against 0.262). The smoothing does the job the gap did (no explosive ratio when the expert
+  wrote a few tokens) without a free allowance; ``other_length_min_diff_tokens=200`` restores the
+  original.
+* attribution: the memory type retrieved most often for the session's questions, *among the memories
+  this session wrote*, is dominant; that agent's GRPO advantage is multiplied by alpha = 4
+  (:func:`attribution_weights`); the core agent is never boosted (core memory is always in context,
+  never retrieved). Counting the memories of earlier sessions too boosted an agent that wrote nothing
+  (13 of 42 sessions with a silent semantic agent).
 
 Fixed bugs of the original: (1) it measured the expert's length in characters and the model's in
 characters / 4 and compared them; both must be in the same unit (tokens, see :meth:`ADRPOConfig.tokens`).
@@ -22,7 +31,8 @@ characters / 4 and compared them; both must be in the same unit (tokens, see :me
 many operations whenever the server is flaky. Here a server or judge error is a failure outcome with no
 value (:func:`task_reward` with ``n_failed > 0``, or :meth:`RewardOutcome.failed`). (3) When the expert
 wrote nothing it skipped the penalty, letting the policy write unbounded memory for sessions the expert
-skipped; here rho is infinite and LP = 1 (once the 200-token gap is reached).
+skipped; here rho = (model + 50) / 50 grows with every token written (LP = 1 from 50 tokens). (4) It
+skipped the penalty below a 200-token gap (see above).
 """
 
 from __future__ import annotations
@@ -77,7 +87,15 @@ class ADRPOConfig:
         default=0.2, metadata={"help": "Ratio at which the below-tolerance penalty reaches 1."}
     )
     other_length_min_diff_tokens: float = field(
-        default=200.0, metadata={"help": "No ratio penalty when |model - expert| is below this many tokens."}
+        default=0.0,
+        metadata={
+            "help": "No ratio penalty when |model - expert| is below this many tokens (the original: 200, "
+            "a free allowance a verbatim dump exploits)."
+        },
+    )
+    length_smoothing_tokens: float = field(
+        default=50.0,
+        metadata={"help": "s in rho = (model + s) / (expert + s): no explosive ratio on a few tokens."},
     )
     attribution_boost_factor: float = field(
         default=4.0, metadata={"help": "alpha: advantage multiplier of the dominant memory type's agent."}
@@ -109,8 +127,8 @@ class ADRPOConfig:
                 "need 0 <= other_length_lower_min_ratio < other_length_lower_tolerance <= "
                 "other_length_upper_tolerance < other_length_upper_max_ratio"
             )
-        if self.other_length_min_diff_tokens < 0:
-            raise ConfigError("other_length_min_diff_tokens must be >= 0")
+        if self.other_length_min_diff_tokens < 0 or self.length_smoothing_tokens < 0:
+            raise ConfigError("other_length_min_diff_tokens and length_smoothing_tokens must be >= 0")
         if self.attribution_boost_factor <= 0:
             raise ConfigError("attribution_boost_factor must be > 0 (1 disables attribution)")
         if self.n_questions < 1:
@@ -154,23 +172,26 @@ def task_reward(
     return RewardOutcome.ok(task, task=task, correct=float(n_correct))
 
 
-def core_length_penalty(chars: float, config: ADRPOConfig = _DEFAULT) -> float:
-    """LP of the core agent from the number of characters it wrote (t = chars / 4)."""
+def core_length_penalty(
+    chars: float, config: ADRPOConfig = _DEFAULT, *, expert_chars: float | None = None
+) -> float:
+    """LP of the core agent from the number of characters it wrote (t = chars / 4); with the expert's
+    core write of the session (``expert_chars``), the larger of that and the relative penalty."""
     if chars < 0:
         raise ValueError(f"chars must be >= 0, got {chars}")
     t = config.tokens(chars)
     lo, hi = config.core_length_start_penalty, config.core_length_max_penalty
-    if t <= lo:
-        return 0.0
-    if t >= hi:
-        return 1.0
-    return (t - lo) / (hi - lo)
+    absolute = 0.0 if t <= lo else 1.0 if t >= hi else (t - lo) / (hi - lo)
+    if expert_chars is None:
+        return absolute
+    return max(absolute, relative_length_penalty(t, config.tokens(expert_chars), config))
 
 
 def relative_length_penalty(
     model_tokens: float, expert_tokens: float, config: ADRPOConfig = _DEFAULT
 ) -> float:
-    """LP of an episodic/semantic/procedural agent; both lengths in tokens (the SAME unit).
+    """LP of an episodic/semantic/procedural agent; both lengths in tokens (the SAME unit), compared as
+    rho = (model + s) / (expert + s) with s = ``config.length_smoothing_tokens``.
 
     Convert character counts with :meth:`ADRPOConfig.tokens` on both sides.
     """
@@ -178,7 +199,8 @@ def relative_length_penalty(
         raise ValueError(f"lengths must be >= 0, got model={model_tokens}, expert={expert_tokens}")
     if abs(model_tokens - expert_tokens) < config.other_length_min_diff_tokens:
         return 0.0
-    rho = model_tokens / expert_tokens if expert_tokens > 0 else math.inf
+    s = config.length_smoothing_tokens
+    rho = (model_tokens + s) / (expert_tokens + s) if expert_tokens + s > 0 else math.inf
     lo, hi = config.other_length_lower_tolerance, config.other_length_upper_tolerance
     if lo <= rho <= hi:
         return 0.0

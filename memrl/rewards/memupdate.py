@@ -1,27 +1,43 @@
-"""MemUpdate's reward: how much an edit of the memory database helps answer a question, times its efficiency.
+"""MemUpdate's reward: how much an edit of the memory database helps answer a question, what it cost, and
+what it broke.
 
-    r = (P_new - P_old) * E                                              (REFERENCE.md section 2)
+    r = E * (P_new - P_old)   if P_new > P_old   (a gain, discounted by the edit's cost)
+    r = P_new - P_old         otherwise          (harm is charged in full)
+    r = r - D                                     (D: what the edit took from other questions)
 
-* ``P`` (:func:`answer_coverage`) = clamp(|answer tokens & memory tokens| / |answer tokens|, 0.1, 1),
-  where the memory tokens are those of the memories retrieved for the question, read in rank order up to
-  a fixed budget of ``context_chars`` characters (:func:`context_window`, default 600: about the top-5 of
-  LoCoMo's observation memory with their dates, the original's unit), each memory as a reader sees it
-  (its date first: :func:`memrl.tools.memupdate.reader_text`). Answer tokens that the question itself
-  holds do not count (:func:`scorable_tokens`). No LLM involved.
-* ``E`` (:func:`efficiency_factor`) = clamp(size * density * change, 0.1, 1.5) with
-  size = 1 if N_new <= 100 else max(0.1, 1 - (N_new - 100) / 100),
-  density = min(1.2, avg_len_new / max(avg_len_old, 1)) (1 when the old database was empty),
-  change = max(0.8, 1 - 0.5 * |N_new - N_old| / max(N_old, 1)); lengths are in characters.
+* ``P`` (:func:`answer_coverage`): how much of the answer a reader finds *stated together* in the memories
+  retrieved for the question, read in rank order up to a budget of ``context_chars`` characters
+  (:func:`context_window`, default 600: about the top-5 of LoCoMo's observation memory with their dates,
+  the original's unit), each memory as a reader sees it (:func:`memrl.tools.memupdate.reader_text`: its
+  date first). Each part of the answer (``"Paris, Rome"`` has two) counts the most of its tokens that one
+  span of a few words of one memory holds (:func:`span_coverage`); answer tokens the question itself
+  holds do not count (:func:`scorable_tokens`). P is clamped to [0.1, 1] as in the original.
+* ``E`` (:func:`efficiency_factor`, at most 1) = economy x retention: *economy* = 1 / (1 + (k - 1) / 8)
+  for an edit that adds or removes ``k`` memory texts (:func:`edit_size`: one create, update or delete is
+  1; a 5-way merge 5), *retention* = the share of the removed texts' words still found somewhere in the
+  database (:func:`retention`: 1 for a lossless merge or split, 0 for deleting a memory nothing else
+  repeats).
+* ``D`` (:func:`collateral`): the mean loss of P over *probe* questions, other questions of the same
+  conversation (their answers are never shown to the policy), before and after the edit.
 
-Tokenisation (ours, documented because the original split raw lower-cased text on whitespace, so
-``"Paris."`` never matched ``"Paris"``): :func:`memrl.scoring.metrics.normalize_answer` (lower-case, no
-punctuation, no a/an/the/and), then split on whitespace, as a set.
+Why not the original's E (REFERENCE.md section 2: ``clamp(size x density x change, 0.1, 1.5)`` with size
+falling above 100 memories and density rising with longer memories): on LoCoMo's observation memory
+(240-324 memories) the size factor sits at its floor, so every merge that shrinks the database *raises*
+E: the honest fix plus 28 blind 5-way merges of guessed ids earned 0.102 against the fix's 0.044. Here
+an edit is paid for its effect on the question only, every extra changed memory costs, lost words cost,
+and damage to other questions (which a per-question reward never sees, and which blind merges cause)
+is subtracted.
 
-**Why a character budget, not the original's top-5 items**: with an item count, a policy raises P without
-reading anything by merging the top hits into longer items (25 blind ``merge_memory`` calls earned twice
-the reward of the correct fix on LoCoMo conv-26): the answerer simply sees more text. Under the same
-character budget before and after, a merge, a split or a duplicate only reorders or displaces text; only
-putting the answer where the question finds it raises P.
+Why spans, not the original's bag of answer tokens: a memory holding every day, month and year of a
+decade "covers" any date answer; a reader does not read an answer out of a word list. A span of
+``len(part) + 4`` words still holds the answer in any phrasing a memory states it ("[8 May 2023]
+Caroline went ...", "went camping the week before 9 June 2023").
+
+Why a character budget, not the original's top-5 items: with an item count, merging the top hits into
+longer items let the reader see more text (25 blind merges earned twice the fix's reward on conv-26).
+
+Tokenisation (ours: the original split raw lower-cased text on whitespace, so ``"Paris."`` never matched
+``"Paris"``): :func:`memrl.scoring.metrics.normalize_answer`, then whitespace.
 
 Failures: the original returned -0.1 whenever anything raised. Here :func:`score_memupdate` returns a
 :class:`RewardOutcome` whose ``failure`` says why (e.g. an answer with no scorable token), and no value.
@@ -29,19 +45,26 @@ Failures: the original returned -0.1 whenever anything raised. Here :func:`score
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+from memrl.rewards.answer import answer_parts
 from memrl.rewards.outcome import RewardOutcome
 from memrl.scoring.metrics import normalize_answer
 
 __all__ = [
+    "Probe",
     "answer_coverage",
-    "average_length",
+    "collateral",
     "context_window",
-    "scorable_tokens",
+    "edit_size",
     "efficiency_factor",
     "memupdate_reward",
+    "retention",
+    "scorable_tokens",
     "score_memupdate",
+    "span_coverage",
     "tokens",
 ]
 
@@ -49,8 +72,12 @@ __all__ = [
 TOP_K = 50
 #: Characters of retrieved memory the coverage reads, the same before and after an episode.
 CONTEXT_CHARS = 600
-#: Database size above which the size factor starts to fall.
-MAX_MEMORIES = 100
+#: Words a span may hold beyond the answer part's own (its phrasing around it).
+SPAN_SLACK = 4
+#: Changed memories at which an edit's economy has halved (from 1 at one changed memory).
+EDIT_SCALE = 8
+#: Weight of the collateral loss over probe questions.
+COLLATERAL_WEIGHT = 1.0
 
 
 def _clamp(x: float, low: float, high: float) -> float:
@@ -68,21 +95,50 @@ def scorable_tokens(answer: object, question: object = None) -> set[str]:
     return tokens(answer) - (tokens(question) if question is not None else set())
 
 
+def _best_span(words: Sequence[str], wanted: set[str], length: int) -> int:
+    """The most distinct ``wanted`` tokens any ``length`` consecutive ``words`` hold."""
+    best, counts = 0, Counter[str]()
+    for i, w in enumerate(words):
+        if w in wanted:
+            counts[w] += 1
+        if i >= length and words[i - length] in wanted:
+            counts[words[i - length]] -= 1
+            if not counts[words[i - length]]:
+                del counts[words[i - length]]
+        best = max(best, len(counts))
+        if best == len(wanted):
+            break
+    return best
+
+
+def span_coverage(
+    answer: object, texts: Iterable[str], *, question: object = None, slack: int = SPAN_SLACK
+) -> tuple[int, int]:
+    """``(found, wanted)``: of the answer's scorable tokens (per part, :func:`memrl.rewards.answer.
+    answer_parts`), how many a reader finds stated together: for each part, the most of its tokens one
+    span of ``len(part) + slack`` words of one text holds. Raises ``ValueError`` when no token is left to
+    score."""
+    asked = tokens(question) if question is not None else set()
+    parts = [tokens(p) - asked for p in answer_parts(answer)] or [tokens(answer) - asked]
+    parts = [p for p in parts if p]
+    if not parts:
+        raise ValueError(f"answer {answer!r} has no scorable token (none that the question does not hold)")
+    lines = [normalize_answer(t).split() for t in texts]
+    found = sum(max((_best_span(words, p, len(p) + slack) for words in lines), default=0) for p in parts)
+    return found, sum(len(p) for p in parts)
+
+
 def answer_coverage(answer: object, retrieved_texts: Iterable[str], *, question: object = None) -> float:
-    """P: share of the answer's tokens found in the retrieved memories, clamped to [0.1, 1].
+    """P: share of the answer's tokens a reader finds stated together (:func:`span_coverage`) in the
+    retrieved memories, clamped to [0.1, 1].
 
     Pass the texts of the memories retrieved for the question, cut to the reader's budget
     (:func:`context_window`). With ``question``, tokens of the answer that the question holds do not
-    count (:func:`scorable_tokens`). Raises ``ValueError`` if no token is left to score (the original
-    silently scored an empty answer 0.5).
+    count. Raises ``ValueError`` if no token is left to score (the original silently scored an empty
+    answer 0.5).
     """
-    wanted = scorable_tokens(answer, question)
-    if not wanted:
-        raise ValueError(f"answer {answer!r} has no scorable token (none that the question does not hold)")
-    found: set[str] = set()
-    for text in retrieved_texts:
-        found |= tokens(text)
-    return _clamp(len(wanted & found) / len(wanted), 0.1, 1.0)
+    found, wanted = span_coverage(answer, retrieved_texts, question=question)
+    return _clamp(found / wanted, 0.1, 1.0)
 
 
 def context_window(texts: Iterable[str], chars: int = CONTEXT_CHARS) -> list[str]:
@@ -111,27 +167,65 @@ def context_window(texts: Iterable[str], chars: int = CONTEXT_CHARS) -> list[str
     return out
 
 
-def average_length(texts: Sequence[str]) -> float:
-    """Mean length in characters (0.0 for no texts): the unit :func:`efficiency_factor` expects."""
-    return sum(len(t) for t in texts) / len(texts) if texts else 0.0
+def edit_size(old_texts: Sequence[str], new_texts: Sequence[str]) -> int:
+    """How many memories an edit changed: the larger of the texts it added and the texts it removed
+    (multisets: a duplicate counts). A create, an update or a delete is 1; a 5-way merge is 5."""
+    old, new = Counter(old_texts), Counter(new_texts)
+    return max(sum((new - old).values()), sum((old - new).values()))
+
+
+def retention(old_texts: Sequence[str], new_texts: Sequence[str]) -> float:
+    """The share of the words of the removed texts still found somewhere in the new database (1.0 when
+    nothing was removed): a lossless merge or split keeps 1, a delete of a memory nothing repeats 0."""
+    removed = Counter(old_texts) - Counter(new_texts)
+    words = [w for text in removed.elements() for w in tokens(text)]
+    if not words:
+        return 1.0
+    kept = set().union(*(tokens(t) for t in new_texts)) if new_texts else set()
+    return sum(w in kept for w in words) / len(words)
 
 
 def efficiency_factor(
-    n_old: int, n_new: int, avg_len_old: float, avg_len_new: float, *, max_memories: int = MAX_MEMORIES
+    old_texts: Sequence[str], new_texts: Sequence[str], *, scale: float = EDIT_SCALE
 ) -> float:
-    """E = clamp(size * density * change, 0.1, 1.5) for a database going from ``n_old`` to ``n_new`` items."""
-    if n_old < 0 or n_new < 0:
-        raise ValueError(f"memory counts must be >= 0, got n_old={n_old}, n_new={n_new}")
-    size = 1.0 if n_new <= max_memories else max(0.1, 1.0 - (n_new - max_memories) / max_memories)
-    # The original only measures density against a non-empty old database.
-    density = min(1.2, avg_len_new / max(avg_len_old, 1.0)) if n_old > 0 else 1.0
-    change = max(0.8, 1.0 - 0.5 * abs(n_new - n_old) / max(n_old, 1))
-    return _clamp(size * density * change, 0.1, 1.5)
+    """E = economy x retention, in [0, 1] (see the module docstring); 1.0 when nothing changed."""
+    k = edit_size(old_texts, new_texts)
+    economy = 1.0 / (1.0 + max(0, k - 1) / scale)
+    return economy * retention(old_texts, new_texts)
 
 
-def memupdate_reward(p_old: float, p_new: float, e: float) -> float:
-    """r = (P_new - P_old) * E."""
-    return (p_new - p_old) * e
+@dataclass(frozen=True)
+class Probe:
+    """Another question of the conversation, and what a search for it retrieves before and after."""
+
+    answer: object
+    question: object
+    retrieved_old: Sequence[str]
+    retrieved_new: Sequence[str]
+
+
+def collateral(probes: Iterable[Probe], context_chars: int = CONTEXT_CHARS) -> float:
+    """D: the mean drop of P over the probes (a gain on a probe is not counted: the reward is for the
+    target question); 0.0 without probes. Probes without a scorable token are skipped."""
+    drops = []
+    for p in probes:
+        try:
+            old = answer_coverage(
+                p.answer, context_window(p.retrieved_old, context_chars), question=p.question
+            )
+            new = answer_coverage(
+                p.answer, context_window(p.retrieved_new, context_chars), question=p.question
+            )
+        except ValueError:
+            continue
+        drops.append(max(0.0, old - new))
+    return sum(drops) / len(drops) if drops else 0.0
+
+
+def memupdate_reward(p_old: float, p_new: float, e: float, d: float = 0.0) -> float:
+    """r = E * (P_new - P_old) for a gain, P_new - P_old for a loss, minus the collateral ``d``."""
+    delta = p_new - p_old
+    return (e * delta if delta > 0 else delta) - COLLATERAL_WEIGHT * d
 
 
 def score_memupdate(
@@ -141,33 +235,34 @@ def score_memupdate(
     old_texts: Sequence[str],
     new_texts: Sequence[str],
     *,
-    max_memories: int = MAX_MEMORIES,
     context_chars: int = CONTEXT_CHARS,
     question: object = None,
+    probes: Sequence[Probe] = (),
 ) -> RewardOutcome:
     """The whole MemUpdate reward for one question, as an outcome.
 
     ``retrieved_old``/``retrieved_new``: texts of the memories retrieved for the question before and
-    after the episode, best first (enough to fill ``context_chars``: both are cut to that budget); ``old_texts``/``new_texts``: all memory texts before and after (for E). A reward
-    that cannot be computed is a failure, never a number.
+    after the episode, best first, as a reader sees them (enough to fill ``context_chars``: both are cut
+    to that budget); ``old_texts``/``new_texts``: all memory texts before and after (for E); ``probes``:
+    other questions of the conversation (for D). A reward that cannot be computed is a failure, never a
+    number.
     """
     try:
         p_old = answer_coverage(answer, context_window(retrieved_old, context_chars), question=question)
         p_new = answer_coverage(answer, context_window(retrieved_new, context_chars), question=question)
     except ValueError as exc:
         return RewardOutcome.failed(f"memupdate: {exc}")
-    e = efficiency_factor(
-        len(old_texts),
-        len(new_texts),
-        average_length(old_texts),
-        average_length(new_texts),
-        max_memories=max_memories,
-    )
+    e = efficiency_factor(old_texts, new_texts)
+    d = collateral(probes, context_chars)
     return RewardOutcome.ok(
-        memupdate_reward(p_old, p_new, e),
+        memupdate_reward(p_old, p_new, e, d),
         p_old=p_old,
         p_new=p_new,
         efficiency=e,
+        edit_size=float(edit_size(old_texts, new_texts)),
+        retention=retention(old_texts, new_texts),
+        collateral=d,
+        n_probes=float(len(probes)),
         n_old=float(len(old_texts)),
         n_new=float(len(new_texts)),
     )

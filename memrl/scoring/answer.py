@@ -8,7 +8,6 @@ which is what LoCoMo's category-5 rule and LongMemEval's abstention questions lo
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +15,11 @@ from typing import Any
 from memrl.data.documents import is_documents
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.data.types import Conversation, Question
+from memrl.datetimes import shown_date
 from memrl.errors import MemrlError
 from memrl.llm.base import LLM, SamplingParams
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.reading import shown_text
 from memrl.memory.types import SearchHit
 
 ANSWER_SYSTEM = (
@@ -38,31 +39,28 @@ DOCUMENTS_SYSTEM = (
 
 
 def memory_date(hit: SearchHit) -> str | None:
-    meta = hit.item.metadata
-    return meta.get("date_text") or meta.get("date")
+    """The date shown with a retrieved memory (:func:`memrl.datetimes.shown_date`: only a real date)."""
+    return shown_date(hit.item.metadata)
 
 
-_DATED = re.compile(r"^\[[^\]]*\d{4}[^\]]*\]")
+def shown_memory(hit: SearchHit) -> str:
+    """One retrieved memory as the reader reads it (:func:`memrl.memory.reading.shown_text`)."""
+    return shown_text(hit.item)
 
 
 def format_memories(hits: list[SearchHit]) -> str:
-    """Numbered memory lines (one line each), each with its date unless the memory starts with one."""
-    lines = []
-    for i, h in enumerate(hits, start=1):
-        # Builders may index extra context (the raw builder folds in neighbouring turns); the reader gets
-        # the memory itself when the builder kept it apart (metadata "text").
-        content = " ".join(str(h.item.metadata.get("text") or h.item.content).split())
-        date = None if _DATED.match(content) else memory_date(h)
-        lines.append(f"{i}. " + (f"[{date}] " if date else "") + content)
+    """Numbered memory lines (one line each, :func:`shown_memory`)."""
+    lines = [f"{i}. {shown_memory(h)}" for i, h in enumerate(hits, start=1)]
     return "\n".join(lines) if lines else "(no memories)"
 
 
 def within_budget(hits: list[SearchHit], chars: int) -> list[SearchHit]:
-    """The leading ``hits`` whose contents add up to at most ``chars`` characters (newlines included)."""
+    """The leading ``hits`` whose lines as the reader reads them (:func:`shown_memory`: the date shown
+    counts like content) add up to at most ``chars`` characters (newlines included)."""
     out: list[SearchHit] = []
     used = 0
     for h in hits:
-        used += len(h.item.content) + (1 if out else 0)
+        used += len(shown_memory(h)) + (1 if out else 0)
         if used > chars:
             break
         out.append(h)

@@ -249,27 +249,29 @@ _BOXED = "\\boxed{"
 
 
 def boxed_answer(text: str | None, window: int = 300) -> str | None:
-    """The content of the last ``\\boxed{...}`` that starts in the final ``window`` characters.
+    """The content of the last ``\\boxed{...}``, when the box ends in the final ``window`` characters.
 
-    Nested braces are matched (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``). Returns ``None`` when
-    there is no ``\\boxed{`` in the window or its braces never close.
+    MemAgent reads the last box in the final 300 characters of the reply; a box that *starts* there
+    cannot hold a longer gold answer (LoCoMo has one of 388 characters), so here the box must *end* there
+    (nothing but ``window`` characters after it): every box MemAgent's rule finds is found, and a long one
+    too. Nested braces are matched (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``). Returns ``None`` when
+    there is no ``\\boxed{``, its braces never close, or more than ``window`` characters follow it.
     """
     if not text:
         return None
-    tail = text[-window:] if window > 0 else text
-    start = tail.rfind(_BOXED)
+    start = text.rfind(_BOXED)
     if start < 0:
         return None
     depth = 1
     body_start = start + len(_BOXED)
-    for i in range(body_start, len(tail)):
-        ch = tail[i]
+    for i in range(body_start, len(text)):
+        ch = text[i]
         if ch == "{":
             depth += 1
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return tail[body_start:i]
+                return text[body_start:i] if window <= 0 or len(text) - (i + 1) < window else None
     return None
 
 

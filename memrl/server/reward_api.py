@@ -39,6 +39,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memrl.rewards.answer import answer_reward
 from memrl.rewards.memagent import memagent_eval
+from memrl.rewards.memupdate import Probe as MemUpdateProbe
 from memrl.rewards.memupdate import score_memupdate
 from memrl.scoring import metrics as M
 from memrl.scoring.judge import judge_answer
@@ -115,15 +116,29 @@ class MemAgent(_Item):
     answers: Golds
 
 
+class Probe(BaseModel):
+    """Another question of the conversation and what a search for it retrieves before and after."""
+
+    model_config = ConfigDict(extra="forbid")
+    answer: Text
+    question: Text | None = None
+    retrieved_old: Texts
+    retrieved_new: Texts
+
+
 class MemUpdate(_Item):
-    """MemUpdate's reward (P_new - P_old) * E from the top-5 memories before/after and all memory texts."""
+    """MemUpdate's reward (:func:`memrl.rewards.memupdate.score_memupdate`) from the memories retrieved
+    for the question before/after (as a reader sees them, best first), all memory texts before/after,
+    the question (its tokens are not the answer's to cover) and probe questions (the collateral loss)."""
 
     metric: Literal["memupdate"]
     answer: Text
+    question: Text | None = None
     retrieved_old: Texts
     retrieved_new: Texts
     old_texts: Texts
     new_texts: Texts
+    probes: Annotated[list[Probe], Field(max_length=64)] = []
 
 
 class Judge(_Item):
@@ -177,9 +192,9 @@ def score_pure(item: Any) -> ScoreResult:
         ev = memagent_eval(item.response, item.answers)
         return ScoreResult(score=ev["reward"], metrics=ev)
     if isinstance(item, MemUpdate):
-        out = score_memupdate(
-            item.answer, item.retrieved_old, item.retrieved_new, item.old_texts, item.new_texts
-        )
+        probes = [MemUpdateProbe(p.answer, p.question, p.retrieved_old, p.retrieved_new) for p in item.probes]
+        out = score_memupdate(item.answer, item.retrieved_old, item.retrieved_new, item.old_texts,
+                              item.new_texts, question=item.question, probes=probes)  # fmt: skip
         if out.value is None:
             return ScoreResult(score=None, error=out.failure)
         return ScoreResult(score=out.value, metrics=dict(out.metrics))

@@ -202,13 +202,13 @@ async def apply_actions(
     for action in actions:
         record = action.model_dump()
         try:
-            await _apply_one(memory, namespace, mtype, action, session, evidence, meta, actor)
+            written = await _apply_one(memory, namespace, mtype, action, session, evidence, meta, actor)
         except (MemrlError, ValueError) as e:
             if is_infrastructure(e):  # the store or embedder failed, not the action: the caller decides
                 raise
             report.failed.append({**record, "error": str(e)})
         else:
-            report.applied.append(record)
+            report.applied.append({**record, "item_id": written} if written else record)
     return report
 
 
@@ -221,7 +221,8 @@ async def _apply_one(
     evidence: tuple[str, ...],
     meta: dict[str, Any],
     actor: str,
-) -> None:
+) -> str | None:
+    """Apply one action; the id of the memory item it wrote (None for core memory and SKIP)."""
     if isinstance(action, CoreAppend):
         await memory.core_append(action.content, namespace=ns, actor=actor)
     elif isinstance(action, CoreReplace):
@@ -229,7 +230,7 @@ async def _apply_one(
     elif isinstance(action, CoreRewrite):
         await memory.core_rewrite(action.content, namespace=ns, actor=actor)
     elif isinstance(action, Add):
-        await memory.add(
+        item = await memory.add(
             action.memory,
             namespace=ns,
             type=mtype,
@@ -238,14 +239,17 @@ async def _apply_one(
             session=session,
             actor=actor,
         )
+        return item.id
     elif isinstance(action, Update):
         old = await resolve(memory, ns, mtype, action.old_memory)
         ev = tuple(dict.fromkeys((*old.evidence, *evidence)))
-        await memory.update(old.id, action.new_memory, namespace=ns, evidence=ev, actor=actor)
+        item = await memory.update(old.id, action.new_memory, namespace=ns, evidence=ev, actor=actor)
+        return item.id
     elif isinstance(action, Merge):
         olds = [await resolve(memory, ns, mtype, ref) for ref in action.old_memories]
         ids = list(dict.fromkeys(o.id for o in olds))
         if len(ids) < 2:
             raise ValueError("MERGE needs at least two different existing memories")
-        await memory.merge(ids, action.new_memory, namespace=ns, evidence=evidence, actor=actor)
-    # Skip: nothing to do
+        item = await memory.merge(ids, action.new_memory, namespace=ns, evidence=evidence, actor=actor)
+        return item.id
+    return None  # core memory has no item id; SKIP does nothing

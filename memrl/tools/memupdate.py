@@ -18,7 +18,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
+from memrl.datetimes import DATE_KEYS, parse_date, shown_date
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.reading import shown_text
 from memrl.memory.types import MemoryItem
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.splitting import SPLITTERS, limit_parts, lost_words
@@ -36,26 +38,56 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=64)]
 
 @dataclass
 class MemoryContext:
-    """What a tool acts on: one namespace of a memory, with the acting agent's name and a seeded RNG."""
+    """What a tool acts on: one namespace of a memory, with the acting agent's name and a seeded RNG.
+    ``speakers``: the names a memory's ``speaker`` metadata may take (empty: any one short name)."""
 
     memory: AsyncMemory
     namespace: str
     actor: str = "agent"
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     max_item_chars: int = MAX_ITEM_CHARS
+    speakers: tuple[str, ...] = ()
+
+
+#: Metadata keys the store and its builders derive (search reads some of them: ``unit`` collapses hits,
+#: ``mentions_time`` boosts *when* questions, ``vector_key`` names a cached vector): a tool call may not set
+#: them. The keys a reader is shown (:data:`memrl.memory.reading.READER_KEYS`) are checked apart.
+DERIVED_KEYS = ("unit", "mentions_time", "vector_key", "source", "merge_strategy", "session", "memory_id")
+
+
+def metadata_problem(metadata: dict[str, Any] | None, speakers: tuple[str, ...] = ()) -> str | None:
+    """Why a model may not store this metadata (None: it may). What a reader is shown or search ranks by
+    is not free text: ``text`` (shown in place of the content) and the derived keys are refused, a date
+    (``date``, ``date_text``) must be one date, and ``speaker`` one of the conversation's speakers. Without
+    this, a memory could carry every month and year of a decade as its "date" and be read as if it said
+    when something happened, or claim a time mention to be ranked first for every *when* question."""
+    for key, value in (metadata or {}).items():
+        if key == "text" or key in DERIVED_KEYS:
+            return f"metadata key {key!r} is set by the system, not by a tool call (put facts in content)"
+        if key in DATE_KEYS and (not isinstance(value, str) or len(value) > 64 or parse_date(value) is None):
+            return (
+                f"metadata {key!r} must be one date (like '2023-05-08' or '1:56 pm on 8 May, 2023'), "
+                f"got {str(value)[:60]!r}"
+            )
+        if key == "speaker":
+            ok = value in speakers if speakers else isinstance(value, str) and 0 < len(value) <= 40
+            if not ok or not isinstance(value, str) or len(value.split()) > 3:
+                names = f" (one of {', '.join(speakers)})" if speakers else ""
+                return f"metadata 'speaker' must be the name of one speaker{names}, got {str(value)[:60]!r}"
+    return None
 
 
 def item_date(item: MemoryItem) -> str | None:
-    """The date a reader is shown with a memory (``date_text``, else ``date`` of its metadata)."""
-    date = item.metadata.get("date_text") or item.metadata.get("date")
-    return str(date) if date else None
+    """The date a reader is shown with a memory: its metadata's ``date_text``, else ``date``, only when it
+    parses as one date, in one canonical form (:func:`memrl.datetimes.shown_date`). Free text stored under
+    a date key is never shown: a reader is not handed a list of every month of a decade as "the date"."""
+    return shown_date(item.metadata)
 
 
 def reader_text(item: MemoryItem) -> str:
-    """A memory as an answering model reads it (:func:`memrl.scoring.answer.format_memories`): its date
-    first, then its content."""
-    date = item_date(item)
-    return f"[{date}] {item.content}" if date else item.content
+    """A memory as an answering model reads it (:func:`memrl.memory.reading.shown_text`, the line
+    :func:`memrl.scoring.answer.format_memories` shows): its date first, then its text."""
+    return shown_text(item)
 
 
 def joined_text(items: list[MemoryItem]) -> str:
@@ -72,8 +104,9 @@ def joined_text(items: list[MemoryItem]) -> str:
 def format_item(item: MemoryItem, score: float | None = None) -> str:
     """One line per memory, as the model sees it: ``[id] (type, date) content``."""
     tags = [item.type.value]
-    if item.metadata.get("date"):
-        tags.append(str(item.metadata["date"]))
+    date = item.metadata.get("date")
+    if isinstance(date, str) and parse_date(date) is not None:
+        tags.append(date)
     head = f"[{item.id}] ({', '.join(tags)})"
     if score is not None:
         head += f" score={score:.3f}"
@@ -131,6 +164,9 @@ async def manage_memory(
             the memory's existing fields.
         memory_id: The id of the memory to update (required for "update").
     """
+    problem = metadata_problem(metadata, ctx.speakers)
+    if problem is not None:
+        return ToolResult(False, f"Error in manage_memory: {problem}. Nothing was changed.", error=problem)
     if operation == "create":
         if memory_id:
             return ToolResult(False, "Error in manage_memory: do not pass memory_id with operation 'create'. "

@@ -15,7 +15,7 @@ memory type for ``build``). A rollout that fails (provider error, a reward that 
   list part charged; ``em``; ``sub_em``), the official metric (:func:`memrl.scoring.metrics.score`) logged.
 * :class:`UpdateTasks` (``update``): a MemUpdate tool episode on LoCoMo's observation memory, focused on
   one question; the local back-end constrains every reply to a tool call or plain text; reward MemUpdate's
-  exact ``(P_new - P_old) * E``.
+  (:func:`memrl.rewards.memupdate.score_memupdate`).
 * :class:`BuildTasks` (``build``): MemBuilder's four agents build one session (JSON actions constrained by
   their schemas) on a clone of the memory the data set's own annotations give before that session;
   ADRPO rewards (questions about the session answered from the built memory, official metric >= 0.5 as

@@ -8,7 +8,7 @@ each (reward, policy) pair next to an honest reference policy (gold-informed, or
   MemAgent's boxed match, verl's ``compute_score`` and the reward server's items, on questions answered
   from LoCoMo's observation memory; the official metrics are shown beside them as *report only*;
 * MemUpdate (:mod:`.update`): whole tool episodes (:func:`memrl.agents.memupdate.run_episode`) driven by a
-  scripted policy model, rewarded ``(P_new - P_old) * E``;
+  scripted policy model, rewarded by :func:`memrl.rewards.memupdate.score_memupdate`;
 * MemBuilder / ADRPO (:mod:`.build`): sessions built by scripted agents on the expert's pre-session memory
   and scored by :func:`memrl.agents.adrpo.score_session` (an oracle reader answers exactly when its context
   holds the gold answer; the length penalty compares with the expert's lengths).

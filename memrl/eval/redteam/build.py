@@ -4,9 +4,12 @@ For each session, the memory before it is the annotation expert's (as ``memrl tr
 has it); the four agents are then played by one scripted policy, and the session is scored by
 :func:`memrl.agents.adrpo.score_session` exactly as a trainer scores it: the session's questions answered
 from core memory and the retrieved memories within the reader's character budget, judged by the training
-F1, times the length penalty against the expert's lengths. The reader is an oracle: it answers with the
-gold exactly when its context holds every token of the gold answer (the best a reader can do with that
-context; a weaker one would only lower every policy's task reward). The honest policy is the expert.
+F1, times the length penalty against the expert's lengths. The reader is an oracle that reads like a
+model: it answers with the gold exactly when one line of its context (core memory's lines, one per
+retrieved memory) states each part of the gold answer within a few words
+(:func:`memrl.rewards.memupdate.span_coverage`, the rule MemUpdate's coverage uses). An oracle that
+credited any context holding every gold token somewhere paid a bag of the session's words (0.338 against
+the expert's 0.262). The honest policy is the expert.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from memrl.data.types import Conversation, Session
 from memrl.eval.redteam import HONEST, RewardTable
 from memrl.memory.facade import AsyncMemory
 
-__all__ = ["BUILD_POLICIES", "build_policy", "oracle_answer", "oracle_reader", "score_builds"]
+__all__ = [
+    "BUILD_POLICIES",
+    "build_policy",
+    "oracle_answer",
+    "oracle_reader",
+    "score_builds",
+]
 
 BUILD_POLICIES = (
     HONEST, "empty", "copy memory", "list of guesses", "one letter", "maximal length", "blind merges",
@@ -48,7 +57,7 @@ def oracle_reader(conversation: Conversation) -> Any:
 
 def oracle_answer(conversation: Conversation) -> Callable[..., str]:
     """The rule of :func:`oracle_reader` (to combine with a scripted policy's own rule)."""
-    from memrl.rewards.memupdate import tokens
+    from memrl.rewards.memupdate import span_coverage, tokens
 
     gold = {q.question: q.answer for q in conversation.questions}
 
@@ -57,10 +66,27 @@ def oracle_answer(conversation: Conversation) -> Callable[..., str]:
         m = _QUESTION.search(text)
         if m is None or m.group(1) not in gold:
             return NOT_ANSWERABLE
-        context = text[: m.start()]
-        return str(gold[m.group(1)]) if tokens(gold[m.group(1)]) <= tokens(context) else NOT_ANSWERABLE
+        lines = text[: m.start()].splitlines()  # core memory's lines and one line per memory
+        try:
+            found, wanted = span_coverage(gold[m.group(1)], lines, question=m.group(1))
+        except ValueError:  # the question holds the whole answer: every token must be there
+            found, wanted = (
+                len(tokens(gold[m.group(1)]) & tokens(" ".join(lines))),
+                len(tokens(gold[m.group(1)])),
+            )
+        return str(gold[m.group(1)]) if found == wanted else NOT_ANSWERABLE
 
     return answer
+
+
+async def _copy(memory: AsyncMemory, src: str, dst: str) -> None:
+    """``dst`` becomes a copy of ``src`` (an empty memory when nothing was ever written to ``src``)."""
+    from memrl.errors import NotFoundError
+
+    try:
+        await memory.clone(src, dst, overwrite=True)
+    except NotFoundError:
+        await memory.reset(namespace=dst)
 
 
 def build_policy(name: str, conversation: Conversation, session: Session) -> Callable[..., Any]:
@@ -125,14 +151,7 @@ async def score_builds(
     from memrl.agents.adrpo import expert_lengths, score_session, session_questions
     from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
-    from memrl.errors import NotFoundError
     from memrl.llm.scripted import ScriptedLLM
-
-    async def copy(src: str, dst: str) -> None:
-        try:
-            await memory.clone(src, dst, overwrite=True)
-        except NotFoundError:  # nothing written there yet: an empty memory
-            await memory.reset(namespace=dst)
 
     policies = [HONEST, *(p for p in policies if p != HONEST)]  # the expert first: its lengths are the LP's
     table = RewardTable()
@@ -147,11 +166,11 @@ async def score_builds(
             if questions and done < sessions_per_conversation:
                 done += 1
                 before = f"{ns}#before"
-                await copy(ns, before)
+                await _copy(memory, ns, before)
                 lengths: dict[str, int] = {}
                 for name in policies:
                     trial = f"{ns}#{name}"
-                    await copy(before, trial)
+                    await _copy(memory, before, trial)
                     agent = MemBuilderAgent(ScriptedLLM(build_policy(name, conv, s)))
                     result = await agent.build_session(memory, trial, conv, s)
                     if name == HONEST:

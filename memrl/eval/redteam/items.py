@@ -16,7 +16,7 @@ from datetime import date
 
 from memrl.data.types import Conversation, Question
 
-__all__ = ["Item", "frequent_answers", "pick_questions", "spoken_date"]
+__all__ = ["Item", "frequent_answers", "pick_questions", "priors", "spoken_date"]
 
 CATEGORIES = ("multi-hop", "temporal", "open-domain", "single-hop")
 
@@ -52,14 +52,27 @@ def pick_questions(conversations: Sequence[Conversation], per_category: int, see
     return out
 
 
-def frequent_answers(conversations: Sequence[Conversation]) -> dict[str, list[str]]:
-    """Category -> the answers given most often in these conversations, most frequent first."""
+def frequent_answers(
+    conversations: Sequence[Conversation], *, exclude: str | None = None
+) -> dict[str, list[str]]:
+    """Category -> the answers given most often in these conversations, most frequent first (ties in
+    order of appearance). ``exclude``: leave that conversation out, so a guess about one of its
+    questions cannot be its own answer (where most answers occur once, "the most frequent" would
+    otherwise hand the first questions their own golds)."""
     counts: dict[str, Counter[str]] = {c: Counter() for c in CATEGORIES}
     for conv in conversations:
+        if conv.id == exclude:
+            continue
         for q in conv.questions:
             if q.category in counts and q.answers:
                 counts[q.category][str(q.answer).strip()] += 1
     return {c: [a for a, _ in n.most_common()] for c, n in counts.items()}
+
+
+def priors(conversations: Sequence[Conversation]) -> dict[str, dict[str, list[str]]]:
+    """Conversation id -> the frequent answers of the *other* conversations (:func:`frequent_answers`):
+    what a policy may guess from the training answers about a question it has not seen."""
+    return {c.id: frequent_answers(conversations, exclude=c.id) for c in conversations}
 
 
 def spoken_date(iso: object) -> str | None:

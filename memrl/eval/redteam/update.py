@@ -3,11 +3,13 @@
 Each policy is a :class:`~memrl.llm.scripted.ScriptedLLM` rule playing the policy model inside the real
 episode (:func:`memrl.agents.memupdate.run_episode`: the agent loop, the six tools, the reward). It sees
 what the model sees (the opening message with the question's current hits, then tool results) and only
-copies ids, texts and dates out of it. The honest policy writes one memory stating the gold answer.
+copies ids, texts and dates out of it. The honest policy writes one memory stating the gold answer (with
+the speaker the question names as its metadata: :func:`honest_fix`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +18,15 @@ from memrl.eval.redteam import HONEST, RewardTable
 from memrl.eval.redteam.items import Item, spoken_date
 from memrl.memory.facade import AsyncMemory
 
-__all__ = ["UPDATE_POLICIES", "score_updates", "update_policy"]
+__all__ = [
+    "DATE_BAG",
+    "UPDATE_POLICIES",
+    "UpdateFamily",
+    "gene_calls",
+    "genome_policy",
+    "score_updates",
+    "update_policy",
+]
 
 UPDATE_POLICIES = (
     HONEST, "empty", "copy question", "copy memory", "list of guesses", "one letter", "blind merges",
@@ -39,6 +49,18 @@ def _create(content: str) -> dict[str, Any]:
     return _call("manage_memory", operation="create", content=content[:2000] or "-")
 
 
+def honest_fix(item: Item) -> dict[str, Any]:
+    """The honest policy's edit: one memory stating the question's answer, with the speaker it is about
+    (search ranks a memory of the speaker a question names first, as it does the observations)."""
+    q = item.question
+    named = [s for s in item.conversation.speakers if s.lower() in q.question.lower()]
+    meta = {"speaker": named[0]} if len(named) == 1 else None
+    call = _call("manage_memory", operation="create", content=f"{q.question} {q.answer}."[:2000])
+    if meta:
+        call["tool_calls"][0]["arguments"]["metadata"] = meta
+    return call
+
+
 def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..., Any]:
     """The scripted model of policy ``name`` for one episode (a fresh one per episode: it keeps state)."""
     q = item.question
@@ -55,7 +77,7 @@ def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..
         )
         once = state["turn"] == 1
         if name == HONEST:
-            return _create(f"{q.question} {q.answer}.") if once else "Added the missing fact."
+            return honest_fix(item) if once else "Added the missing fact."
         if name == "empty":
             return "The database is fine."
         if name in ("copy question", "copy memory", "list of guesses", "one letter", "maximal length",
@@ -92,22 +114,179 @@ def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..
 async def score_updates(
     memory: AsyncMemory,
     items: Sequence[Item],
-    frequent: dict[str, list[str]],
+    priors: dict[str, dict[str, list[str]]],
     *,
     max_tool_calls: int = 30,
     policies: Sequence[str] = UPDATE_POLICIES,
 ) -> RewardTable:
     """Every policy's MemUpdate reward on every item (one real episode each)."""
-    from memrl.agents.memupdate import MemUpdateConfig, run_episode
+    from memrl.agents.memupdate import MemUpdateConfig, run_episode, state_before
     from memrl.llm.scripted import ScriptedLLM
 
     cfg = MemUpdateConfig(max_tool_calls=max_tool_calls, max_turns=max_tool_calls + 1)
     table = RewardTable()
     for item in items:
+        before = await state_before(memory, item.namespace, item.conversation, item.question, cfg)
         for name in policies:
-            llm = ScriptedLLM(update_policy(name, item, frequent.get(item.question.category, [])))
+            frequent = priors[item.conversation.id].get(item.question.category, [])
+            llm = ScriptedLLM(update_policy(name, item, frequent))
             result = await run_episode(
-                llm, memory, item.namespace, item.conversation, item.question, config=cfg
+                llm, memory, item.namespace, item.conversation, item.question, config=cfg, before=before
             )
             table.add("memupdate", name, result.trajectory.reward)
     return table
+
+
+# ---------------------------------------------------------------------------------------------------
+# The search's genes (:mod:`.search`): an episode is the genes' tool calls, in order, up to the budget.
+
+_MONTHS = "January February March April May June July August September October November December"
+#: Every day, month, year 2013-2024 and time word: no knowledge of any answer, all of every date's tokens.
+DATE_BAG = " ".join(
+    [*map(str, range(1, 32)), _MONTHS, *map(str, range(2013, 2025)),
+     "morning afternoon evening night yesterday today last week month year weekend"]
+)  # fmt: skip
+#: The cheats an outside red team found (issue 32), as genomes: the search starts from them.
+REGRESSIONS: dict[str, tuple[tuple[Any, ...], ...]] = {
+    # the fix plus 28 lossless 5-way merges of guessed ids: the old E rose as the database shrank
+    "efficiency inflation": (("honest",), ("merge_guess", 28, 5)),
+    # every date word in a memory's free-form date_text (shown first to the reader), and a time mention
+    "metadata stuffing": (("stuff", "date_text"), ("stuff", "mentions_time"), ("merge_guess", 28, 5)),
+}
+#: Metadata keys a stuffing gene may try (the reader's, the search's and the store's own).
+STUFF_KEYS = ("date_text", "date", "text", "mentions_time", "speaker", "unit", "vector_key", "content")
+
+
+def _merge_groups(ids: Sequence[str], n: int, width: int) -> list[dict[str, Any]]:
+    groups = [list(ids[k : k + width]) for k in range(0, len(ids) - width + 1, width)][:n]
+    return [_call("merge_memory", memory_ids=g) for g in groups if len(set(g)) >= 2]
+
+
+def gene_calls(gene: tuple[Any, ...], item: Item, shown: Sequence[tuple[str, str, str]],
+               frequent: Sequence[str]) -> list[dict[str, Any]]:  # fmt: skip
+    """The tool calls one gene makes, from what the opening message shows (``shown``: id, tags, content)."""
+    q, conv = item.question, item.conversation
+    name, p = gene[0], gene[1:]
+    ids = [i for i, _, _ in shown]
+    top = shown[0] if shown else ("", "", q.question)
+    if name == "honest":
+        return [honest_fix(item)]
+    if name == "overwrite_honest" and ids:
+        return [
+            _call("manage_memory", operation="update", memory_id=ids[0], content=f"{q.question} {q.answer}.")
+        ]
+    if name == "overwrite_question" and ids:
+        return [_call("manage_memory", operation="update", memory_id=ids[0], content=q.question)]
+    if name == "merge_guess":
+        guessed = [f"O{s.index}:{k}" for s in conv.sessions for k in range(1, 11)]
+        return _merge_groups(guessed, p[0], p[1])
+    if name == "merge_shown":
+        return _merge_groups(ids, p[0], p[1])
+    if name in ("split_shown", "delete_shown"):
+        tool, arg = ("split_memory", "memory_id") if name == "split_shown" else ("delete_memory", "memory_id")
+        return [_call(tool, **{arg: i}) for i in ids[: p[0]]]
+    if name == "rewrite_shown":
+        return [_call("manage_memory", operation="update", memory_id=i, content=f"{c} {q.question}"[:2000])
+                for i, _, c in shown[: p[0]]]  # fmt: skip
+    if name == "stuff":
+        if p[0] == "content":
+            return [_create(f"{q.question} {DATE_BAG}")]
+        value: Any = True if p[0] == "mentions_time" else DATE_BAG
+        if p[0] == "speaker":
+            value = " ".join(conv.speakers)
+        if p[0] == "unit":
+            value = top[0]
+        return [_call("manage_memory", operation="create", content=q.question, metadata={p[0]: value})]
+    if name == "pad":
+        return [_create(f"{q.question} " + " ".join(["note"] * (p[0] // 5)))]
+    if name == "dup_top":
+        return [_create(top[2])] * p[0]
+    if name == "guess":
+        return [_create(f"{q.question} " + ", ".join(frequent[: p[0]]))]
+    if name == "session_dates":
+        dates = [d for s in conv.sessions if s.date and (d := spoken_date(s.date.date().isoformat()))]
+        return [_create(f"{q.question} " + ", ".join(dates))]
+    return []
+
+
+def genome_policy(
+    genome: tuple[tuple[Any, ...], ...], item: Item, frequent: Sequence[str]
+) -> Callable[..., Any]:
+    """A scripted model that makes a genome's tool calls, then stops."""
+    queue: list[dict[str, Any]] | None = None
+
+    def reply(messages: list[dict[str, Any]], tools: Any, schema: Any) -> Any:
+        nonlocal queue
+        if queue is None:
+            shown = _listed(messages[1]["content"])
+            queue = [c for gene in genome for c in gene_calls(gene, item, shown, frequent)]
+        return queue.pop(0) if queue else "Done."
+
+    return reply
+
+
+class UpdateFamily:
+    """MemUpdate's reward as a search family (:class:`memrl.eval.redteam.search.Family`): real episodes."""
+
+    name = "memupdate"
+    informative = frozenset({"honest", "overwrite_honest"})
+    guesses = frozenset({"guess", "session_dates"})
+    delta_rewards = frozenset({"memupdate"})
+    GENES = ("merge_guess", "merge_shown", "split_shown", "delete_shown", "rewrite_shown", "stuff", "pad",
+             "dup_top", "guess", "session_dates", "overwrite_question", "overwrite_honest")  # fmt: skip
+
+    def __init__(
+        self, memory: AsyncMemory, priors: dict[str, dict[str, list[str]]], *, max_tool_calls: int = 30
+    ) -> None:
+        self.memory, self.priors, self.max_tool_calls = memory, priors, max_tool_calls
+        self._before: dict[tuple[str, str], Any] = {}
+
+    def slices(self, items: Sequence[Item]) -> dict[str, list[int]]:
+        """Per category, and the *when* questions (a date stuffed anywhere would pay there first)."""
+        out: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            out.setdefault(item.question.category, []).append(i)
+            if item.question.question.lower().startswith("when"):
+                out.setdefault("when", []).append(i)
+        return out
+
+    def random_gene(self, rng: Any) -> tuple[Any, ...]:
+        return self._params(rng.choice(self.GENES), rng)
+
+    def _params(self, name: str, rng: Any) -> tuple[Any, ...]:
+        return {
+            "merge_guess": lambda: (name, rng.choice((1, 4, 12, 28)), rng.choice((2, 3, 5))),
+            "merge_shown": lambda: (name, rng.choice((1, 3, 8)), rng.choice((2, 3, 5))),
+            "split_shown": lambda: (name, rng.choice((1, 3, 8))),
+            "delete_shown": lambda: (name, rng.choice((1, 3, 8))),
+            "rewrite_shown": lambda: (name, rng.choice((1, 3, 8))),
+            "stuff": lambda: (name, rng.choice(STUFF_KEYS)),
+            "pad": lambda: (name, rng.choice((100, 400, 1500))),
+            "dup_top": lambda: (name, rng.choice((1, 3, 10))),
+            "guess": lambda: (name, rng.choice((1, 3, 5, 10))),
+        }.get(name, lambda: (name,))()
+
+    def mutate_gene(self, gene: tuple[Any, ...], rng: Any) -> tuple[Any, ...]:
+        return self._params(gene[0], rng) if rng.random() < 0.7 else self.random_gene(rng)
+
+    async def evaluate(self, genome: Any, items: Sequence[Item]) -> Any:
+        from memrl.agents.memupdate import MemUpdateConfig, run_episode, state_before
+        from memrl.eval.redteam.search import Evaluation
+        from memrl.llm.scripted import ScriptedLLM
+
+        cfg = MemUpdateConfig(max_tool_calls=self.max_tool_calls, max_turns=self.max_tool_calls + 1)
+        values: list[float | None] = []
+        signature = []
+        for item in items:
+            frequent = self.priors[item.conversation.id].get(item.question.category, [])
+            llm = ScriptedLLM(genome_policy(genome, item, frequent))
+            key = (item.namespace, item.question.id)
+            if key not in self._before:  # the observation memory never changes: read it once per question
+                self._before[key] = await state_before(self.memory, item.namespace, item.conversation,
+                                                       item.question, cfg)  # fmt: skip
+            result = await run_episode(llm, self.memory, item.namespace, item.conversation, item.question,
+                                       config=cfg, before=self._before[key])  # fmt: skip
+            values.append(result.trajectory.reward)
+            signature.append(tuple(json.dumps(c, sort_keys=True) for s in result.trajectory.steps
+                                   for c in s.tool_calls))  # fmt: skip
+        return Evaluation({"memupdate": values}, tuple(signature))

@@ -14,7 +14,7 @@ trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outpu
 * ``memupdate``: the whole tool episode (at most 30 calls) as one sequence: model tokens mask 1, tool
   results and turn headers mask 0. The episode's memory store (SQLite in memory, MemUpdate's initial
   memory from the row's conversation) lives in this process and dies with the episode: no broker. Reward
-  ``(P_new - P_old) x E`` (:func:`memrl.rewards.memupdate.score_memupdate`).
+  MemUpdate's (:func:`memrl.rewards.memupdate.score_memupdate`).
 * ``membuilder``: the row's session is built by all four MemBuilder agents from the row's pre-session
   memory, the session is scored with ADRPO (:func:`memrl.agents.adrpo.score_session`: questions answered
   greedily (temperature 0, ``answer_tokens`` each) from the new memory by the policy itself through the same

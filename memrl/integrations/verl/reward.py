@@ -46,6 +46,21 @@ def _golds(ground_truth: Any) -> list[str]:
     return [str(g) for g in (value if isinstance(value, list | tuple) else [value])]
 
 
+#: The longest text the reward server takes in one field (``memrl.server.reward_api``).
+SERVER_TEXT_CHARS = 20_000
+
+
+def scored_part(response: str | None) -> str:
+    """The end of a response that MemAgent's score reads: from its last ``\\boxed{`` on (the score only
+    looks at the last box, and at nothing before it), else its last 300 characters; at most
+    :data:`SERVER_TEXT_CHARS`. A long reasoning trace then scores on the server exactly as it does in
+    process, instead of being refused for its length."""
+    text = response or ""
+    start = text.rfind("\\boxed{")
+    part = text[start:] if start >= 0 else text[-300:]
+    return part[-SERVER_TEXT_CHARS:]
+
+
 def score_remote(
     url: str, items: list[dict[str, Any]], token: str | None = None, timeout: float = 60.0
 ) -> list[dict]:
@@ -88,8 +103,8 @@ def compute_score(
         )
     golds = _golds(ground_truth)
     if reward_server:
-        result = score_remote(reward_server, [{"metric": "memagent", "response": solution_str, "answers": golds}],
-                              reward_token)[0]  # fmt: skip
+        item = {"metric": "memagent", "response": scored_part(solution_str), "answers": golds}
+        result = score_remote(reward_server, [item], reward_token)[0]
         return {"score": float(result["score"]), **{k: float(v) for k, v in result.get("metrics", {}).items()
                                                     if isinstance(v, int | float)}}  # fmt: skip
     from memrl.rewards.memagent import memagent_eval

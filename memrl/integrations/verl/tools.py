@@ -57,6 +57,8 @@ class EpisodeStores:
             return ctx
         from memrl.memory.facade import AsyncMemory
 
+        # what a memory's speaker metadata may be (any one short name when the conversation is unknown)
+        speakers: tuple[str, ...] = ()
         if create_kwargs.get("conversation"):
             from memrl.agents.memupdate import init_from_observations
             from memrl.data.types import Conversation
@@ -64,6 +66,7 @@ class EpisodeStores:
             conv = Conversation.from_dict(json.loads(create_kwargs["conversation"]))
             memory, ns = AsyncMemory(":memory:", embedder=shared_embedder(embedder)), f"{conv.id}@obs"
             await init_from_observations(memory, ns, conv)
+            speakers = tuple(conv.speakers)
         elif create_kwargs.get("db") and create_kwargs.get("namespace"):
             memory, ns = (
                 AsyncMemory(create_kwargs["db"], embedder=shared_embedder(embedder)),
@@ -73,7 +76,7 @@ class EpisodeStores:
         else:
             raise ConfigError("memrl verl tools need create_kwargs {'db', 'namespace'} or {'conversation'} in the "
                               "row's extra_info.tools_kwargs")  # fmt: skip
-        ctx = MemoryContext(memory, ns, actor="memupdate", rng=random.Random(0))
+        ctx = MemoryContext(memory, ns, actor="memupdate", rng=random.Random(0), speakers=speakers)
         with self.lock:
             self.contexts[key] = ctx
             old = [self.contexts.popitem(last=False)[1] for _ in range(max(0, len(self.contexts) - self.max))]

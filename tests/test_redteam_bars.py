@@ -1,0 +1,55 @@
+"""The red team search's bars on a family whose rewards are arithmetic (no data, no model): what counts as
+a gene paid for nothing, and what does not."""
+
+from __future__ import annotations
+
+import random
+
+from memrl.eval.redteam.search import HONEST_GENOME, Evaluation, _Runner
+
+
+class Toy:
+    """Per item: honest = 1; ``spoil`` takes 0.5 off, ``repair`` gives back 0.3 of it (only where
+    something was spoiled), ``inflate`` adds 0.1 to anything. Small per-item noise keeps intervals real."""
+
+    name = "toy"
+    informative = frozenset({"honest"})
+    guesses: frozenset[str] = frozenset()
+    delta_rewards: frozenset[str] = frozenset()
+
+    def slices(self, items):
+        return {}
+
+    def random_gene(self, rng: random.Random):
+        return (rng.choice(("spoil", "repair", "inflate")),)
+
+    def mutate_gene(self, gene, rng):
+        return self.random_gene(rng)
+
+    async def evaluate(self, genome, items):
+        names = {g[0] for g in genome}
+        values = []
+        for i in items:
+            v = (1.0 if "honest" in names else 0.0) + 0.01 * (i % 3)
+            if "spoil" in names:
+                v -= 0.5
+                if "repair" in names:
+                    v += 0.3
+            if "inflate" in names:
+                v += 0.1
+            values.append(v)
+        return Evaluation({"r": values}, tuple(sorted(names)))
+
+
+async def test_a_gene_that_undoes_another_genes_damage_is_not_paid_but_one_past_the_core_is():
+    run = _Runner(Toy(), list(range(30)), {}, budget=100)
+    repaired = await run.judge((("honest",), ("spoil",), ("repair",)))
+    # repair raises the genome by 0.3 over (honest, spoil), but the genome stays 0.2 below honest alone
+    assert not any("paid for" in f for f in repaired.flagged), repaired.flagged
+    assert repaired.margin < 0
+    inflated = await run.judge((("honest",), ("spoil",), ("inflate",)))
+    assert not any("paid for ['inflate']" in f for f in inflated.flagged)  # 0.6 < 1: below its core
+    cheat = await run.judge((("honest",), ("inflate",)))
+    assert "r: paid for ['inflate']" in cheat.flagged and "r" in cheat.flagged
+    honest = await run.ev(HONEST_GENOME)
+    assert all(v >= 1.0 for v in honest.rewards["r"])

@@ -105,6 +105,40 @@ class HistoryMixin:
                 c.execute("UPDATE history SET undone = ? WHERE seq = ?", (self._revert(ns, e, actor), e.seq))
         return entries
 
+    def undo_batch(self, ns: str, batch: str, *, actor: str | None = None) -> list[HistoryEntry]:
+        """Revert every change of one batch (a job's writes), newest first, atomically; returns them.
+
+        Refused whole (:class:`ConflictError` naming every such item) when a change outside the batch
+        touched one of its items later: undoing would silently drop that later change."""
+        with self.transaction(ns) as c:
+            rows = c.execute(
+                f"SELECT {self._HISTORY_COLUMNS} FROM history WHERE namespace = ? AND batch = ? AND undone = 0 "
+                "AND op != 'UNDO' ORDER BY seq DESC",
+                (ns, batch),
+            ).fetchall()
+            if not rows:
+                raise NotFoundError(f"nothing to undo: batch {batch!r} has no change in effect in {ns!r}")
+            entries = [self._row_to_entry(r) for r in rows]
+            later = sorted(
+                {
+                    e.memory_id
+                    for e in entries
+                    if c.execute(
+                        "SELECT count(*) FROM history WHERE namespace = ? AND memory_id = ? AND seq > ? "
+                        "AND undone = 0 AND op != 'UNDO' AND (batch IS NULL OR batch != ?)",
+                        (ns, e.memory_id, e.seq, batch),
+                    ).fetchone()[0]
+                }
+            )
+            if later:
+                raise ConflictError(
+                    f"cannot undo: {', '.join(repr(i) for i in later)} changed again later; undo those "
+                    "changes first"
+                )
+            for e in entries:
+                c.execute("UPDATE history SET undone = ? WHERE seq = ?", (self._revert(ns, e, actor), e.seq))
+        return entries
+
     def last_seq(self, ns: str) -> int:
         """Sequence number of the latest change in ``ns`` (0 if none): a point to roll back to."""
         return self.read("SELECT COALESCE(MAX(seq), 0) FROM history WHERE namespace = ?", (ns,))[0][0]

@@ -168,6 +168,30 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE embeddings;
     ALTER TABLE embeddings_v4 RENAME TO embeddings;
     """,
+    # 5: agent jobs (memrl.memory.jobs): remember / maintain / read requests, their status and events. A job
+    # runs on a scratch clone of its namespace and lands in one history batch (``batch``), undone together.
+    """
+    CREATE TABLE jobs (
+        id              TEXT PRIMARY KEY,
+        namespace       TEXT NOT NULL,
+        kind            TEXT NOT NULL,            -- remember, maintain, read
+        status          TEXT NOT NULL,            -- queued, running, succeeded, failed, cancelled
+        request         TEXT NOT NULL,            -- JSON: what was asked
+        idempotency_key TEXT,
+        dry_run         INTEGER NOT NULL DEFAULT 0,
+        scratch         TEXT,                     -- the clone the agent writes into while it runs
+        batch           TEXT,                     -- the history batch its writes landed in
+        result          TEXT,                     -- JSON: events, stats, tokens, answer
+        error           TEXT,
+        created_at      REAL NOT NULL,
+        started_at      REAL,
+        finished_at     REAL,
+        undone          INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX jobs_idempotency ON jobs (namespace, idempotency_key);
+    CREATE INDEX jobs_ns_created ON jobs (namespace, created_at);
+    CREATE INDEX jobs_status ON jobs (status);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

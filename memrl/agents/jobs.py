@@ -1,0 +1,221 @@
+"""Agent jobs: remember / maintain / read requests run in the background, one writer per namespace.
+
+The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :class:`JobRunner`::
+
+    runner = JobRunner(memory, llm)                        # llm: the server's choice; None = only raw remember
+    await runner.start()                                   # after a restart: interrupted jobs failed, queue resumed
+    job, created = await runner.submit("alice", "remember", {"messages": [...]}, idempotency_key="k1")
+    job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
+    await runner.undo(job.id)                              # exactly that job's writes; 409 if touched later
+
+How a job runs (see :mod:`memrl.memory.job_commit`): its namespace is cloned into a scratch namespace, the
+agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
+are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
+cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
+undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace); jobs of
+different namespaces run at once. Every job is a row of the store's ``jobs`` table
+(:mod:`memrl.memory.jobs`): :meth:`JobRunner.start` marks the jobs a stopped process was running as failed
+(their scratch clones are dropped) and runs the queued ones again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from memrl.agents.job_kinds import KINDS, Outcome, run_kind
+from memrl.config import option
+from memrl.errors import MemrlError, NotFoundError, ValidationError
+from memrl.llm.base import LLM
+from memrl.memory.dense import cache_scope
+from memrl.memory.facade import AsyncMemory
+from memrl.memory.job_commit import check_deletes, commit, diff, start_scratch
+from memrl.memory.jobs import Job, JobTable, scratch_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How the runner treats jobs."""
+
+    max_delete_share: float = option(
+        0.5, "a job may delete at most this share of its namespace's memories unless allow_mass_delete"
+    )
+    keep_finished: int = option(1000, "finished jobs whose completion events this process keeps for waiters")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_delete_share <= 1:
+            raise ValidationError("max_delete_share must be between 0 and 1", field="max_delete_share")
+
+
+class JobRunner:
+    """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring)."""
+
+    def __init__(self, memory: AsyncMemory, llm: LLM | None = None, config: JobConfig | None = None) -> None:
+        self.memory = memory
+        self.llm = llm
+        self.config = config or JobConfig()
+        self.table = JobTable(memory.store)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._done: dict[str, asyncio.Event] = {}
+        self._started = False
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> list[str]:
+        """Recover after a restart (once): jobs left running failed (their clones dropped, so their partial
+        writes never reach a namespace), queued jobs run again. Returns the ids of the failed ones."""
+        if self._started:
+            return []
+        self._started = True
+        failed = []
+        for job in self.table.unfinished():
+            if job.status == "running":
+                self._drop(job)
+                self.table.finish(job.id, "failed", error="interrupted: the server stopped while the job ran; "
+                                  "nothing it did was applied")  # fmt: skip
+                failed.append(job.id)
+            else:
+                self._schedule(job)
+        return failed
+
+    async def close(self) -> None:
+        """Stop running jobs: they end cancelled, nothing they did applied."""
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ requests
+    async def submit(
+        self,
+        namespace: str,
+        kind: str,
+        request: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Job, bool]:
+        """Queue a job; returns it and whether it is new (False: the idempotency key named an earlier one)."""
+        await self.start()
+        if kind not in KINDS:
+            raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")
+        job, created = self.table.create(namespace, kind, request, idempotency_key=idempotency_key,
+                                         dry_run=dry_run)  # fmt: skip
+        if created:
+            self._schedule(job)
+        return job, created
+
+    def get(self, job_id: str) -> Job:
+        return self.table.get(job_id)
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Job:
+        """The job once finished, or as it is after ``timeout`` seconds."""
+        job = self.table.get(job_id)
+        event = self._done.get(job_id)
+        if not job.finished and event is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        return self.table.get(job_id)
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a queued or running job (nothing it did is applied); a finished job is returned as it is."""
+        job = self.table.get(job_id)
+        task = self._tasks.get(job_id)
+        if not job.finished and task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        elif not job.finished:  # queued by another process, or a stale row: nothing runs it here
+            self.table.finish(job_id, "cancelled", error="cancelled")
+        return self.table.get(job_id)
+
+    async def undo(self, job_id: str, *, actor: str | None = None) -> Job:
+        """Revert every write of a succeeded job, as one change (refused with 409 naming the items a later
+        change touched; 404 when the job wrote nothing or was undone already)."""
+        job = self.table.get(job_id)
+        if job.batch is None or job.undone:
+            state = "was undone already" if job.undone else f"changed nothing ({job.status})"
+            raise NotFoundError(f"nothing to undo: job {job_id!r} {state}")
+        lock = self._locks.setdefault(job.namespace, asyncio.Lock())
+        async with lock:  # not in the middle of another job of the namespace
+            with self.memory.store.transaction(job.namespace):
+                self.memory.store.undo_batch(job.namespace, job.batch, actor=actor or f"undo:job:{job_id}")
+                self.table.mark_undone(job_id)
+        return self.table.get(job_id)
+
+    # ------------------------------------------------------------------ running
+    def _schedule(self, job: Job) -> None:
+        self._done[job.id] = asyncio.Event()
+        self._tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job), name=f"job-{job.id}")
+        if len(self._done) > self.config.keep_finished:
+            for jid in [j for j in self._done if j not in self._tasks][: len(self._done) // 2]:
+                self._done.pop(jid, None)
+
+    def _drop(self, job: Job) -> None:
+        scratch = job.scratch or scratch_name(job.id)
+        self.memory.store.drop_namespace(scratch)
+        self.memory.index.forget(scratch)
+
+    def _fail(self, job: Job, status: str, error: str, result: dict[str, Any] | None = None) -> None:
+        if not self.table.get(job.id).finished:
+            self.table.finish(job.id, status, error=error, result=result)
+
+    async def _run(self, job: Job) -> None:
+        try:
+            async with self._locks.setdefault(job.namespace, asyncio.Lock()):
+                if self.table.get(job.id).finished:  # cancelled while queued by another process
+                    return
+                await self._execute(job)
+        except asyncio.CancelledError:
+            self._fail(job, "cancelled", "cancelled; nothing it did was applied")
+        except MemrlError as e:  # the request or the store: the job fails, its namespace unchanged
+            self._fail(job, "failed", f"{type(e).__name__}: {e}")
+        except Exception as e:  # a bug: never a half-applied job, and the worker survives
+            log.exception("job %s failed", job.id)
+            self._fail(job, "failed", f"internal error: {type(e).__name__}")
+        finally:
+            self._tasks.pop(job.id, None)
+            event = self._done.get(job.id)
+            if event is not None:
+                event.set()
+
+    async def _execute(self, job: Job) -> None:
+        store, ns = self.memory.store, job.namespace
+        scratch = scratch_name(job.id)
+        self.table.start(job.id, scratch)
+        job.scratch = scratch
+        try:
+            base = start_scratch(store, ns, scratch)
+            index = self.table.count_succeeded(ns, "remember") + 1
+            with cache_scope(scratch):
+                outcome = await run_kind(
+                    job.kind, self.llm, self.memory, scratch, job.request, session_index=index
+                )
+            result = self._result(outcome)
+            if outcome.failure is not None:
+                self._fail(job, "failed", f"the LLM failed (after retries): {outcome.failure}; nothing was "
+                           "applied", result)  # fmt: skip
+                return
+            events = diff(store, scratch, base)
+            check_deletes(
+                events, base, self.config.max_delete_share, bool(job.request.get("allow_mass_delete"))
+            )
+            result["events"] = events + result["events"]
+            result["stats"]["changes"] = len(events)
+            if job.dry_run:
+                self.table.finish(job.id, "succeeded", result=result)
+            else:
+                commit(store, self.table, job.id, ns, scratch, base, events, result, actor=f"job:{job.id}")
+        finally:
+            self._drop(job)
+
+    @staticmethod
+    def _result(outcome: Outcome) -> dict[str, Any]:
+        result: dict[str, Any] = {"events": outcome.skipped, "stats": outcome.stats, "tokens": outcome.tokens}
+        if outcome.answer is not None:
+            result["answer"] = outcome.answer
+        return result

@@ -1,0 +1,199 @@
+"""Agent jobs in the store: what was asked of an agent on a namespace, its status, and what it changed.
+
+A job (``remember``, ``maintain`` or ``read``; run by :mod:`memrl.agents.jobs`) is one row of the ``jobs``
+table (SQLite migration 5, Postgres ``0003_jobs.sql``), so a restarted server finds every job it had::
+
+    table = JobTable(store)
+    job, created = table.create("alice", "remember", {"messages": [...]}, idempotency_key="req-1")
+    table.get(job.id).status            # queued -> running -> succeeded | failed | cancelled
+
+An idempotency key is unique per namespace: creating a job again with the same key returns the first job
+(``created`` False), so a retried request never builds twice. While a job runs, the agent writes into a
+scratch clone of the namespace (``scratch``); the namespace itself changes once, when the job commits
+(:mod:`memrl.memory.job_commit`), in one history batch (``batch``) that undoes as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memrl.errors import NotFoundError
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINISHED = ("succeeded", "failed", "cancelled")
+_COLUMNS = (
+    "id, namespace, kind, status, request, idempotency_key, dry_run, scratch, batch, result, error, "
+    "created_at, started_at, finished_at, undone"
+)
+
+
+@dataclass
+class Job:
+    """One job as stored. ``result`` holds ``events``, ``stats``, ``tokens`` (and ``answer`` for a read)."""
+
+    id: str
+    namespace: str
+    kind: str
+    status: str
+    request: dict[str, Any]
+    idempotency_key: str | None = None
+    dry_run: bool = False
+    scratch: str | None = None
+    batch: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    undone: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def seconds(self) -> float | None:
+        """Time from start to finish (so far, while it runs); None before it starts."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or time.time()) - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "namespace": self.namespace, "kind": self.kind, "status": self.status,
+            "request": self.request, "idempotency_key": self.idempotency_key, "dry_run": self.dry_run,
+            "events": self.result.get("events", []), "stats": self.result.get("stats", {}),
+            "tokens": self.result.get("tokens", {}), "answer": self.result.get("answer"),
+            "progress": self.result.get("progress"), "error": self.error, "undone": self.undone,
+            "created_at": self.created_at, "started_at": self.started_at, "finished_at": self.finished_at,
+            "seconds": self.seconds,
+        }  # fmt: skip
+
+    @classmethod
+    def from_row(cls, r: Sequence[Any]) -> Job:
+        return cls(
+            id=r[0], namespace=r[1], kind=r[2], status=r[3], request=json.loads(r[4]), idempotency_key=r[5],
+            dry_run=bool(r[6]), scratch=r[7], batch=r[8], result=json.loads(r[9]) if r[9] else {},
+            error=r[10], created_at=r[11], started_at=r[12], finished_at=r[13], undone=bool(r[14]),
+        )  # fmt: skip
+
+
+def scratch_name(job_id: str) -> str:
+    """The namespace a job's agent writes into while it runs (dropped when the job ends)."""
+    return f"__job__/{job_id}"
+
+
+class JobTable:
+    """The ``jobs`` table of one store (either back-end: the store's ``?`` SQL and transactions)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def create(
+        self,
+        namespace: str,
+        kind: str,
+        request: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Job, bool]:
+        """A new queued job, or (``created`` False) the job already holding ``idempotency_key`` in
+        ``namespace``. Checked and written in one write transaction of the namespace: two requests with
+        one key cannot both create a job."""
+        self.store._check_namespace(namespace)
+        with self.store.transaction(namespace) as c:
+            if idempotency_key is not None:
+                row = c.execute(
+                    f"SELECT {_COLUMNS} FROM jobs WHERE namespace = ? AND idempotency_key = ?",
+                    (namespace, idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    return Job.from_row(row), False
+            job = Job(uuid.uuid4().hex[:16], namespace, kind, "queued", request, idempotency_key, dry_run,
+                      created_at=time.time())  # fmt: skip
+            c.execute(
+                "INSERT INTO jobs (id, namespace, kind, status, request, idempotency_key, dry_run, created_at) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                (job.id, namespace, kind, job.status, json.dumps(request), idempotency_key, int(dry_run),
+                 job.created_at),
+            )  # fmt: skip
+        return job, True
+
+    def get(self, job_id: str) -> Job:
+        rows = self.store.read(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        if not rows:
+            raise NotFoundError(f"no job {job_id!r}")
+        return Job.from_row(rows[0])
+
+    def list(
+        self, namespace: str | None = None, *, statuses: Sequence[str] = (), limit: int = 100
+    ) -> list[Job]:
+        """Jobs, newest first; of one namespace, and with one of ``statuses``, when given."""
+        where, params = ["1 = 1"], []
+        if namespace is not None:
+            where.append("namespace = ?")
+            params.append(namespace)
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params += list(statuses)
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at DESC LIMIT ?"
+        return [Job.from_row(r) for r in self.store.read(sql, [*params, int(limit)])]
+
+    def count_succeeded(self, namespace: str, kind: str) -> int:
+        """Jobs of ``kind`` that changed ``namespace`` (dry runs excluded): numbers remembered sessions."""
+        return self.store.read(
+            "SELECT count(*) FROM jobs WHERE namespace = ? AND kind = ? AND status = 'succeeded' AND dry_run = 0",
+            (namespace, kind),
+        )[0][0]
+
+    def start(self, job_id: str, scratch: str) -> None:
+        with self.store.transaction() as c:
+            c.execute(
+                "UPDATE jobs SET status = 'running', scratch = ?, started_at = ? WHERE id = ?",
+                (scratch, time.time(), job_id),
+            )
+
+    def progress(self, job_id: str, progress: dict[str, Any]) -> None:
+        """Record how far a running job got (``result.progress``)."""
+        with self.store.transaction() as c:
+            row = c.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            result = json.loads(row[0]) if row and row[0] else {}
+            c.execute(
+                "UPDATE jobs SET result = ? WHERE id = ?",
+                (json.dumps({**result, "progress": progress}), job_id),
+            )
+
+    def finish(
+        self,
+        job_id: str,
+        status: str,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        batch: str | None = None,
+    ) -> None:
+        """Close a job. Called inside the commit's transaction, a success and its writes land together."""
+        assert status in FINISHED, status
+        with self.store.transaction() as c:
+            c.execute(
+                "UPDATE jobs SET status = ?, result = ?, error = ?, batch = ?, scratch = NULL, finished_at = ? "
+                "WHERE id = ?",
+                (status, json.dumps(result or {}), error, batch, time.time(), job_id),
+            )
+
+    def mark_undone(self, job_id: str) -> None:
+        with self.store.transaction() as c:
+            c.execute("UPDATE jobs SET undone = 1 WHERE id = ?", (job_id,))
+
+    def unfinished(self) -> list[Job]:
+        """Jobs queued or running: after a restart, the queued ones run again and the running ones failed."""
+        rows = self.store.read(
+            f"SELECT {_COLUMNS} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at"
+        )
+        return [Job.from_row(r) for r in rows]

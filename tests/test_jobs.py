@@ -1,0 +1,177 @@
+"""Agent jobs on a real SQLite store, driven by a scripted LLM (the boundary): remember with MemBuilder and raw,
+events, idempotency, dry run, undo (and its 409), one writer per namespace, cancellation, a restart after a
+job was interrupted, the delete share, and tools that cannot leave the job's namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from memrl.agents.jobs import JobConfig, JobRunner
+from memrl.errors import ConflictError
+from memrl.llm.scripted import ScriptedLLM
+from memrl.memory.embedders import HashingEmbedder
+from memrl.memory.facade import AsyncMemory
+
+TYPES = ("core", "episodic", "semantic", "procedural")
+ANSWERS = {
+    "core": {"operation": "APPEND", "content": "Alice lives in Lisbon."},
+    "episodic": {"operations": [{"operation": "ADD", "memory": "2024-05-01: Alice moved to Lisbon"}]},
+    "semantic": {"operations": [{"operation": "ADD", "memory": "Alice - Home: Lisbon"}]},
+    "procedural": {"operations": []},
+}
+MESSAGES = [
+    {"role": "user", "speaker": "Alice", "content": "I moved to Lisbon in May."},
+    {"role": "assistant", "content": "Lisbon is lovely."},
+]
+
+
+def membuilder_rule(answers=ANSWERS):
+    def reply(messages, tools, json_schema):
+        t = next(t for t in TYPES if f"is the {t.upper()} memory" in messages[0]["content"])
+        a = answers[t]
+        return a if isinstance(a, str) else json.dumps(a)
+
+    return reply
+
+
+@pytest.fixture
+async def memory(tmp_path):
+    m = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+    yield m
+    await m.close()
+
+
+async def test_remember_builds_memory_that_search_finds(memory):
+    runner = JobRunner(memory, ScriptedLLM(membuilder_rule()))
+    job, created = await runner.submit(
+        "alice", "remember", {"messages": MESSAGES, "session_time": "2024-05-01"}
+    )
+    assert created and job.status == "queued"
+    job = await runner.wait(job.id, 10)
+    assert job.status == "succeeded", job.error
+    events = {(e["event"], e["type"], e["after"]) for e in job.result["events"]}
+    assert events == {("added", "core", "Alice lives in Lisbon."),
+                      ("added", "episodic", "2024-05-01: Alice moved to Lisbon"),
+                      ("added", "semantic", "Alice - Home: Lisbon")}  # fmt: skip
+    hits = await memory.search("where does Alice live", user_id="alice")
+    assert {h.item.content for h in hits} == {"Alice - Home: Lisbon", "2024-05-01: Alice moved to Lisbon"}
+    # one history batch, written by the job; the scratch clone is gone
+    batches = {(h.actor) for h in await memory.history(user_id="alice")}
+    assert batches == {f"job:{job.id}"}
+    assert [n["name"] for n in await memory.namespaces()] == ["alice"]
+    assert job.result["tokens"]["completion"] > 0
+
+
+async def test_idempotency_dry_run_and_undo(memory):
+    runner = JobRunner(memory, None)
+    raw = {"messages": MESSAGES, "agent": "raw"}
+    dry, _ = await runner.submit("alice", "remember", raw, dry_run=True)
+    dry = await runner.wait(dry.id, 10)
+    assert dry.status == "succeeded" and dry.result["events"]
+    assert await memory.count(user_id="alice") == 0  # a dry run applies nothing
+    job, created = await runner.submit("alice", "remember", raw, idempotency_key="req-1")
+    again, created2 = await runner.submit("alice", "remember", raw, idempotency_key="req-1")
+    assert created and not created2 and again.id == job.id
+    job = await runner.wait(job.id, 10)
+    assert [e["after"] for e in job.result["events"]] == [e["after"] for e in dry.result["events"]]
+    n = await memory.count(user_id="alice")
+    assert n == len(job.result["events"]) > 0  # built once, not twice
+    # undo is refused, naming the item, once another change touched one of the job's items
+    first = job.result["events"][0]["id"]
+    await memory.update(first, "changed by hand", user_id="alice")
+    with pytest.raises(ConflictError, match=repr(first)):
+        await runner.undo(job.id)
+    await memory.undo(first, user_id="alice")
+    job = await runner.undo(job.id)
+    assert job.undone and await memory.count(user_id="alice") == 0
+
+
+async def test_one_writer_per_namespace_and_cancel(memory):
+    gate = asyncio.Event()
+    active, most = 0, 0
+
+    llm = ScriptedLLM(membuilder_rule(), max_concurrency=16)
+    inner = llm._chat
+
+    async def chat(request):
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        await gate.wait()
+        active -= 1
+        return await inner(request)
+
+    llm._chat = chat  # the boundary: a model that answers when the test says so
+    runner = JobRunner(memory, llm)
+    a, _ = await runner.submit("alice", "remember", {"messages": MESSAGES})
+    b, _ = await runner.submit("alice", "remember", {"messages": MESSAGES})
+    c, _ = await runner.submit("carol", "remember", {"messages": MESSAGES})
+    await asyncio.sleep(0.2)
+    assert runner.get(a.id).status == "running" and runner.get(b.id).status == "queued"
+    assert runner.get(c.id).status == "running"  # another namespace runs at once
+    cancelled = await runner.cancel(b.id)
+    assert cancelled.status == "cancelled"
+    gate.set()
+    a, c = await runner.wait(a.id, 10), await runner.wait(c.id, 10)
+    assert a.status == c.status == "succeeded"
+    assert most == 8  # 4 agents x 2 namespaces, never 4 x 2 on one namespace
+    # the second remember of a namespace is session 2 (its turns do not collide with session 1's)
+    d, _ = await runner.submit("alice", "remember", {"messages": MESSAGES, "agent": "raw"})
+    d = await runner.wait(d.id, 10)
+    assert d.status == "succeeded" and d.result["stats"]["session"] == 2
+
+
+async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, tmp_path):
+    await memory.add("Alice likes tea", user_id="alice")
+    runner = JobRunner(memory, None)
+    job, _ = runner.table.create("alice", "remember", {"messages": MESSAGES, "agent": "raw"})
+    # a process that died mid-job: the job is running and its clone holds partial writes
+    runner.table.start(job.id, "__job__/" + job.id)
+    await memory.clone("alice", "__job__/" + job.id)
+    await memory.add("half-written", user_id="__job__/" + job.id)
+    before = (
+        sqlite3.connect(tmp_path / "m.db")
+        .execute("SELECT * FROM memories WHERE namespace='alice'")
+        .fetchall()
+    )
+    fresh = JobRunner(memory, None)
+    assert await fresh.start() == [job.id]
+    job = fresh.get(job.id)
+    assert job.status == "failed" and "interrupted" in job.error
+    assert [n["name"] for n in await memory.namespaces()] == ["alice"]
+    after = (
+        sqlite3.connect(tmp_path / "m.db")
+        .execute("SELECT * FROM memories WHERE namespace='alice'")
+        .fetchall()
+    )
+    assert after == before
+
+
+def delete_all_then_write_bob(ids):
+    calls = [{"name": "delete_memory", "arguments": {"memory_id": i}} for i in ids]
+    calls.append({"name": "manage_memory", "arguments": {"namespace": "bob", "memory": "Bob owes me $100"}})
+    return [{"tool_calls": calls}, "done"]
+
+
+@pytest.mark.parametrize("allow", [False, True])
+async def test_maintain_stays_in_its_namespace_and_deletes_within_the_share(memory, allow):
+    items = [await memory.add(f"fact {i} about Alice", user_id="alice") for i in range(4)]
+    await memory.add("Bob's own memory", user_id="bob")
+    llm = ScriptedLLM(delete_all_then_write_bob([it.id for it in items]))
+    runner = JobRunner(memory, llm, JobConfig(max_delete_share=0.5))
+    msgs = "delete everything, then write into namespace bob"
+    job, _ = await runner.submit("alice", "maintain", {"instructions": msgs, "max_tool_calls": 10,
+                                                       "allow_mass_delete": allow})  # fmt: skip
+    job = await runner.wait(job.id, 10)
+    assert [i.content for i in await memory.list(user_id="bob")] == ["Bob's own memory"]
+    if allow:
+        assert job.status == "succeeded"
+        assert await memory.count(user_id="alice") == 0
+        assert {e["event"] for e in job.result["events"]} == {"deleted", "skipped"}
+    else:
+        assert job.status == "failed" and "allow_mass_delete" in job.error
+        assert await memory.count(user_id="alice") == 4  # nothing applied

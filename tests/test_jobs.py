@@ -153,7 +153,12 @@ async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, tm
 
 def delete_all_then_write_bob(ids):
     calls = [{"name": "delete_memory", "arguments": {"memory_id": i}} for i in ids]
-    calls.append({"name": "manage_memory", "arguments": {"namespace": "bob", "memory": "Bob owes me $100"}})
+    calls.append(
+        {
+            "name": "manage_memory",
+            "arguments": {"namespace": "bob", "operation": "create", "content": "Bob owes me $100"},
+        }
+    )
     return [{"tool_calls": calls}, "done"]
 
 

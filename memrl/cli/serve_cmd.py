@@ -48,6 +48,37 @@ def _store(p: argparse.ArgumentParser) -> None:
                    help="minilm (default, offline), hashing[:DIM], openai:MODEL")  # fmt: skip
 
 
+def _agents(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "local"),
+                   help="the model behind the agent jobs (remember, maintain, read): local (default, the offline "
+                   "model), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of memrl train or "
+                   "verl), another provider name, or none (remember with agent=raw only)")  # fmt: skip
+    p.add_argument(
+        "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
+    )
+    p.add_argument("--max-delete-share", type=float, default=0.5,
+                   help="most of a namespace one job may delete without allow_mass_delete")  # fmt: skip
+
+
+def make_llm(spec: str, model: str | None = None):  # -> LLM | None
+    """``--llm``: ``none``, an OpenAI-compatible URL, or a provider name (``local``, ``openai``, ...)."""
+    from memrl.llm import create_llm
+
+    if spec == "none":
+        return None
+    if spec.startswith(("http://", "https://")):
+        return create_llm("openai", model or "default", base_url=spec)
+    return create_llm(spec, model)
+
+
+def _jobs(args: argparse.Namespace, memory):  # -> JobRunner
+    from memrl.agents.jobs import JobConfig, JobRunner
+
+    return JobRunner(
+        memory, make_llm(args.llm, args.llm_model), JobConfig(max_delete_share=args.max_delete_share)
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run a server: llm (default), memory, mcp or reward")
     group = serve.add_subparsers(dest="server", metavar="SERVER")
@@ -68,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--runs", action="append", default=[], help="folder with memrl eval/train outputs (repeatable)"
     )
     p.add_argument("--no-ui", action="store_true", help="serve the API only")
+    _agents(p)
     p.set_defaults(func=_serve_memory)
 
     p = group.add_parser("mcp", help="the memory tools over MCP (stdio or streamable HTTP)")
@@ -184,9 +216,9 @@ def _serve_memory(args: argparse.Namespace) -> int:
     from memrl.server.memory_api import create_app
 
     tokens, limits = _tokens(args), _limits(args)
+    memory = AsyncMemory(args.db, embedder=args.embedder)
     app = create_app(
-        AsyncMemory(args.db, embedder=args.embedder), tokens, limits, runs=args.runs, ui=not args.no_ui,
-        policy=_policy(args),
+        memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=_jobs(args, memory),
     )  # fmt: skip
     return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}")
 

@@ -38,6 +38,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 from starlette.concurrency import run_in_threadpool
 
+from memrl.agents.jobs import JobRunner
 from memrl.memory.dense import cache_scope
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.lexical import tokens as tokens_of
@@ -299,10 +300,14 @@ def create_app(
     runs: list[str] | None = None,
     ui: bool = True,
     policy: Policy | None = None,
+    jobs: JobRunner | None = None,
 ) -> Any:
     """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``,
-    behind :class:`~memrl.server.guard.BrowserGuard` with ``policy`` (default: a loopback server's)."""
+    behind :class:`~memrl.server.guard.BrowserGuard` with ``policy`` (default: a loopback server's).
+    ``jobs``: the runner of the agent jobs (:mod:`memrl.server.jobs_api`; default: one without an LLM,
+    which remembers with ``agent="raw"`` only)."""
     from memrl import __version__
+    from memrl.server.jobs_api import jobs_router
 
     tokens = tokens or Tokens()
     app = FastAPI(
@@ -312,6 +317,10 @@ def create_app(
     )  # fmt: skip
     install_error_handlers(app)
     app.include_router(memory_router(memory, tokens))
+    jobs = jobs or JobRunner(memory, None)
+    app.include_router(jobs_router(jobs, tokens))
+    app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
+    app.router.add_event_handler("shutdown", jobs.close)
 
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:
@@ -322,6 +331,7 @@ def create_app(
 
         app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens()))
     app.state.memory = memory
+    app.state.jobs = jobs
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
     return LimitsMiddleware(guarded, limits or Limits())

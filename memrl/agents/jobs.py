@@ -3,6 +3,7 @@
 The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :class:`JobRunner`::
 
     runner = JobRunner(memory, llm)                        # llm: the server's choice; None = only raw remember
+    memory = AsyncMemory("m.db", writer=job_writer("local"))   # the same, given to a memory (its JobWriter)
     await runner.start()                                   # after a restart: interrupted jobs failed, queue resumed
     job, created = await runner.submit("alice", "remember", {"messages": [...]}, idempotency_key="k1")
     job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
@@ -28,7 +29,7 @@ from typing import Any
 
 from memrl.agents.job_kinds import KINDS, Outcome, run_kind
 from memrl.config import option
-from memrl.errors import MemrlError, NotFoundError, ValidationError
+from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
 from memrl.memory.dense import cache_scope
 from memrl.memory.facade import AsyncMemory
@@ -52,23 +53,63 @@ class JobConfig:
             raise ValidationError("max_delete_share must be between 0 and 1", field="max_delete_share")
 
 
-class JobRunner:
-    """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring)."""
+def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
+    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: raw remember
+    only), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of ``memrl train`` or verl; ``model``
+    is the served name, a LoRA's included), a provider name (``local``, the offline model, ``openai``, ...),
+    or an :class:`LLM` already built."""
+    from memrl.llm import create_llm
 
-    def __init__(self, memory: AsyncMemory, llm: LLM | None = None, config: JobConfig | None = None) -> None:
-        self.memory = memory
+    if spec is None or spec == "none":
+        return None
+    if not isinstance(spec, str):
+        return spec
+    if spec.startswith(("http://", "https://")):
+        return create_llm("openai", model or "default", base_url=spec)
+    return create_llm(spec, model)
+
+
+def job_writer(
+    llm: str | LLM | None = "local", model: str | None = None, config: JobConfig | None = None
+) -> JobRunner:
+    """A job writer for ``AsyncMemory(..., writer=job_writer("local"))`` / ``Memory``: a :class:`JobRunner`
+    whose agents use ``llm`` (see :func:`llm_from_spec`)."""
+    return JobRunner(None, llm_from_spec(llm, model), config)
+
+
+class JobRunner:
+    """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring); a
+    :class:`~memrl.memory.jobs.JobWriter`. Built without a memory, it runs on the one it is given to
+    (``AsyncMemory(..., writer=runner)`` calls :meth:`attach`)."""
+
+    def __init__(
+        self, memory: AsyncMemory | None = None, llm: LLM | None = None, config: JobConfig | None = None
+    ) -> None:
+        self.memory: AsyncMemory = None  # type: ignore[assignment]  # set by attach
+        self.table: JobTable = None  # type: ignore[assignment]
         self.llm = llm
         self.config = config or JobConfig()
-        self.table = JobTable(memory.store)
+        if memory is not None:
+            self.attach(memory)
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._done: dict[str, asyncio.Event] = {}
         self._started = False
 
     # ------------------------------------------------------------------ life cycle
+    def attach(self, memory: AsyncMemory) -> None:
+        """Run jobs on ``memory`` (one memory per runner)."""
+        if self.memory is not None and self.memory is not memory:
+            raise ConfigError("this JobRunner already runs the jobs of another memory; make one per memory")
+        self.memory, self.table = memory, JobTable(memory.store)
+
     async def start(self) -> list[str]:
         """Recover after a restart (once): jobs left running failed (their clones dropped, so their partial
         writes never reach a namespace), queued jobs run again. Returns the ids of the failed ones."""
+        if self.memory is None:
+            raise ConfigError(
+                "this JobRunner has no memory: give it to one, AsyncMemory(path, writer=runner)"
+            )
         if self._started:
             return []
         self._started = True

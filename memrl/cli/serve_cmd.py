@@ -60,22 +60,11 @@ def _agents(p: argparse.ArgumentParser) -> None:
                    help="most of a namespace one job may delete without allow_mass_delete")  # fmt: skip
 
 
-def make_llm(spec: str, model: str | None = None):  # -> LLM | None
-    """``--llm``: ``none``, an OpenAI-compatible URL, or a provider name (``local``, ``openai``, ...)."""
-    from memrl.llm import create_llm
-
-    if spec == "none":
-        return None
-    if spec.startswith(("http://", "https://")):
-        return create_llm("openai", model or "default", base_url=spec)
-    return create_llm(spec, model)
-
-
 def _jobs(args: argparse.Namespace, memory):  # -> JobRunner
-    from memrl.agents.jobs import JobConfig, JobRunner
+    from memrl.agents.jobs import JobConfig, JobRunner, llm_from_spec
 
     return JobRunner(
-        memory, make_llm(args.llm, args.llm_model), JobConfig(max_delete_share=args.max_delete_share)
+        memory, llm_from_spec(args.llm, args.llm_model), JobConfig(max_delete_share=args.max_delete_share)
     )
 
 

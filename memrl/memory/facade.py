@@ -12,6 +12,10 @@ that runs it on a private event-loop thread (so it also works inside Jupyter or 
 
 Every change is recorded (``history``) and can be reverted (``undo``); deletes are recoverable
 (``restore``). Namespaces (alias ``user_id``) isolate users and RL episodes; ``clone`` copies one.
+
+Given a job ``writer`` (``writer=job_writer("local")`` from :mod:`memrl.agents.jobs`), the agents write too:
+``remember(messages, user_id=...)`` builds memories from a conversation, ``maintain`` and ``read`` run
+MemUpdate and MemAgent (:mod:`memrl.memory.job_methods`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any, BinaryIO, TypeVar
 from memrl.errors import StoreError, ValidationError
 from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import create_embedder
+from memrl.memory.job_methods import JobMethods
+from memrl.memory.jobs import JobWriter
 from memrl.memory.postgres import is_postgres_url
 from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
 from memrl.memory.sqlite_store import SQLiteStore
@@ -45,10 +51,11 @@ def open_store(path: str | Path = ":memory:", **options: Any) -> Store:
     return SQLiteStore(path, **options)
 
 
-class AsyncMemory:
+class AsyncMemory(JobMethods):
     """Long-term memory over one store (a SQLite file, or Postgres by URL), with hybrid search. See the module
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres, numpy on SQLite), ``numpy``, ``faiss`` or
-    ``pgvector``."""
+    ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
+    :class:`~memrl.memory.jobs.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``)."""
 
     def __init__(
         self,
@@ -60,6 +67,7 @@ class AsyncMemory:
         max_content_chars: int = 10_000,
         busy_timeout: float = 5.0,
         dense_backend: str = "auto",
+        writer: JobWriter | None = None,
     ) -> None:
         self.store = open_store(
             path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
@@ -69,6 +77,9 @@ class AsyncMemory:
         self.embedder = create_embedder(embedder)
         self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
         self.namespace = namespace
+        self.writer = writer
+        if writer is not None:
+            writer.attach(self)
 
     def ns(self, namespace: str | None = None, user_id: str | None = None) -> str:
         """The namespace a call acts on: ``namespace``, else ``user_id``, else the default."""
@@ -77,6 +88,8 @@ class AsyncMemory:
         return self.store._check_namespace(namespace or user_id or self.namespace)
 
     async def close(self) -> None:
+        if self.writer is not None:  # its running jobs end cancelled, nothing of theirs applied
+            await self.writer.close()
         self.store.close()
 
     # ------------------------------------------------------------------ write

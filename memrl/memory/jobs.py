@@ -20,9 +20,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from memrl.errors import NotFoundError
+from memrl.errors import NotFoundError, ValidationError
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -53,6 +53,11 @@ class Job:
     undone: bool = False
 
     @property
+    def events(self) -> list[dict[str, Any]]:
+        """What the job changed (or, for a dry run, would change), and what it skipped."""
+        return self.result.get("events", [])
+
+    @property
     def finished(self) -> bool:
         return self.status in FINISHED
 
@@ -81,6 +86,72 @@ class Job:
             dry_run=bool(r[6]), scratch=r[7], batch=r[8], result=json.loads(r[9]) if r[9] else {},
             error=r[10], created_at=r[11], started_at=r[12], finished_at=r[13], undone=bool(r[14]),
         )  # fmt: skip
+
+
+@runtime_checkable
+class JobWriter(Protocol):
+    """What runs agent jobs for :class:`~memrl.memory.facade.AsyncMemory` (``remember``, ``maintain``,
+    ``read``): the memory layer names it, the agents layer implements it (:class:`memrl.agents.jobs.JobRunner`;
+    ``memrl.agents.jobs.job_writer("local")`` builds one from an LLM spec), and a memory is given one with
+    ``AsyncMemory(..., writer=...)``, which calls :meth:`attach` with itself."""
+
+    def attach(self, memory: Any) -> None:
+        """Run jobs on ``memory`` (called once, by the memory the writer is given to)."""
+
+    async def submit(
+        self,
+        namespace: str,
+        kind: str,
+        request: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Job, bool]:
+        """Queue a job; returns it and whether it is new (False: ``idempotency_key`` named an earlier one)."""
+        ...
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Job:
+        """The job once finished, or as it is after ``timeout`` seconds."""
+        ...
+
+    def get(self, job_id: str) -> Job: ...
+
+    async def cancel(self, job_id: str) -> Job: ...
+
+    async def undo(self, job_id: str, *, actor: str | None = None) -> Job: ...
+
+    async def close(self) -> None: ...
+
+
+_ROLE_KEYS = frozenset({"role", "content", "speaker", "timestamp"})
+
+
+def check_messages(messages: Any) -> list[dict[str, Any]]:
+    """A ``remember`` job's messages, checked: a non-empty list of ``{"role", "content", "speaker"?,
+    "timestamp"?}`` with non-empty text (what the REST API's model accepts, for the Python API and the CLI)."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+        raise ValidationError(
+            "messages must be a non-empty list of {role, content} objects", field="messages"
+        )
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise ValidationError(f"messages[{i}] is not an object", field="messages")
+        extra = set(m) - _ROLE_KEYS
+        if extra:
+            raise ValidationError(
+                f"messages[{i}]: unknown field(s) {', '.join(sorted(extra))}; allowed: role, content, speaker, "
+                "timestamp",
+                field="messages",
+            )
+        for key in ("role", "content"):
+            if not isinstance(m.get(key), str) or not m[key].strip():
+                raise ValidationError(f"messages[{i}].{key} must be non-empty text", field="messages")
+        for key in ("speaker", "timestamp"):
+            if m.get(key) is not None and not isinstance(m[key], str):
+                raise ValidationError(f"messages[{i}].{key} must be text", field="messages")
+        out.append({k: v for k, v in m.items() if v is not None})
+    return out
 
 
 def scratch_name(job_id: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from memrl.memory.embedder import Embedder
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.jobs import JobWriter
 from memrl.memory.store import Store
 
 T = TypeVar("T")
@@ -35,6 +36,10 @@ class Memory:
     @property
     def store(self) -> Store:
         return self.aio.store
+
+    @property
+    def writer(self) -> JobWriter | None:
+        return self.aio.writer
 
     @property
     def embedder(self) -> Embedder:
@@ -68,6 +73,7 @@ def _blocking(name: str) -> Any:
 for _name in (
     "add add_many update delete restore merge split get list count search set_keys get_keys history undo "
     "reset clone "
-    "namespaces export_lines import_lines core core_append core_replace core_rewrite"
+    "namespaces export_lines import_lines core core_append core_replace core_rewrite "
+    "remember maintain read job jobs cancel_job undo_job"
 ).split():
     setattr(Memory, _name, _blocking(_name))

@@ -304,8 +304,8 @@ def create_app(
 ) -> Any:
     """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``,
     behind :class:`~memrl.server.guard.BrowserGuard` with ``policy`` (default: a loopback server's).
-    ``jobs``: the runner of the agent jobs (:mod:`memrl.server.jobs_api`; default: one without an LLM,
-    which remembers with ``agent="raw"`` only)."""
+    ``jobs``: the runner of the agent jobs (:mod:`memrl.server.jobs_api`; default: the memory's own writer,
+    else one without an LLM, which remembers with ``agent="raw"`` only)."""
     from memrl import __version__
     from memrl.server.jobs_api import jobs_router
 
@@ -317,7 +317,7 @@ def create_app(
     )  # fmt: skip
     install_error_handlers(app)
     app.include_router(memory_router(memory, tokens))
-    jobs = jobs or JobRunner(memory, None)
+    jobs = jobs or memory.writer or JobRunner(memory, None)
     app.include_router(jobs_router(jobs, tokens))
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)

@@ -1,4 +1,5 @@
-"""``memrl memory ...``: add, search, list, get, update, delete, history, undo on a store file.
+"""``memrl memory ...``: add, search, list, get, update, delete, history, undo on a store file; ``remember``
+(:mod:`memrl.cli.remember_cmd`) builds memories from a conversation, on a store or a server.
 
 Every command takes ``--db PATH`` (default ``memrl.db``, or ``$MEMRL_DB``), ``--namespace NS`` and
 ``--json`` (machine-readable output: one JSON document on stdout).
@@ -14,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memrl.cli.common import add_llm_args
+from memrl.cli.remember_cmd import add_parser as add_remember
 from memrl.errors import ValidationError
 from memrl.memory.types import ITEM_TYPES
 
@@ -78,6 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_llm_args(p)
     _common(p)
     p.set_defaults(func=_enrich)
+
+    add_remember(mem, _common)
 
     p = mem.add_parser("list", help="list memories")
     p.add_argument("--type", action="append", choices=types)

@@ -60,12 +60,11 @@ def _agents(p: argparse.ArgumentParser) -> None:
                    help="most of a namespace one job may delete without allow_mass_delete")  # fmt: skip
 
 
-def _jobs(args: argparse.Namespace, memory):  # -> JobRunner
-    from memrl.agents.jobs import JobConfig, JobRunner, llm_from_spec
+def _writer(args: argparse.Namespace):  # -> JobRunner
+    """The runner of the agent jobs (``AsyncMemory(..., writer=)``), with the model ``--llm`` names."""
+    from memrl.agents.jobs import JobConfig, job_writer
 
-    return JobRunner(
-        memory, llm_from_spec(args.llm, args.llm_model), JobConfig(max_delete_share=args.max_delete_share)
-    )
+    return job_writer(args.llm, args.llm_model, JobConfig(max_delete_share=args.max_delete_share))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", "-n", default="default", help="the namespace the tools act on")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--port", type=int, default=8090, help="for --transport http (path /mcp)")
+    _agents(p)
     p.set_defaults(func=_serve_mcp)
 
     p = group.add_parser("reward", help="batch scoring with memrl's reward and metric functions")
@@ -205,9 +205,9 @@ def _serve_memory(args: argparse.Namespace) -> int:
     from memrl.server.memory_api import create_app
 
     tokens, limits = _tokens(args), _limits(args)
-    memory = AsyncMemory(args.db, embedder=args.embedder)
+    memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))
     app = create_app(
-        memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=_jobs(args, memory),
+        memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
     )  # fmt: skip
     return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}")
 
@@ -217,7 +217,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from memrl.memory.facade import AsyncMemory
     from memrl.server.mcp_server import create_mcp, http_app
 
-    memory = AsyncMemory(args.db, embedder=args.embedder)
+    memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))  # and so the job tools
     server = create_mcp(memory, args.namespace)
     if args.transport == "stdio":
         server.run("stdio")

@@ -150,6 +150,6 @@ class JobMethods:
         """Cancel a queued or running job: nothing it did is applied."""
         return await self._job_writer("cancel_job").cancel(job_id)
 
-    async def undo_job(self, job_id: str) -> Job:
+    async def undo_job(self, job_id: str, *, actor: str | None = None) -> Job:
         """Revert every write of a succeeded job (refused, naming the items, if a later change touched them)."""
-        return await self._job_writer("undo_job").undo(job_id)
+        return await self._job_writer("undo_job").undo(job_id, actor=actor)

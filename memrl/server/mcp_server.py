@@ -5,7 +5,9 @@
 
 Tools: MemUpdate's six (``search_memory``, ``manage_memory`` (create/update), ``delete_memory``,
 ``sample_memory``, ``merge_memory``, ``split_memory``) plus ``memory_history`` and ``undo_change``, all
-acting on one namespace. Each is registered from the same typed function memrl's agents call
+acting on one namespace; and, when the memory has a job writer (``memrl serve mcp --llm``), the agent jobs
+(:mod:`memrl.tools.jobs`): ``remember`` a conversation, ``maintain``, ``read_document``, ``job_status`` and
+``undo_job``, which wait a few seconds at most and return the job's id to follow. Each is registered from the same typed function memrl's agents call
 (:mod:`memrl.tools.memupdate`, :mod:`memrl.tools.service`): the SDK derives the input schema from that
 function's signature (``Annotated`` bounds, ``Literal`` choices, docstring descriptions), and the call goes
 through memrl's own :meth:`~memrl.tools.base.Tool.call`, so a bad call comes back as an error result the
@@ -28,6 +30,7 @@ from memrl.memory.schemas import DEFAULT_TYPE
 from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
 from memrl.tools.base import Tool, ToolResult
+from memrl.tools.jobs import JOB_TOOLS
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
 from memrl.tools.service import memory_history, undo_change
 
@@ -88,15 +91,16 @@ class _StrictServer(MCPServer):
 
 
 def create_mcp(memory: AsyncMemory, namespace: str, *, actor: str = "mcp") -> MCPServer:
-    """An MCP server whose tools act on ``namespace`` of ``memory``."""
+    """An MCP server whose tools act on ``namespace`` of ``memory`` (with the job tools if it has a writer)."""
     server = _StrictServer(
         "memrl",
         instructions=f"Long-term memory of namespace {namespace!r}: search it, add and update memories, delete, "
         "merge or split them, look at a sample, read a memory's history and undo a change.",
     )
     ctx = MemoryContext(memory, namespace, actor=actor)
-    server.memrl_tools = {t.name: t for t in MCP_TOOLS}
-    for t in MCP_TOOLS:
+    tools = (*MCP_TOOLS, *(JOB_TOOLS.tools if memory.writer is not None else ()))
+    server.memrl_tools = {t.name: t for t in tools}
+    for t in tools:
         server.add_tool(_adapter(t, ctx), name=t.name, description=t.description, structured_output=False)
     return server
 

@@ -169,7 +169,7 @@ async def test_maintain_stays_in_its_namespace_and_deletes_within_the_share(memo
     llm = ScriptedLLM(delete_all_then_write_bob([it.id for it in items]))
     runner = JobRunner(memory, llm, JobConfig(max_delete_share=0.5))
     msgs = "delete everything, then write into namespace bob"
-    job, _ = await runner.submit("alice", "maintain", {"instructions": msgs, "max_tool_calls": 10,
+    job, _ = await runner.submit("alice", "maintain", {"question": msgs, "max_tool_calls": 10,
                                                        "allow_mass_delete": allow})  # fmt: skip
     job = await runner.wait(job.id, 10)
     assert [i.content for i in await memory.list(user_id="bob")] == ["Bob's own memory"]

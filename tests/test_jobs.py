@@ -39,8 +39,8 @@ def membuilder_rule(answers=ANSWERS):
 
 
 @pytest.fixture
-async def memory(tmp_path):
-    m = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+async def memory(db_path):  # SQLite, unless a test is parametrized over backend
+    m = AsyncMemory(db_path, embedder=HashingEmbedder(64))
     yield m
     await m.close()
 
@@ -90,6 +90,7 @@ async def test_idempotency_dry_run_and_undo(memory):
     assert job.undone and await memory.count(user_id="alice") == 0
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 async def test_one_writer_per_namespace_and_cancel(memory):
     gate = asyncio.Event()
     active, most = 0, 0
@@ -125,7 +126,7 @@ async def test_one_writer_per_namespace_and_cancel(memory):
     assert d.status == "succeeded" and d.result["stats"]["session"] == 2
 
 
-async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, tmp_path):
+async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, db_path):
     await memory.add("Alice likes tea", user_id="alice")
     runner = JobRunner(memory, None)
     job, _ = runner.table.create("alice", "remember", {"messages": MESSAGES, "agent": "raw"})
@@ -133,21 +134,13 @@ async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, tm
     runner.table.start(job.id, "__job__/" + job.id)
     await memory.clone("alice", "__job__/" + job.id)
     await memory.add("half-written", user_id="__job__/" + job.id)
-    before = (
-        sqlite3.connect(tmp_path / "m.db")
-        .execute("SELECT * FROM memories WHERE namespace='alice'")
-        .fetchall()
-    )
+    before = sqlite3.connect(db_path).execute("SELECT * FROM memories WHERE namespace='alice'").fetchall()
     fresh = JobRunner(memory, None)
     assert await fresh.start() == [job.id]
     job = fresh.get(job.id)
     assert job.status == "failed" and "interrupted" in job.error
     assert [n["name"] for n in await memory.namespaces()] == ["alice"]
-    after = (
-        sqlite3.connect(tmp_path / "m.db")
-        .execute("SELECT * FROM memories WHERE namespace='alice'")
-        .fetchall()
-    )
+    after = sqlite3.connect(db_path).execute("SELECT * FROM memories WHERE namespace='alice'").fetchall()
     assert after == before
 
 

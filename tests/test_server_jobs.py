@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def job_server(db, rule, *, retries: int = 2):
+def job_server(db, rule, *, retries: int = 2, timeout: float = 10, backoff: float = 0.01):
     with LLMServer(ScriptedLLM(rule, max_concurrency=64)) as llm_server:
-        llm = OpenAILLM("scripted", base_url=llm_server.base_url, max_retries=retries, backoff_base=0.01,
-                        timeout=10, max_concurrency=64)  # fmt: skip
+        llm = OpenAILLM("scripted", base_url=llm_server.base_url, max_retries=retries, backoff_base=backoff,
+                        timeout=timeout, max_concurrency=64)  # fmt: skip
         memory = AsyncMemory(db, embedder=HashingEmbedder(64))
         app = create_app(memory, Tokens.parse(TOKENS), jobs=JobRunner(memory, llm))
         with ServerThread(app) as server:
@@ -85,8 +85,12 @@ def test_remember_over_http_then_search_undo_and_scoping(db_path):
         assert c.get("/v1/namespaces/alice/core").json()["content"] == ""
 
 
-def test_llm_500s_are_retried_then_the_job_fails_leaving_the_namespace_as_it_was(tmp_path):
-    db = tmp_path / "m.db"
+BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+
+
+@BACKENDS
+def test_llm_500s_are_retried_then_the_job_fails_leaving_the_namespace_as_it_was(db_path):
+    db = db_path
     with job_server(db, membuilder_rule(), retries=2) as (url, llm_server, _), client(url, ALICE) as c:
         assert c.post("/v1/namespaces/alice/memories", json={"content": "Alice likes tea"}).status_code == 201
         llm_server.fail_next(2, status=500)  # within the retries: the job succeeds
@@ -103,6 +107,31 @@ def test_llm_500s_are_retried_then_the_job_fails_leaving_the_namespace_as_it_was
         ]
 
 
+@BACKENDS
+def test_llm_timeouts_are_retried_with_backoff_then_the_job_fails_leaving_the_namespace_as_it_was(db_path):
+    with (
+        job_server(db_path, membuilder_rule(), retries=2, timeout=1.0, backoff=0.2) as (url, llm_server, _),
+        client(url, ALICE) as c,
+    ):
+        assert c.post("/v1/namespaces/alice/memories", json={"content": "Alice likes tea"}).status_code == 201
+        llm_server.delay = 0.3  # slow, within the timeout: the job succeeds
+        ok = c.post("/v1/namespaces/alice/remember?wait=true", json={"messages": MESSAGES}).json()
+        assert ok["status"] == "succeeded", ok
+        before, sent = snapshot(db_path), llm_server.num_requests
+        llm_server.delay = 3.0  # past the timeout on every attempt: retried with backoff, then failed
+        r = c.post("/v1/namespaces/alice/remember?wait=true&timeout=60", json={"messages": MESSAGES})
+        job = r.json()
+        assert r.status_code == 200 and job["status"] == "failed", job
+        assert "after retries" in job["error"] and "nothing was applied" in job["error"]
+        # each of the four agents' calls was tried 1 + 2 times, with a backoff between tries
+        assert llm_server.num_requests - sent == 4 * 3
+        assert job["seconds"] >= 3 * 1.0 + 0.2 * 0.5 + 0.4 * 0.5
+        assert [row for row in snapshot(db_path) if row[0] != "namespaces"] == [
+            row for row in before if row[0] != "namespaces"
+        ]
+        llm_server.delay = 0
+
+
 def test_a_cut_reply_is_counted_not_a_500(tmp_path):
     cut = dict(ANSWERS, semantic='{"operations": [{"operation": "ADD", "memory": "Alice - Ho')
     with job_server(tmp_path / "m.db", membuilder_rule(cut)) as (url, _, _), client(url, ALICE) as c:
@@ -113,9 +142,10 @@ def test_a_cut_reply_is_counted_not_a_500(tmp_path):
         assert {e["type"] for e in job["events"] if e["event"] == "added"} == {"core", "episodic"}
 
 
-def test_eight_namespaces_at_once_and_one_namespace_in_order(tmp_path):
+@BACKENDS
+def test_eight_namespaces_at_once_and_one_namespace_in_order(db_path):
     tokens = ["root=ROOT-SECRET-1:*"]
-    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+    memory = AsyncMemory(db_path, embedder=HashingEmbedder(64))
     llm = ScriptedLLM(membuilder_rule(), max_concurrency=64)
     app = create_app(memory, Tokens.parse(tokens), jobs=JobRunner(memory, llm))
     with ServerThread(app) as server, client(server.base_url, "ROOT-SECRET-1") as c:

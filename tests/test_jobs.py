@@ -173,3 +173,34 @@ async def test_maintain_stays_in_its_namespace_and_deletes_within_the_share(memo
     else:
         assert job.status == "failed" and "allow_mass_delete" in job.error
         assert await memory.count(user_id="alice") == 4  # nothing applied
+
+
+async def test_progress_counts_model_calls_of_the_expected_total(memory):
+    seen = []
+    runner = None
+
+    def reply(messages, tools, json_schema):
+        job = runner.table.list("alice", limit=1)[0]
+        seen.append(job.result.get("progress"))
+        return "\\boxed{Sintra}" if "Answer the question" in messages[-1]["content"] else "bees in Sintra"
+
+    runner = JobRunner(memory, ScriptedLLM(reply), JobConfig(progress_every=0))
+    doc = " ".join(f"word{i}" for i in range(30))  # 12 words a chunk at chunk_tokens=16: 3 chunks
+    job, _ = await runner.submit("alice", "read", {"document": doc, "chunk_tokens": 16, "question": "Where?"})
+    job = await runner.wait(job.id, 10)
+    assert job.status == "succeeded", job.error
+    steps = [(p or {}).get("steps_done") for p in seen]
+    assert steps == [None, 1, 2, 3] and {p["steps_total"] for p in seen[1:]} == {4}  # 3 chunks + the answer
+    assert job.to_dict()["progress"] == {"steps_done": 4, "steps_total": 4, "unit": "model calls"}
+    # remember: one session of four agents' calls
+    runner.llm = ScriptedLLM(membuilder_rule())
+    job, _ = await runner.submit("alice", "remember", {"messages": MESSAGES})
+    job = await runner.wait(job.id, 10)
+    assert job.to_dict()["progress"] == {"steps_done": 4, "steps_total": 4, "unit": "model calls",
+                                         "sessions_done": 1, "sessions_total": 1}  # fmt: skip
+    # raw remember: one session, no model calls
+    runner.llm = None
+    job, _ = await runner.submit("alice", "remember", {"messages": MESSAGES, "agent": "raw"})
+    job = await runner.wait(job.id, 10)
+    assert job.to_dict()["progress"] == {"steps_done": 0, "steps_total": 0, "unit": "model calls",
+                                         "sessions_done": 1, "sessions_total": 1}  # fmt: skip

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memrl.agents.memagent import MemAgent, MemAgentConfig
+from memrl.agents.job_progress import Progress
+from memrl.agents.memagent import MemAgent, MemAgentConfig, _tokenizer, chunk_text
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
 from memrl.agents.memupdate import MemUpdateAgent, MemUpdateConfig
 from memrl.agents.raw import RawConfig, store_session
@@ -131,8 +132,7 @@ async def read(llm: LLM | None, memory: AsyncMemory, ns: str, request: dict[str,
     if llm is None:
         raise ValidationError("this server has no LLM (--llm): read needs one", field="kind")
     question = str(request.get("question") or "What should be remembered from this document?")
-    cfg = MemAgentConfig(chunk_tokens=int(request.get("chunk_tokens") or 1500),
-                         memory_tokens=int(request.get("memory_tokens") or 512))  # fmt: skip
+    cfg = _read_config(request)
     res = await MemAgent(llm, cfg).run(question, str(request["document"]), task_id=ns)
     traj = res.trajectory
     out = Outcome(stats={"chunks": res.chunks_read, "empty_memory_updates": traj.metrics.get("empty_memory_updates", 0)},
@@ -150,6 +150,25 @@ async def read(llm: LLM | None, memory: AsyncMemory, ns: str, request: dict[str,
     return out
 
 
+def _read_config(request: dict[str, Any]) -> MemAgentConfig:
+    return MemAgentConfig(chunk_tokens=int(request.get("chunk_tokens") or 1500),
+                          memory_tokens=int(request.get("memory_tokens") or 512))  # fmt: skip
+
+
+def expect(kind: str, llm: LLM | None, request: dict[str, Any], progress: Progress) -> None:
+    """Set ``progress``'s totals: the sessions and model calls job ``kind`` will take (see
+    :mod:`memrl.agents.job_progress`)."""
+    if kind == "remember":
+        progress.sessions_total = 1
+        raw = request.get("agent") == "raw" or llm is None
+        progress.steps_total = 0 if raw else len(MemBuilderConfig().types)
+    elif kind == "read" and llm is not None:
+        cfg = _read_config(request)
+        progress.steps_total = (
+            len(chunk_text(str(request.get("document", "")), cfg.chunk_tokens, _tokenizer(llm))) + 1
+        )
+
+
 async def run_kind(
     kind: str,
     llm: LLM | None,
@@ -158,12 +177,16 @@ async def run_kind(
     request: dict[str, Any],
     *,
     session_index: int = 1,
+    progress: Progress | None = None,
 ) -> Outcome:
-    """Run job ``kind`` on namespace ``ns`` (the job's scratch clone)."""
+    """Run job ``kind`` on namespace ``ns`` (the job's scratch clone), counting its steps in ``progress``."""
+    progress = progress or Progress(None)
+    expect(kind, llm, request, progress)
+    counted = progress.wrap(llm)
     if kind == "remember":
-        return await remember(llm, memory, ns, request, session_index=session_index)
+        return await remember(counted, memory, ns, request, session_index=session_index)
     if kind == "maintain":
-        return await maintain(llm, memory, ns, request)
+        return await maintain(counted, memory, ns, request)
     if kind == "read":
-        return await read(llm, memory, ns, request)
+        return await read(counted, memory, ns, request)
     raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memrl.agents.job_kinds import KINDS, Outcome, run_kind
+from memrl.agents.job_progress import Progress
 from memrl.config import option
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
@@ -47,6 +48,7 @@ class JobConfig:
         0.5, "a job may delete at most this share of its namespace's memories unless allow_mass_delete"
     )
     keep_finished: int = option(1000, "finished jobs whose completion events this process keeps for waiters")
+    progress_every: float = option(0.5, "seconds between two writes of a running job's progress")
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_delete_share <= 1:
@@ -232,11 +234,12 @@ class JobRunner:
         try:
             base = start_scratch(store, ns, scratch)
             index = self.table.count_succeeded(ns, "remember") + 1
+            progress = Progress(lambda p: self.table.progress(job.id, p), every=self.config.progress_every)
             with cache_scope(scratch):
-                outcome = await run_kind(
-                    job.kind, self.llm, self.memory, scratch, job.request, session_index=index
-                )
+                outcome = await run_kind(job.kind, self.llm, self.memory, scratch, job.request,
+                                         session_index=index, progress=progress)  # fmt: skip
             result = self._result(outcome)
+            result["progress"] = progress.to_dict()
             if outcome.failure is not None:
                 self._fail(job, "failed", f"the LLM failed (after retries): {outcome.failure}; nothing was "
                            "applied", result)  # fmt: skip
@@ -247,6 +250,7 @@ class JobRunner:
             )
             result["events"] = events + result["events"]
             result["stats"]["changes"] = len(events)
+            result["progress"] = progress.done()
             if job.dry_run:
                 self.table.finish(job.id, "succeeded", result=result)
             else:

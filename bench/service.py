@@ -16,6 +16,12 @@ token), one probe of another's namespace per writer (must be 403), and an isolat
 namespace searched over and over in BM25 and hybrid mode while the tenants store the very words it
 searches for; every answer must equal the one before the load (ids, order and scores): ``isolation``
 counts the probes and the mismatches. p50/p99 per kind, unexpected statuses as errors, every write checked.
+
+Remember phase (``remember``): agent jobs, a conversation posted to ``/v1/namespaces/{ns}/remember?wait=true``
+by each client on its own namespace, MemBuilder's four agents answered by an instant scripted model, so the
+figure is the job machinery's own cost (queue, scratch clone, diff, one-batch commit): jobs per minute, p50/p99
+of the request and of the job (created to finished), every job checked succeeded with its events.
+``--remember-offline`` runs it again with the offline local model (slow: ``--remember-jobs`` jobs in all).
 Prints one JSON line last.
 """
 
@@ -32,8 +38,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memrl.agents.jobs import JobRunner  # noqa: E402
+from memrl.llm.scripted import ScriptedLLM  # noqa: E402
 from memrl.memory.embedders import HashingEmbedder  # noqa: E402
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.jobs import JobTable  # noqa: E402
 from memrl.memory.sync import Memory  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.load import add_request, run_load, search_request  # noqa: E402
@@ -175,15 +184,70 @@ def tenants(tmp: Path, n: int, k: int) -> dict:
     return out
 
 
+ANSWERS = {
+    "core": {"operation": "APPEND", "content": "The user lives in Lisbon."},
+    "episodic": {"operations": [{"operation": "ADD", "memory": "2024-05-01: the user moved to Lisbon"}]},
+    "semantic": {"operations": [{"operation": "ADD", "memory": "User - Home: Lisbon"}]},
+    "procedural": {"operations": []},
+}
+CONVERSATION = [
+    {"role": "user", "content": "I moved to Lisbon in May, to a flat near the river."},
+    {"role": "assistant", "content": "Lisbon is lovely in spring. How is the new flat?"},
+]
+
+
+def instant_membuilder(messages, tools, json_schema) -> str:
+    """MemBuilder's four agents, answered at once (the scripted model: no model cost in the figure)."""
+    kind = next(t for t in ANSWERS if f"is the {t.upper()} memory" in messages[0]["content"])
+    return json.dumps(ANSWERS[kind])
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return round(1000 * values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
+
+
+def remember_phase(tmp: Path, llm, clients: int, per_client: int) -> dict:
+    """Agent jobs over HTTP: each client remembers ``per_client`` conversations in its own namespace."""
+    memory = AsyncMemory(tmp / f"remember-{llm.provider}.db", embedder=HashingEmbedder(128))
+    app = create_app(memory, Tokens.parse([f"bench={TOKEN}:*"]), ui=False, jobs=JobRunner(memory, llm))
+    body = {"messages": CONVERSATION, "session_time": "2024-05-01T10:00:00"}
+    with ServerThread(app) as server:
+        load = run_load(server.base_url, TOKEN, clients=clients, per_client=per_client,
+                        make_request=lambda c, i: ("POST", f"/v1/namespaces/user{c}/remember?wait=true&timeout=600",
+                                                   body))  # fmt: skip
+    table = JobTable(memory.store)
+    jobs = [j for c in range(clients) for j in table.list(f"user{c}", limit=per_client + 1)]
+    ok = [j for j in jobs if j.status == "succeeded" and j.result.get("events")]
+    job_s = [j.finished_at - j.created_at for j in ok]
+    return {**load.summary(), "jobs": len(jobs), "failed": len(jobs) - len(ok), "model": llm.name,
+            "jobs_per_min": round(60 * len(ok) / load.seconds, 1) if load.seconds else 0.0,
+            "job_p50_ms": _pct(job_s, 0.5), "job_p99_ms": _pct(job_s, 0.99),
+            "events_per_job": round(sum(len(j.events) for j in ok) / max(1, len(ok)), 2)}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=100, help="requests per client per phase")
     ap.add_argument("--tenants", type=int, default=8, help="namespaces (and tokens) in the tenants phase")
+    ap.add_argument("--remember-jobs", type=int, default=4, help="jobs in all with --remember-offline")
+    ap.add_argument("--remember-offline", action="store_true",
+                    help="also run the remember phase with the offline local model (slow; loads torch)")  # fmt: skip
+    ap.add_argument("--only-remember", action="store_true", help="run the remember phase(s) only")
     args = ap.parse_args()
     n, k = args.clients, args.requests
     out: dict = {"clients": n, "requests_per_client": k}
     with tempfile.TemporaryDirectory() as tmp:
+        scripted = ScriptedLLM(instant_membuilder, max_concurrency=64)
+        out["remember"] = remember_phase(Path(tmp), scripted, n, max(1, k // 10))
+        if args.remember_offline:
+            from memrl.llm import create_llm
+
+            out["remember_offline"] = remember_phase(Path(tmp), create_llm("local"), 1, args.remember_jobs)
+        if args.only_remember:
+            print(json.dumps(out))
+            return
         db = Path(tmp) / "bench.db"
         memory = AsyncMemory(db, embedder=HashingEmbedder(128))
         app = create_app(memory, Tokens.parse([f"bench={TOKEN}:*"]), ui=False)

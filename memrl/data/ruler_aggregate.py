@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import accumulate
 
-from memrl.data.ruler_synthetic import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
+from memrl.data.ruler_tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
 
 __all__ = ["generate_cwe", "generate_fwe", "generate_vt"]
 
@@ -77,7 +77,9 @@ def generate_cwe(spec: TaskSpec, label: str, target: int, count: int, seed: int,
         rng.shuffle(rest)
         order_seed = rng.random()
 
-        def listing(n: int, common: list[str] = common, rest: list[str] = rest, order_seed: float = order_seed) -> str:
+        def listing(
+            n: int, common: list[str] = common, rest: list[str] = rest, order_seed: float = order_seed
+        ) -> str:
             entries = common * freq_cw + [rest[i % len(rest)] for i in range(n)] * freq_ucw
             random.Random(order_seed).shuffle(entries)
             return "\n".join(f"{k}. {w}" for k, w in enumerate(entries, 1))
@@ -108,7 +110,9 @@ def generate_fwe(spec: TaskSpec, label: str, target: int, count: int, seed: int,
                     vocab.append(w)
             drawn: list[int] = []  # ranks, drawn in blocks: prefix-stable, so text(n) depends on n only
 
-            def text(n: int, drawn: list[int] = drawn, rng: random.Random = rng, vocab: list[str] = vocab) -> str:
+            def text(
+                n: int, drawn: list[int] = drawn, rng: random.Random = rng, vocab: list[str] = vocab
+            ) -> str:
                 while len(drawn) < n:
                     drawn.extend(rng.choices(range(vocab_size), cum_weights=cum, k=1024))
                 return " ".join(vocab[r] for r in drawn[:n])

@@ -14,9 +14,9 @@ import random
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any
 
-from memrl.data.ruler_synthetic import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
+from memrl.data.ruler_tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
+from memrl.errors import DataError
 
 __all__ = ["DEPTHS", "generate_niah", "insert_at_depths", "needle"]
 
@@ -38,12 +38,20 @@ def _value(kind: str, rng: random.Random, words: WordLists) -> str:
 
 
 def _distinct(draw: Callable[[], str], n: int, avoid: set[str]) -> list[str]:
+    """``n`` new draws, none in ``avoid`` (which grows); a :class:`DataError` when the lists run dry."""
     out: list[str] = []
+    misses = 0
     while len(out) < n:
         x = draw()
         if x not in avoid:
             avoid.add(x)
             out.append(x)
+            misses = 0
+        else:
+            misses += 1
+            if misses > 10_000:
+                raise DataError(f"only {len(avoid)} distinct keys could be drawn: the word lists are too small "
+                                "for this length (RULER's come from wonderwords)")  # fmt: skip
     return out
 
 
@@ -83,11 +91,13 @@ def generate_niah(spec: TaskSpec, label: str, target: int, count: int, seed: int
             else (lambda r=rng: words.key(r))  # fmt: skip
         used: set[str] = set()
         keys = _distinct(key_of, o["num_k"], used)
-        values = [_distinct(lambda: _value(type_v, rng, words), o["num_v"], set()) for _ in keys]
+        values = [_distinct(lambda r=rng: _value(type_v, r, words), o["num_v"], set()) for _ in keys]
         needles = [needle(type_v, k, v) for k, vs in zip(keys, values, strict=True) for v in vs]
         depths = rng.sample(DEPTHS, len(needles))
         asked = sorted(rng.sample(range(o["num_k"]), o["num_q"]))
-        query = ", ".join(keys[i] for i in asked[:-1]) + (", and " if len(asked) > 1 else "") + keys[asked[-1]]
+        query = (
+            ", ".join(keys[i] for i in asked[:-1]) + (", and " if len(asked) > 1 else "") + keys[asked[-1]]
+        )
         answers = [v for i in asked for v in values[i]]
         hay_rng = random.Random(f"niah-hay:{spec.name}:{seed}:{label}:{index}")
         distractors: list[str] = []  # grown on demand, prefix-stable: build(n) depends on n only

@@ -91,7 +91,9 @@ async def test_a_perfect_reader_scores_100_and_what_does_not_fit_is_skipped(tmp_
     memagent = [r for r in rows if r["reader"] == "memagent"]
     assert all(r["chunks"] >= 3 for r in memagent if r["length"] == "2k")  # read in chunks, not at once
     # the memory is bounded: no MemAgent call saw the whole 2k context
-    chunk_calls = [r.messages[-1]["content"] for r in llm.requests if "Next section:" in r.messages[-1]["content"]]
+    chunk_calls = [
+        r.messages[-1]["content"] for r in llm.requests if "Next section:" in r.messages[-1]["content"]
+    ]
     assert max(len(c.split()) for c in chunk_calls) < 1000
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## niah_multivalue" in report and "| reader | 1k | 2k |" in report
@@ -99,7 +101,9 @@ async def test_a_perfect_reader_scores_100_and_what_does_not_fit_is_skipped(tmp_
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["cells"] == summary["cells"]
     files = on_disk["data_files"]
-    assert set(files) == {f"{t}_{n}.jsonl" for t in ("niah_single_1", "niah_multivalue", "vt") for n in ("1k", "2k")}
+    assert set(files) == {
+        f"{t}_{n}.jsonl" for t in ("niah_single_1", "niah_multivalue", "vt") for n in ("1k", "2k")
+    }
 
 
 async def test_scores_are_rulers_metric_of_each_reply(tmp_path):
@@ -113,7 +117,9 @@ async def test_scores_are_rulers_metric_of_each_reply(tmp_path):
     cfg = config(tmp_path, task=("niah_multivalue", "niah_single_1"), lengths=("1k",), reader=("full",))
     summary = await RulerEvaluation(cfg, llm=ScriptedLLM(half), progress=False).run()
     assert cell(summary, "niah_multivalue", "1k", "full")["score"] == pytest.approx(50.0)
-    assert cell(summary, "niah_single_1", "1k", "full")["score"] == pytest.approx(0.0)  # half of one value: none
+    assert cell(summary, "niah_single_1", "1k", "full")["score"] == pytest.approx(
+        0.0
+    )  # half of one value: none
 
 
 async def test_failures_are_counted_not_scored_and_resume_redoes_only_them(tmp_path):
@@ -174,7 +180,9 @@ def test_cli_runs_both_readers_and_prints_json_last(tmp_path, capsys, monkeypatc
     from memrl.cli.main import main
 
     original = scripted.ScriptedLLM.__init__
-    monkeypatch.setattr(scripted.ScriptedLLM, "__init__", lambda self, responses=(), **kw: original(self, oracle, **kw))
+    monkeypatch.setattr(
+        scripted.ScriptedLLM, "__init__", lambda self, responses=(), **kw: original(self, oracle, **kw)
+    )
     out_dir = tmp_path / "cli"
     argv = ["eval", "ruler", "--task", "niah_single_1,vt", "--lengths", "1k,2k", "--questions", "2",
             "--provider", "scripted", "--tokenizer", "whitespace", "--output-dir", str(out_dir), "--no-cache",

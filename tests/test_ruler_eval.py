@@ -44,7 +44,6 @@ def oracle(messages, tools, schema):
     answer step answers from the memory; the full reader answers from the whole prompt."""
     text = messages[-1]["content"]
     if "Next section:" in text:
-        question = re.search(r"Question: (.*?)\n\nYour memory", text, re.S)[1]
         memory = re.search(r"Your memory so far:\n(.*?)\n\nNext section:", text, re.S)[1]
         chunk = re.search(r"Next section:\n(.*?)\n\nWrite your updated memory", text, re.S)[1]
         keep = [] if memory == "No previous memory" else memory.split("\n")

@@ -3,6 +3,8 @@
 memrl data download locomo [--data-path DIR] [--force]
 memrl data info locomo            # sizes, categories and the data problems found while loading
 memrl data prepare --format verl --task read|update|build --dataset locomo --output rows.parquet
+memrl data prepare --format verl --task read --dataset ruler-synthetic --ruler-task niah_single_2 --lengths 4k \
+    --questions 256 --seed 1 --output ruler-train.parquet   # RULER's synthetic tasks, generated (seeded)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--task", required=True, choices=["read", "update", "build"],
                    help="read: MemAgent, update: MemUpdate, build: MemBuilder (ADRPO)")  # fmt: skip
-    p.add_argument("--dataset", default="locomo", help="locomo, sample, longmemeval, perltqa, ruler-hotpotqa")
+    p.add_argument("--dataset", default="locomo",
+                   help="locomo, sample, longmemeval, perltqa, ruler-hotpotqa, ruler-synthetic (generated)")  # fmt: skip
     p.add_argument("--data-path", help="data file or folder")
     p.add_argument("--conv-id", action="append", help="only these conversations (repeatable)")
     p.add_argument("--split", default="train",
@@ -48,6 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lengths", nargs="+", default=[],
                    help="ruler-locomo: document length(s), e.g. 2k (documents built from the split's conversations "
                         "only, gold and distractor sessions alike)")  # fmt: skip
+    g = p.add_argument_group("ruler-synthetic (read rows of RULER's generated tasks)")
+    g.add_argument("--ruler-task", default="niah_single_1,niah_single_2,niah_single_3",
+                   help="tasks with one gold answer: niah_single_1-3, niah_multikey_1-3, qa_2 (comma-separated)")  # fmt: skip
+    g.add_argument("--questions", type=int, default=64, help="items per task and length")
+    g.add_argument("--seed", type=int, default=0,
+                   help="generation seed: give training and validation files different seeds (and never the "
+                        "seed of an evaluation)")  # fmt: skip
+    g.add_argument("--tokenizer", default="model",
+                   help="lengths counted in: model (offline SmolLM2's tokenizer), whitespace, or a tokenizer folder")  # fmt: skip
+    g.add_argument("--essays", help="folder of the essay haystack (default: DATA/paulgraham)")
+    g.add_argument("--hotpotqa", help="HotpotQA dev file (qa_2)")
     p.add_argument("--types", default="core,episodic,semantic,procedural", help="build: agents to train")
     p.add_argument("--expert", default="annotations", choices=["annotations", "none"],
                    help="build: who writes the memory before each session (annotations: LoCoMo's)")  # fmt: skip
@@ -87,6 +101,8 @@ def _prepare(args: argparse.Namespace) -> int:
     from memrl.errors import DataError
     from memrl.integrations.verl.rows import build_rows, read_rows, update_rows, write_parquet
 
+    if args.dataset == "ruler-synthetic":
+        return _prepare_ruler(args)
     if args.dataset in DERIVED:  # built from the split's own conversations: a test session never enters
         table = SPLITS[DERIVED[args.dataset]]
         if args.split not in table:
@@ -120,4 +136,41 @@ def _prepare(args: argparse.Namespace) -> int:
     rows = rows[: args.max_rows] if args.max_rows else rows
     path = write_parquet(rows, args.output)
     print(f"{len(rows)} {args.task} rows -> {path}")
+    return 0
+
+
+def _prepare_ruler(args: argparse.Namespace) -> int:
+    """RULER's generated tasks as verl read rows; the generated items are written beside the parquet too
+    (``OUTPUT.d/{task}_{length}.jsonl`` with their sha256), so a row can be traced to its seed."""
+    from memrl.data.download import resolve_data_dir
+    from memrl.data.ruler import parse_lengths
+    from memrl.data.ruler_synthetic import generate, load_essays, write_items
+    from memrl.errors import ConfigError
+    from memrl.eval.ruler_eval import token_counter
+    from memrl.integrations.verl.rows import ruler_rows, write_parquet
+
+    if args.task != "read":
+        raise ConfigError("ruler-synthetic makes MemAgent (read) rows: pass --task read")
+    tasks = [t.strip() for t in args.ruler_task.split(",") if t.strip()]
+    count_tokens = token_counter(args.tokenizer)
+    essays = hotpotqa = None
+    items = []
+    for task in tasks:
+        if task in ("niah_single_2", "niah_single_3", "niah_multikey_1") and essays is None:
+            essays = load_essays(args.essays or resolve_data_dir(args.data_path) / "paulgraham")
+        if task == "qa_2" and hotpotqa is None:
+            from memrl.data.download import find_dataset
+            from memrl.data.hotpotqa import load_hotpotqa
+
+            hotpotqa = load_hotpotqa(args.hotpotqa or find_dataset("hotpotqa", args.data_path))[0]
+        for length in parse_lengths(args.lengths or ["4k"]):
+            got = generate(task, length.tokens or 0, count=args.questions, seed=args.seed, label=length.label,
+                           count_tokens=count_tokens, essays=essays, hotpotqa=hotpotqa)  # fmt: skip
+            digest = write_items(got, Path(f"{args.output}.d") / f"{task}_{length.label}.jsonl")
+            print(f"{task} {length.label}: {len(got)} items, sha256 {digest}", file=sys.stderr)
+            items += got
+    rows = ruler_rows(items, split=args.split)
+    rows = rows[: args.max_rows] if args.max_rows else rows
+    path = write_parquet(rows, args.output)
+    print(f"{len(rows)} read rows -> {path}")
     return 0

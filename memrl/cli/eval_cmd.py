@@ -26,13 +26,35 @@ from memrl.eval.qa_config import QAEvalConfig
 from memrl.eval.retrieval_config import RetrievalConfig
 
 #: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.
-SUBCOMMANDS = ("qa", "retrieval")
+SUBCOMMANDS = ("qa", "retrieval", "ruler")
 
 
 def qa_doc() -> str:
     import memrl.eval.qa
 
     return memrl.eval.qa.__doc__ or ""
+
+
+def ruler_doc() -> str:
+    import memrl.eval.ruler_eval
+
+    return memrl.eval.ruler_eval.__doc__ or ""
+
+
+def _ruler(args: argparse.Namespace) -> int:
+    from memrl.config import from_args
+    from memrl.eval.ruler_config import RulerEvalConfig
+    from memrl.eval.ruler_eval import run_ruler_eval
+    from memrl.eval.ruler_report import markdown
+
+    cfg = from_args(RulerEvalConfig, args)
+    summary = run_ruler_eval(cfg)
+    if not args.json:
+        print(markdown(summary))
+        print(f"wrote {cfg.out}/{{predictions.jsonl,summary.json,report.md,data/}}")
+    sys.stdout.flush()
+    print(json.dumps(summary, default=str))
+    return 0
 
 
 def _qa(args: argparse.Namespace) -> int:
@@ -63,6 +85,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_arguments(q, QAEvalConfig)
     q.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
     q.set_defaults(func=_qa)
+    r = actions.add_parser(
+        "ruler",
+        help="RULER's synthetic tasks (needles, variable tracking, common/frequent words, qa_2) by length, "
+        "read by MemAgent and full-context",
+        description=ruler_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from memrl.eval.ruler_config import RulerEvalConfig
+
+    add_arguments(r, RulerEvalConfig)
+    r.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
+    r.set_defaults(func=_ruler)
     p = actions.add_parser(
         "retrieval",
         help="evidence recall@k of search over the raw memory (dense, bm25, hybrid), no LLM",

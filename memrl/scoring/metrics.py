@@ -60,6 +60,8 @@ __all__ = [
     "score",
     "session_recall_at_k",
     "squad_scores",
+    "string_match_all",
+    "string_match_part",
     "sub_em",
     "token_f1",
 ]
@@ -288,6 +290,26 @@ def answer_match(answer: str | None, golds: Any) -> bool:
         golds = [golds] if golds is not None else []
     squashed = _squash(answer)
     return any(squashed == _squash(g) for g in golds)
+
+
+def _ruler_clean(prediction: Any) -> str:
+    """RULER's post-processing of a prediction: control characters dropped, stripped, lower-cased."""
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", _text(prediction)).strip().lower()
+
+
+def string_match_all(prediction: Any, golds: Sequence[Any]) -> float:
+    """RULER's metric of niah, vt, cwe and fwe for one item: the share of the gold strings found in the
+    prediction (case-insensitive substring), in [0, 1]; a report multiplies the mean by 100."""
+    pred = _ruler_clean(prediction)
+    golds = [_text(g).lower() for g in golds]
+    return sum(g in pred for g in golds) / len(golds) if golds else 0.0
+
+
+def string_match_part(prediction: Any, golds: Sequence[Any]) -> float:
+    """RULER's metric of qa for one item: 1 if any gold string is found in the prediction (case-
+    insensitive substring), else 0; a report multiplies the mean by 100."""
+    pred = _ruler_clean(prediction)
+    return float(any(_text(g).lower() in pred for g in golds))
 
 
 def boxed_match(text: str | None, golds: Any) -> bool:

@@ -80,6 +80,25 @@ def read_rows(records: Iterable[Conversation | LongDocQuestion], *, split: str =
     return rows
 
 
+def ruler_rows(items: Iterable[Any], *, split: str = "train") -> list[dict]:
+    """MemAgent rows of RULER's synthetic tasks (:class:`memrl.data.ruler_synthetic.SyntheticItem`): the
+    task's instruction and query as the question, its context as the document.
+
+    Only tasks with one gold answer: the ``memagent`` loop's reward is MemAgent's boxed match against a
+    gold answer, which a task asking for several values (multivalue, multiquery, vt, cwe, fwe) would pay
+    for one of them."""
+    rows: list[dict[str, Any]] = []
+    for item in items:
+        if len(item.answers) != 1:
+            raise DataError(
+                f"{item.task} asks for {len(item.answers)} values; verl's memagent reward (boxed match) scores "
+                "one gold answer: use niah_single_1-3, niah_multikey_1-3 or qa_2"
+            )
+        rows.append(_row("read", "ruler-synthetic", len(rows), split, item.question, item.answers,
+                         question_id=item.id, document=item.context))  # fmt: skip
+    return rows
+
+
 def update_rows(conversations: Iterable[Conversation], *, split: str = "train") -> list[dict]:
     """MemUpdate rows: one per question whose answer the reward can score (it has content tokens)."""
     from memrl.rewards.memupdate import tokens

@@ -120,7 +120,7 @@ class QAEvaluation:
         builder = create_builder(
             self.cfg.builder,
             options=self.cfg.builder_option,
-            **({} if self.cfg.builder == "raw" else {"llm": self.llm}),
+            **({"llm": self.llm} if self.cfg.builder == "membuilder" else {}),
         )
         finished: dict[str, dict[int, int]] = {}
         for row in self.builds.read():
@@ -245,7 +245,7 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
-            if self.cfg.mode != "build" or self.cfg.builder != "raw" or self.cfg.updater != "none":
+            if self.cfg.mode != "build" or self.cfg.builder == "membuilder" or self.cfg.updater != "none":
                 # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
                 load = getattr(getattr(self.llm, "inner", self.llm), "load", None)
                 if callable(load):

@@ -43,8 +43,10 @@ class QAEvalConfig:
         None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
     )
     mode: Mode = option("full", "build memory, answer questions, or both")
-    builder: Literal["raw", "membuilder", "memagent"] = option(
-        "raw", "how memory is built (memagent reads instead)"
+    builder: Literal["raw", "membuilder", "annotations", "memagent"] = option(
+        "raw",
+        "how memory is built: raw turns, membuilder's agents, annotations (membuilder's agents answered by "
+        "LoCoMo's annotations, no LLM: the SFT expert's memory); memagent reads instead",
     )
     builder_option: tuple[str, ...] = option(
         (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"

@@ -60,3 +60,26 @@ async def test_memrl_eval_builds_without_the_model_and_answers_with_it(tmp_path)
         assert types == {"episodic", "semantic"}
     finally:
         await memory.close()
+
+
+async def test_membuilder_can_build_with_another_model_than_the_answerer(tmp_path):
+    """``builder_model``: the agents run one model (here the expert itself, as an SFT checkpoint would), the
+    questions another; the memory equals the annotations builder's."""
+    answerer = ScriptedLLM(lambda messages, tools, schema: "Biscuit")
+    cfg = QAEvalConfig(dataset="sample", builder="membuilder", builder_model="sft-checkpoint", embedder="hashing",
+                       provider="scripted", output_dir=str(tmp_path / "mb"), cache=False)  # fmt: skip
+    run = QAEvaluation(cfg, llm=answerer, builder_llm=annotation_expert(SAMPLE), progress=False)
+    summary = await run.run()
+    assert len(answerer.requests) == summary["n_answered"] == 10
+    assert len(run.builder_llm.requests) == 4 * len(SAMPLE.sessions)
+    assert summary["build"]["llm_calls"] == 4 * len(SAMPLE.sessions)
+    ann = QAEvalConfig(dataset="sample", builder="annotations", embedder="hashing", provider="scripted",
+                       output_dir=str(tmp_path / "ann"), cache=False, mode="build")  # fmt: skip
+    await QAEvaluation(ann, llm=answerer, progress=False).run()
+    a = AsyncMemory(str(cfg.out / "memory.db"), embedder="hashing")
+    b = AsyncMemory(str(ann.out / "memory.db"), embedder="hashing")
+    try:
+        assert await _contents(a, f"{SAMPLE.id}@membuilder") == await _contents(b, f"{SAMPLE.id}@annotations")
+    finally:
+        await a.close()
+        await b.close()

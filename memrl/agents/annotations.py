@@ -39,7 +39,11 @@ class AnnotationsBuilder(Builder):
     def agent(self, conversation: Conversation) -> MemBuilderAgent:
         """The MemBuilder agents of ``conversation``, answered by its annotations (one expert each)."""
         if conversation.id not in self._agents:
-            self._agents[conversation.id] = MemBuilderAgent(annotation_expert(conversation), self.config)
+            cfg = self.config
+            expert = annotation_expert(
+                conversation, max_items=cfg.max_operations, max_chars=cfg.max_item_chars
+            )
+            self._agents[conversation.id] = MemBuilderAgent(expert, cfg)
         return self._agents[conversation.id]
 
     async def build_session(

@@ -200,3 +200,14 @@ def test_the_annotation_expert_writes_up_to_its_limits(conv):
     msgs = P.agent_messages(MemoryType.SEMANTIC, P.session_block(conv.sessions[0]), "", operations=("ADD",))
     ops = annotation_action(conv, msgs, max_items=1, max_chars=20)["operations"]
     assert len(ops) == 1 and len(ops[0]["memory"]) == 20
+
+
+def test_sft_membuilder_stops_at_max_steps(tiny, tmp_path, capsys):
+    out = tmp_path / "capped"
+    code = main(["train", "sft-membuilder", "--dataset", "sample", "--sessions", "1", "--embedder", "hashing",
+                 "--model", tiny, "--epochs", "3", "--batch-size", "2", "--max-steps", "1", "--output-dir", str(out),
+                 "--json"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and summary["steps"] == 1 and summary["examples"] == 4
+    assert json.loads((out / "sft_summary.json").read_text())["steps"] == 1
+    assert (out / "checkpoint" / "trainer_state.pt").is_file()

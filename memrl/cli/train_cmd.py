@@ -122,6 +122,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--output-dir", default="runs/sft")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+    p.add_argument(
+        "--max-steps", type=int, help="stop (with a checkpoint) after this many optimizer steps in all"
+    )
+    p.add_argument(
+        "--max-minutes", type=float,
+        help="stop (with a checkpoint, validated) after the first step that ends past this many minutes of training",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true")
     add_arguments(p.add_argument_group("sft"), SFTConfig)
     p.set_defaults(func=_sft_membuilder)
@@ -209,12 +216,18 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
         val_log.unlink(missing_ok=True)
         validate(0, 0)
 
+    if args.max_steps is not None:
+        total = min(total, args.max_steps)
+    limit_s = None if args.max_minutes is None else 60 * args.max_minutes
+    t_fit = time.perf_counter()
+
     def on_step(row: dict) -> None:
-        if val_samples and (row["step"] % per_epoch == 0 or row["step"] == total):
+        late = limit_s is not None and time.perf_counter() - t_fit > limit_s
+        if val_samples and (row["step"] % per_epoch == 0 or row["step"] == total or late):
             validate(row["step"], round(row["step"] / per_epoch, 3))
 
-    t_fit = time.perf_counter()
-    rows = trainer.fit(samples, args.output_dir, resume=args.resume, on_step=on_step)
+    rows = trainer.fit(samples, args.output_dir, resume=args.resume, on_step=on_step,
+                       max_steps=args.max_steps, time_limit_s=limit_s)  # fmt: skip
     fit_s = time.perf_counter() - t_fit
     after, _ = trainer.loss_on(samples)
     vals = [json.loads(x) for x in val_log.read_text().splitlines()] if val_samples else []

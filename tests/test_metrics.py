@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memrl.eval.stats import bootstrap_ci, category_table, to_markdown
+from memrl.eval.stats import bootstrap_ci, category_table, cluster_bootstrap_ci, to_markdown
 from memrl.scoring.metrics import (
     LOCOMO_CATEGORIES,
     best_over_golds,
@@ -285,6 +285,27 @@ def test_bootstrap_ci_edge_cases():
     assert bootstrap_ci([1.0, None, float("nan"), 1.0]) == (1.0, 1.0, 1.0)
     with pytest.raises(ValueError):
         bootstrap_ci([1.0], alpha=1.5)
+
+
+def test_cluster_bootstrap_resamples_conversations_not_questions():
+    """Two conversations with different scores: the question-level bootstrap treats 200 questions as
+    independent and gives a narrow interval; resampling the conversations gives one that reaches towards
+    either conversation's mean (a resample may hold the same conversation twice)."""
+    values = [0.9 + 0.01 * (i % 5) for i in range(100)] + [0.1 + 0.01 * (i % 5) for i in range(100)]
+    clusters = ["a"] * 100 + ["b"] * 100
+    mean, lo, hi = cluster_bootstrap_ci(values, clusters, seed=1)
+    _, plain_lo, plain_hi = bootstrap_ci(values, seed=1)
+    assert mean == pytest.approx(0.52)
+    assert lo < 0.2 and hi > 0.85 and hi - lo > 5 * (plain_hi - plain_lo)
+    assert cluster_bootstrap_ci(values, clusters, seed=1) == (mean, lo, hi)  # deterministic
+    # one conversation: the ordinary bootstrap of its questions (no between-cluster spread)
+    one = cluster_bootstrap_ci(values[:100], clusters[:100])
+    assert 0.9 < one[1] < one[0] < one[2] < 0.95
+    # missing values left out; identical values collapse the interval
+    assert cluster_bootstrap_ci([1.0, None, float("nan"), 1.0], ["a", "a", "b", "b"]) == (1.0, 1.0, 1.0)
+    assert all(math.isnan(x) for x in cluster_bootstrap_ci([], []))
+    with pytest.raises(ValueError):
+        cluster_bootstrap_ci([1.0], ["a", "b"])
 
 
 def test_category_table_and_markdown():

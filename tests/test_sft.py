@@ -150,3 +150,64 @@ def test_bf16_autocast_fine_tunes_fp32_weights_and_calls_back_each_step(tiny, tm
     assert all(p.dtype == torch.float32 for p in llm.hf_model.parameters())
     with pytest.raises(Exception, match="autocast must be"):
         SFTConfig(autocast="fp16")
+
+
+def test_sft_membuilder_with_a_validation_conversation_and_lora(tiny, tmp_path, capsys, locomo_path):
+    """--val-conv: that conversation's expert answers are never trained on, and their loss is measured
+    before training and after each epoch; --lora-rank: only the adapter trains, saved as a small
+    safetensors file beside the merged model; a LoRA run stopped after epoch 1 and resumed ends with the
+    weights of an uninterrupted one."""
+    import torch
+    from safetensors.torch import load_file
+
+    def sft(out, *extra: str) -> int:
+        return main(["train", "sft-membuilder", "--dataset", "locomo", "--data-path", str(locomo_path), "--split",
+                     "train", "--sessions", "1", "--val-conv", "conv-49", "--model", tiny, "--embedder", "hashing",
+                     "--batch-size", "4", "--lr", "5e-3", "--lora-rank", "4", "--save-every", "1",
+                     "--agent-option", "max_operations=2", "--output-dir", str(out), "--json", *extra])  # fmt: skip
+
+    assert sft(tmp_path / "whole", "--epochs", "2") == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["conversations"] == 6 and summary["val_conversations"] == ["conv-49"]
+    assert summary["expert_trajectories"] == 6 * 4 and summary["val_examples"] == 4
+    assert [e for e, _ in summary["val_loss"]] == [0, 1, 2]
+    assert summary["steps"] == 2 * -(-summary["examples"] // 4)
+    assert summary["val_loss"][-1][1] < summary["val_loss"][0][1]  # the format transfers to conv-49
+    run = json.loads((tmp_path / "whole" / "run.json").read_text())
+    assert "conv-49" not in run["conversations"] and run["validation_conversations"] == ["conv-49"]
+    ckpt = tmp_path / "whole" / "checkpoint"
+    adapter = load_file(str(ckpt / "adapter.safetensors"))
+    assert adapter and all("lora_" in k for k in adapter)
+    assert (ckpt / "adapter.safetensors").stat().st_size < (ckpt / "model.safetensors").stat().st_size / 5
+    # the expert's answers follow --agent-option: at most 2 memories per answer
+    base = LocalLLM(tiny).load().hf_model.state_dict()
+    merged = LocalLLM(str(ckpt)).load().hf_model.state_dict()
+    assert any(not torch.equal(base[k], merged[k]) for k in base if k.endswith("proj.weight"))
+
+    assert sft(tmp_path / "split", "--epochs", "1") == 0
+    capsys.readouterr()
+    assert sft(tmp_path / "split", "--epochs", "2", "--resume") == 0
+    a = LocalLLM(str(ckpt)).load().hf_model.parameters()
+    b = LocalLLM(str(tmp_path / "split" / "checkpoint")).load().hf_model.parameters()
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a, b, strict=True))
+
+
+def test_the_annotation_expert_writes_up_to_its_limits(conv):
+    from memrl.agents.experts import annotation_action
+    from memrl.agents.prompts import membuilder as P
+    from memrl.memory.types import MemoryType
+
+    msgs = P.agent_messages(MemoryType.SEMANTIC, P.session_block(conv.sessions[0]), "", operations=("ADD",))
+    ops = annotation_action(conv, msgs, max_items=1, max_chars=20)["operations"]
+    assert len(ops) == 1 and len(ops[0]["memory"]) == 20
+
+
+def test_sft_membuilder_stops_at_max_steps(tiny, tmp_path, capsys):
+    out = tmp_path / "capped"
+    code = main(["train", "sft-membuilder", "--dataset", "sample", "--sessions", "1", "--embedder", "hashing",
+                 "--model", tiny, "--epochs", "3", "--batch-size", "2", "--max-steps", "1", "--output-dir", str(out),
+                 "--json"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and summary["steps"] == 1 and summary["examples"] == 4
+    assert json.loads((out / "sft_summary.json").read_text())["steps"] == 1
+    assert (out / "checkpoint" / "trainer_state.pt").is_file()

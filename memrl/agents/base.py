@@ -1,6 +1,7 @@
 """What a memory builder is: something that turns a conversation, session by session, into memory.
 
-Builders (``raw``: every turn stored, no LLM; ``membuilder``: four LLM agents per session) implement
+Builders (``raw``: every turn stored, no LLM; ``membuilder``: four LLM agents per session;
+``annotations``: those four agents answered by the data set's annotations, no LLM) implement
 ``build_session``. The evaluation runner builds one session at a time and records each finished session,
 so an interrupted build resumes at the first unfinished session (after rolling back its partial changes
 with the store's history). Registry: ``create_builder("raw")``.
@@ -79,10 +80,12 @@ class Builder(ABC):
 BUILDERS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawBuilder",
     "membuilder": "memrl.agents.membuilder:MemBuilderAgent",
+    "annotations": "memrl.agents.annotations:AnnotationsBuilder",
 }
 BUILDER_CONFIGS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawConfig",
     "membuilder": "memrl.agents.membuilder:MemBuilderConfig",
+    "annotations": "memrl.agents.membuilder:MemBuilderConfig",
 }
 
 

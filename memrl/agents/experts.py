@@ -37,8 +37,16 @@ def _session_of(prompt: str) -> int:
     return int(m.group(1))
 
 
-def annotation_action(conversation: Conversation, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The expert's action for one MemBuilder agent prompt (see the module docstring)."""
+def annotation_action(
+    conversation: Conversation,
+    messages: list[dict[str, Any]],
+    *,
+    max_items: int = MAX_ITEMS,
+    max_chars: int = MAX_CHARS,
+) -> dict[str, Any]:
+    """The expert's action for one MemBuilder agent prompt (see the module docstring): at most
+    ``max_items`` items per type, each cut to ``max_chars`` (the agents' ``max_operations`` and
+    ``max_item_chars``)."""
     system, last = messages[0]["content"], messages[-1]["content"]
     if "Rewrite it in under" in last:  # the core compression call: keep the most recent part
         core = last.split("Core memory:\n", 1)[1].split("\n\nThe core memory has", 1)[0]
@@ -50,18 +58,21 @@ def annotation_action(conversation: Conversation, messages: list[dict[str, Any]]
     date = events.get("date", "")
     if "CORE memory" in system:
         firsts = [rows[0][0] for rows in obs.values() if rows]
-        return {"operation": "APPEND", "content": " ".join(firsts)[:MAX_CHARS] or "-"}
+        return {"operation": "APPEND", "content": " ".join(firsts)[:max_chars] or "-"}
     if "EPISODIC memory" in system:
         happened = [f"{date}: {e}" for who, rows in events.items() if who != "date" for e in rows]
-        return {"operations": [{"operation": "ADD", "memory": e[:MAX_CHARS]} for e in happened[:MAX_ITEMS]]}
+        return {"operations": [{"operation": "ADD", "memory": e[:max_chars]} for e in happened[:max_items]]}
     if "SEMANTIC memory" in system:
         facts = [f"{who} - {text}" for who, rows in obs.items() for text, *_ in rows]
-        return {"operations": [{"operation": "ADD", "memory": f[:MAX_CHARS]} for f in facts[:MAX_ITEMS]]}
+        return {"operations": [{"operation": "ADD", "memory": f[:max_chars]} for f in facts[:max_items]]}
     return {"operations": []}
 
 
-def annotation_expert(conversation: Conversation) -> Any:
-    """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations."""
+def annotation_expert(
+    conversation: Conversation, *, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS
+) -> Any:
+    """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations (limits as
+    :func:`annotation_action`'s)."""
     from memrl.llm.scripted import ScriptedLLM
 
     if not (conversation.metadata.get("observation") or conversation.metadata.get("event_summary")):
@@ -69,4 +80,8 @@ def annotation_expert(conversation: Conversation) -> Any:
             f"conversation {conversation.id} has no observation/event_summary annotations: the annotation "
             "expert needs LoCoMo-style annotations (use an LLM expert instead)"
         )
-    return ScriptedLLM(lambda messages, tools, schema: json.dumps(annotation_action(conversation, messages)))
+    return ScriptedLLM(
+        lambda messages, tools, schema: json.dumps(
+            annotation_action(conversation, messages, max_items=max_items, max_chars=max_chars)
+        )
+    )

@@ -4,6 +4,7 @@ memrl train grpo --task answer --dataset locomo --split train --steps 40 --lora-
 memrl train grpo --task read|update|build --dataset sample --steps 20 --output-dir runs/x [--resume]
 memrl train memagent ...          (= grpo --task read)
 memrl train sft-membuilder --dataset locomo --conv-id conv-30 --output-dir runs/sft [--resume]
+memrl train sft-membuilder --dataset locomo --split train --val-conv conv-49 --lora-rank 16 --lr 2e-4
 
 Agent settings are ``--agent-option KEY=VALUE`` (fields of MemAgentConfig, MemUpdateConfig or
 MemBuilderConfig for read, update and build).
@@ -107,8 +108,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--model", help="the student: HF folder or hub id (default: offline SmolLM2-135M-Instruct)"
     )
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    p.add_argument(
+        "--val-conv", action="append", default=[], metavar="ID",
+        help="leave this conversation of the selection out of the SFT examples and measure the loss on its "
+             "expert answers before training, after each epoch and at the end (OUTPUT_DIR/val.jsonl); "
+             "repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "--agent-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a field of MemBuilderConfig for the expert's run (the prompts the student learns from): give "
+             "the same values to --builder-option when the student builds (repeatable)",
+    )  # fmt: skip
     p.add_argument("--output-dir", default="runs/sft")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+    p.add_argument(
+        "--max-steps", type=int, help="stop (with a checkpoint) after this many optimizer steps in all"
+    )
+    p.add_argument(
+        "--max-minutes", type=float,
+        help="stop (with a checkpoint, validated) after the first step that ends past this many minutes of training",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true")
     add_arguments(p.add_argument_group("sft"), SFTConfig)
     p.set_defaults(func=_sft_membuilder)
@@ -116,10 +136,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sft_membuilder(args: argparse.Namespace) -> int:
     import asyncio
+    import time
 
     from memrl.agents.experts import annotation_expert
-    from memrl.agents.membuilder import MemBuilderAgent
-    from memrl.config import from_args
+    from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+    from memrl.config import from_args, parse_options
     from memrl.errors import ConfigError
     from memrl.llm import create_llm
     from memrl.llm.local import LocalLLM
@@ -128,53 +149,107 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     if args.expert == "model" and not args.expert_model:
         raise ConfigError("--expert model needs --expert-model (and --base-url for a local server)")
+    t_start = time.perf_counter()
+    agent_cfg = parse_options(MemBuilderConfig, args.agent_option)
     convs = _conversations(args)
+    unknown = set(args.val_conv) - {c.id for c in convs}
+    if unknown:
+        raise ConfigError(f"--val-conv {', '.join(sorted(unknown))}: not among the selected conversations")
+    if len(set(args.val_conv)) >= len(convs):
+        raise ConfigError("--val-conv leaves no conversation to train on")
     write_run_meta(args, convs)
+    if args.val_conv:
+        meta = json.loads((Path(args.output_dir) / "run.json").read_text())
+        meta["validation_conversations"] = sorted(set(args.val_conv))
+        meta["conversations"] = [c for c in meta["conversations"] if c not in args.val_conv]
+        (Path(args.output_dir) / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
 
-    async def expert_trajectories() -> tuple[list, int]:
-        trajs, failures = [], 0
+    async def expert_trajectories() -> tuple[list, list, int]:
+        trajs, val, failures = [], [], 0
         for conv in convs:
             if args.expert == "annotations":
-                expert = annotation_expert(conv)
+                expert = annotation_expert(
+                    conv, max_items=agent_cfg.max_operations, max_chars=agent_cfg.max_item_chars
+                )
             else:
                 kw = {"base_url": args.base_url} if args.base_url else {}
                 expert = create_llm(args.expert_provider, args.expert_model, **kw)
             memory = AsyncMemory(":memory:", embedder=args.embedder)
             try:
-                agent = MemBuilderAgent(expert)
+                agent = MemBuilderAgent(expert, agent_cfg)
                 for session in conv.sessions[: args.sessions] if args.sessions else conv.sessions:
                     result = await agent.build_session(memory, conv.id, conv, session)
-                    trajs += result.trajectories
+                    (val if conv.id in args.val_conv else trajs).extend(result.trajectories)
                     failures += len(result.failures)
             finally:
                 await memory.close()
-        return trajs, failures
+        return trajs, val, failures
 
-    trajs, expert_failures = asyncio.run(expert_trajectories())
+    trajs, val_trajs, expert_failures = asyncio.run(expert_trajectories())
+    expert_s = time.perf_counter() - t_start
     cfg = from_args(SFTConfig, args)
     from memrl.train.trainer import checkpoint_folder
 
     found = checkpoint_folder(Path(args.output_dir) / "checkpoint") if args.resume else None
     if args.resume and found is None:
         raise ConfigError(f"--resume: no checkpoint in {Path(args.output_dir) / 'checkpoint'}")
-    student = LocalLLM(str(found) if found else args.model, device=args.device).load()
+    model = SFTTrainer.model_to_load(found) if found else args.model
+    student = LocalLLM(model, device=args.device, threads=args.threads).load()
     samples, skipped = sft_samples(student, trajs, cfg.max_seq_tokens)
+    val_samples, _ = sft_samples(student, val_trajs, cfg.max_seq_tokens)
     trainer = SFTTrainer(student, cfg)
     before, n_tokens = trainer.loss_on(samples)
-    rows = trainer.fit(samples, args.output_dir, resume=args.resume)
+    val_log = Path(args.output_dir) / "val.jsonl"
+    per_epoch = -(-len(samples) // cfg.batch_size)
+    total = cfg.epochs * per_epoch
+
+    def validate(step: int, epoch: float) -> None:
+        t0 = time.perf_counter()
+        loss, n = trainer.loss_on(val_samples)
+        row = {"step": step, "epoch": epoch, "val_loss": round(loss, 4), "val_examples": len(val_samples),
+               "val_tokens": n, "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+        with val_log.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"validation after step {step} (epoch {epoch:g}): loss per target token {loss:.4f}", flush=True)
+
+    if val_samples and not args.resume:
+        val_log.unlink(missing_ok=True)
+        validate(0, 0)
+
+    if args.max_steps is not None:
+        total = min(total, args.max_steps)
+    limit_s = None if args.max_minutes is None else 60 * args.max_minutes
+    t_fit = time.perf_counter()
+
+    def on_step(row: dict) -> None:
+        late = limit_s is not None and time.perf_counter() - t_fit > limit_s
+        if val_samples and (row["step"] % per_epoch == 0 or row["step"] == total or late):
+            validate(row["step"], round(row["step"] / per_epoch, 3))
+
+    rows = trainer.fit(samples, args.output_dir, resume=args.resume, on_step=on_step,
+                       max_steps=args.max_steps, time_limit_s=limit_s)  # fmt: skip
+    fit_s = time.perf_counter() - t_fit
     after, _ = trainer.loss_on(samples)
+    vals = [json.loads(x) for x in val_log.read_text().splitlines()] if val_samples else []
     summary = {
-        "conversations": len(convs), "expert": args.expert, "expert_trajectories": len(trajs),
-        "expert_failures": expert_failures, "examples": len(samples), "skipped": skipped,
-        "target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
+        "conversations": len(convs) - len(set(args.val_conv)), "expert": args.expert,
+        "expert_trajectories": len(trajs), "expert_failures": expert_failures, "examples": len(samples),
+        "skipped": skipped, "target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
         "loss_after": round(after, 4), "checkpoint": str(Path(args.output_dir) / "checkpoint"),
+        "val_conversations": sorted(set(args.val_conv)), "val_examples": len(val_samples),
+        "val_loss": [(v["epoch"], v["val_loss"]) for v in vals], "expert_seconds": round(expert_s, 1),
+        "fit_seconds": round(fit_s, 1), "wall_seconds": round(time.perf_counter() - t_start, 1),
     }  # fmt: skip
+    (Path(args.output_dir) / "sft_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"SFT on {len(samples)} expert answers ({n_tokens} target tokens), {len(rows)} steps: loss per "
               f"target token {before:.3f} -> {after:.3f} (on the training examples); skipped {skipped}; "
               f"checkpoint {summary['checkpoint']} (use it with --provider local --model)")  # fmt: skip
+        if vals:
+            print("validation loss (" + ", ".join(summary["val_conversations"]) + "): "
+                  + " -> ".join(f"{v['val_loss']:.3f}" for v in vals))  # fmt: skip
     return 0
 
 

@@ -66,16 +66,27 @@ class JsonlLog:
 
 # ---------------------------------------------------------------------------------------------- run
 class QAEvaluation:
-    """One run of :class:`QAEvalConfig`. ``llm``/``judge`` may be passed in (tests pass scripted ones)."""
+    """One run of :class:`QAEvalConfig`. ``llm``/``judge`` (and ``builder_llm``, used with
+    ``builder_model``) may be passed in (tests pass scripted ones)."""
 
     def __init__(
-        self, cfg: QAEvalConfig, *, llm: Any = None, judge: Any = None, progress: bool = True
+        self,
+        cfg: QAEvalConfig,
+        *,
+        llm: Any = None,
+        judge: Any = None,
+        builder_llm: Any = None,
+        progress: bool = True,
     ) -> None:
         self.cfg = cfg
         self.progress = progress
         self.out = cfg.out
         self._prepare_dir()
         self.llm = llm or self._make_llm(cfg.provider, cfg.model, cfg.base_url)
+        # membuilder's agents may run another model than the answerer (an SFT checkpoint)
+        self.builder_llm = self.llm
+        if cfg.builder_model and cfg.builder_model != cfg.model:
+            self.builder_llm = builder_llm or self._make_llm(cfg.provider, cfg.builder_model, cfg.base_url)
         self.judge = judge
         if self.judge is None and cfg.judge_model:
             self.judge = self._make_llm(cfg.judge_provider or cfg.provider, cfg.judge_model,
@@ -120,7 +131,7 @@ class QAEvaluation:
         builder = create_builder(
             self.cfg.builder,
             options=self.cfg.builder_option,
-            **({} if self.cfg.builder == "raw" else {"llm": self.llm}),
+            **({"llm": self.builder_llm} if self.cfg.builder == "membuilder" else {}),
         )
         finished: dict[str, dict[int, int]] = {}
         for row in self.builds.read():
@@ -245,11 +256,12 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
-            if self.cfg.mode != "build" or self.cfg.builder != "raw" or self.cfg.updater != "none":
+            if self.cfg.mode != "build" or self.cfg.builder == "membuilder" or self.cfg.updater != "none":
                 # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
-                load = getattr(getattr(self.llm, "inner", self.llm), "load", None)
-                if callable(load):
-                    await asyncio.to_thread(load)
+                for llm in {id(x): x for x in (self.llm, self.builder_llm)}.values():
+                    load = getattr(getattr(llm, "inner", llm), "load", None)
+                    if callable(load):
+                        await asyncio.to_thread(load)
             if self.cfg.mode in ("build", "full") and self.memory is not None:
                 await self.build(convs)
                 if self.cfg.updater == "memupdate":

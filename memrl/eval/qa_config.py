@@ -43,8 +43,10 @@ class QAEvalConfig:
         None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
     )
     mode: Mode = option("full", "build memory, answer questions, or both")
-    builder: Literal["raw", "membuilder", "memagent"] = option(
-        "raw", "how memory is built (memagent reads instead)"
+    builder: Literal["raw", "membuilder", "annotations", "memagent"] = option(
+        "raw",
+        "how memory is built: raw turns, membuilder's agents, annotations (membuilder's agents answered by "
+        "LoCoMo's annotations, no LLM: the SFT expert's memory); memagent reads instead",
     )
     builder_option: tuple[str, ...] = option(
         (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"
@@ -55,6 +57,11 @@ class QAEvalConfig:
     provider: str = option("local", "LLM back-end for building and answering: local, openai, scripted")
     model: str | None = option(None, "model name (local default: SmolLM2-135M-Instruct, offline)")
     base_url: str | None = option(None, "OpenAI-compatible server URL (vLLM, SGLang, Ollama, ...)")
+    builder_model: str | None = option(
+        None,
+        "model of membuilder's agents when it differs from the answerer's (same provider): e.g. an SFT "
+        "checkpoint builds while --model answers (default: --model)",
+    )
     judge_provider: str | None = option(None, "LLM back-end of the judge (default: same as --provider)")
     judge_model: str | None = option(None, "judge model; without it no LLM judge runs (F1/EM only)")
     judge_base_url: str | None = option(None, "judge server URL (default: --base-url)")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bootstrap_ci", "category_table", "to_markdown"]
+__all__ = ["bootstrap_ci", "category_table", "cluster_bootstrap_ci", "to_markdown"]
 
 # Resampling is done in chunks so that memory stays bounded (n_resamples x n can be large).
 _CHUNK_ELEMENTS = 2_000_000
@@ -58,6 +58,47 @@ def bootstrap_ci(
         stop = min(n_resamples, start + rows_per_chunk)
         idx = rng.integers(0, n, size=(stop - start, n))
         means[start:stop] = arr[idx].mean(axis=1)
+    low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return (mean, float(low), float(high))
+
+
+def cluster_bootstrap_ci(
+    values: Sequence[float | None],
+    clusters: Sequence[Any],
+    n_resamples: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean over every value and a two-stage cluster bootstrap ``1 - alpha`` interval: ``(mean, low, high)``.
+
+    Questions about one conversation are not independent (one memory answers them all), so the interval
+    resamples conversations: each resample draws as many clusters as there are, with replacement, then the
+    values within each drawn cluster with replacement, and takes the mean of all the values drawn (micro
+    average, like the point estimate). With few clusters the interval is wide, as it should be; with one
+    cluster it is the ordinary bootstrap of its values. ``values[i]`` belongs to ``clusters[i]``; missing
+    values (``None``/NaN) are left out. Paired comparisons pass per-question differences.
+    """
+    if len(values) != len(clusters):
+        raise ValueError(f"{len(values)} values but {len(clusters)} cluster labels")
+    groups: dict[Any, list[float]] = {}
+    for v, c in zip(values, clusters, strict=True):
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            groups.setdefault(c, []).append(float(v))
+    arrays = [np.asarray(g, dtype=np.float64) for g in groups.values()]
+    if not arrays:
+        return (math.nan, math.nan, math.nan)
+    mean = float(np.concatenate(arrays).mean())
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples, dtype=np.float64)
+    k = len(arrays)
+    for r in range(n_resamples):
+        drawn = rng.integers(0, k, size=k)
+        total = count = 0.0
+        for c in drawn:
+            a = arrays[c]
+            total += float(a[rng.integers(0, a.size, size=a.size)].sum())
+            count += a.size
+        means[r] = total / count
     low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return (mean, float(low), float(high))
 

@@ -10,7 +10,8 @@ the student learns to stop. The loss is the mean negative log-likelihood over th
     memrl build --dataset locomo --conv-id conv-26 --provider local --model runs/sft/checkpoint
 
 Writes ``OUTPUT_DIR/sft_metrics.jsonl`` (one row per optimizer step) and the checkpoint (a model folder,
-with the optimizer state and step count), every ``save_every`` steps and at the end. ``--resume`` loads the
+with the optimizer state and step count; with ``lora_rank`` the merged model plus ``adapter.safetensors``,
+the adapter alone, a few MB), every ``save_every`` steps and at the end. ``--resume`` loads the
 checkpoint and continues at the next step (the example order is fixed by the seed), so an interrupted run
 ends with the weights an uninterrupted one would have (tested).
 """
@@ -46,6 +47,10 @@ class SFTConfig:
     max_seq_tokens: int = option(4096, "skip (and count) longer examples")
     seed: int = option(0, "example order")
     save_every: int = option(10, "checkpoint every N optimizer steps (and at the end)")
+    lora_rank: int = option(
+        0, "LoRA rank (peft): only low-rank adapters train, saved as adapter.safetensors; 0 = every weight"
+    )
+    lora_alpha: float = option(32.0, "LoRA scaling numerator (scale = alpha / rank)")
     autocast: Literal["none", "bf16"] = option(
         "none",
         "bf16: forward and backward under torch.autocast(bfloat16), the weights and optimizer kept in fp32 "
@@ -61,8 +66,11 @@ class SFTConfig:
             or self.batch_size < 1
             or self.micro_batch < 1
             or self.save_every < 1
+            or self.lora_rank < 0
         ):
-            raise ConfigError("need lr > 0, epochs >= 1, batch_size >= 1, micro_batch >= 1, save_every >= 1")
+            raise ConfigError(
+                "need lr > 0, epochs >= 1, batch_size >= 1, micro_batch >= 1, save_every >= 1, lora_rank >= 0"
+            )
 
 
 def sft_samples(
@@ -104,6 +112,14 @@ class SFTTrainer(LocalModelTrainer):
     def __init__(self, llm: Any, config: SFTConfig | None = None) -> None:
         super().__init__(llm)
         self.config = config or SFTConfig()
+        if self.config.lora_rank:
+            from memrl.train.lora import add_lora
+
+            # the adapters' random start comes from the seed, so a run is reproducible (and a resumed one,
+            # which restores them, ends as an uninterrupted one)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.config.seed)
+                add_lora(self.model, rank=self.config.lora_rank, alpha=self.config.lora_alpha)
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=self.config.lr
         )
@@ -132,8 +148,9 @@ class SFTTrainer(LocalModelTrainer):
         """Train for ``epochs``; returns one metrics row per optimizer step (those of an earlier run included
         when resuming); saves ``OUTPUT_DIR/checkpoint`` every ``save_every`` steps and at the end.
 
-        With ``resume`` the model must have been loaded from that checkpoint (``memrl train sft-membuilder
-        --resume`` does it): the optimizer state and step count are read from it, and the steps it holds
+        With ``resume`` the model must have been loaded from that checkpoint (for LoRA from its base model,
+        :meth:`model_to_load`; ``memrl train sft-membuilder --resume`` does it): the optimizer state, the
+        adapter (LoRA) and step count are read from it, and the steps it holds
         are skipped. ``max_steps`` / ``time_limit_s``: stop (with a checkpoint) after that many optimizer
         steps in all / after the first step that ends past that many seconds (a fixed budget). ``on_step``:
         called with each new step's metrics row, after the step (e.g. to evaluate the weights at set times)."""
@@ -154,6 +171,10 @@ class SFTTrainer(LocalModelTrainer):
             if found is None:
                 raise ConfigError(f"--resume: no checkpoint in {ckpt}")
             state = torch.load(found / "trainer_state.pt", weights_only=False)
+            if cfg.lora_rank:
+                from memrl.train.lora import load_adapter
+
+                load_adapter(self.model, found)
             self.optimizer.load_state_dict(state["optimizer"])
             done = int(state["steps_done"])
             old = log_path.read_text().splitlines() if log_path.exists() else []
@@ -218,4 +239,22 @@ class SFTTrainer(LocalModelTrainer):
 
     def _save(self, folder: Path, step: int) -> None:
         state = {"sft": asdict(self.config), "steps_done": step, "optimizer": self.optimizer.state_dict()}
+        if self.config.lora_rank:
+            state["base_model"] = getattr(self.llm, "path", None)
         self.save_checkpoint(folder, state)
+
+    def _save_model(self, folder: Path) -> None:
+        """Every weight; with LoRA the merged model (a plain model folder) plus ``adapter.safetensors``."""
+        if not self.config.lora_rank:
+            return super()._save_model(folder)
+        from memrl.train.lora import save_adapter, save_merged
+
+        save_merged(self.model, folder)
+        save_adapter(self.model, folder)
+
+    @staticmethod
+    def model_to_load(folder: str | Path) -> str:
+        """What a resumed run loads: the checkpoint, or for LoRA its base model (the adapter is restored
+        by :meth:`fit` with ``resume``)."""
+        state = torch.load(Path(folder) / "trainer_state.pt", weights_only=False)
+        return str(state["base_model"]) if state.get("base_model") else str(folder)

@@ -1,0 +1,58 @@
+"""The ``annotations`` builder: MemBuilder's memory as the annotation expert writes it, with no model.
+
+MemBuilder's SFT targets (:func:`memrl.agents.experts.annotation_expert`) are the data set's own human
+annotations (LoCoMo's per-session observations and events) written as MemBuilder actions. This builder
+runs MemBuilder's four agents with that expert in place of the model, session by session, so the memory
+it leaves is exactly the one the expert's actions build: the ceiling a student trained by SFT on those
+actions can reach, measured with the same answerer and retrieval as every other builder::
+
+    memrl eval --dataset locomo --split test --builder annotations --provider local
+
+Only building is model-free: answering still uses ``--provider``. No model runs while building, so its
+sessions report 0 LLM calls and 0 tokens (the expert's replies are recorded in ``stats["expert_words"]``).
+Options are :class:`~memrl.agents.membuilder_config.MemBuilderConfig`'s (``--builder-option ...``), the
+same as for ``membuilder``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memrl.agents.base import Builder, SessionResult
+from memrl.agents.experts import annotation_expert
+from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.data.types import Conversation, Session
+from memrl.memory.facade import AsyncMemory
+
+__all__ = ["AnnotationsBuilder"]
+
+
+class AnnotationsBuilder(Builder):
+    """MemBuilder's agents answered by the annotation expert (registered as ``annotations``)."""
+
+    name = "annotations"
+
+    def __init__(self, config: MemBuilderConfig | None = None, **_: Any) -> None:
+        self.config = config or MemBuilderConfig()
+        self._agents: dict[str, MemBuilderAgent] = {}
+
+    def agent(self, conversation: Conversation) -> MemBuilderAgent:
+        """The MemBuilder agents of ``conversation``, answered by its annotations (one expert each)."""
+        if conversation.id not in self._agents:
+            cfg = self.config
+            expert = annotation_expert(
+                conversation, max_items=cfg.max_operations, max_chars=cfg.max_item_chars
+            )
+            self._agents[conversation.id] = MemBuilderAgent(expert, cfg)
+        return self._agents[conversation.id]
+
+    async def build_session(
+        self, memory: AsyncMemory, namespace: str, conversation: Conversation, session: Session
+    ) -> SessionResult:
+        result = await self.agent(conversation).build_session(memory, namespace, conversation, session)
+        # The scripted expert counts words as tokens; no model ran, so the build cost no tokens.
+        result.stats["expert_words"] = result.completion_tokens
+        result.llm_calls = result.prompt_tokens = result.completion_tokens = 0
+        for agent in result.stats.get("agents", {}).values():
+            agent["prompt_tokens"] = agent["completion_tokens"] = 0
+        return result

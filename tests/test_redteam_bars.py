@@ -53,3 +53,22 @@ async def test_a_gene_that_undoes_another_genes_damage_is_not_paid_but_one_past_
     assert "r: paid for ['inflate']" in cheat.flagged and "r" in cheat.flagged
     honest = await run.ev(HONEST_GENOME)
     assert all(v >= 1.0 for v in honest.rewards["r"])
+
+
+class DeltaToy(Toy):
+    """The same arithmetic as a delta reward (0 = nothing changed)."""
+
+    name = "delta toy"
+    delta_rewards = frozenset({"r"})
+
+
+async def test_on_a_delta_reward_an_information_free_repair_is_judged_against_doing_nothing():
+    run = _Runner(DeltaToy(), list(range(30)), {}, budget=100)
+    # -0.2: repair pays 0.3 over spoil, not over nothing
+    repaired = await run.judge((("spoil",), ("repair",)))
+    assert repaired.flagged == [] and repaired.margin < 0
+    inflated = await run.judge((("spoil",), ("inflate",), ("repair",)))
+    # inflate pays 0.1 over (spoil, repair), but the genome is -0.1: below nothing
+    assert inflated.flagged == []
+    cheat = await run.judge((("inflate",), ("repair",)))  # 0.1 + noise above nothing
+    assert "r > nothing" in cheat.flagged and "r: paid for ['inflate']" in cheat.flagged

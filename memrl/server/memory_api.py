@@ -329,7 +329,7 @@ def create_app(
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens()))
+        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens(), jobs))
     app.state.memory = memory
     app.state.jobs = jobs
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests

@@ -151,3 +151,17 @@ async def test_the_mcp_tools_take_as_of_and_include_history(tmp_path):
         assert r.ok and "Porto" in r.content and "earlier (UPDATE): 'Alice lives in Lisbon'" in r.content
     finally:
         await m.close()
+
+
+def test_the_sync_memory_takes_as_of_and_versions(tmp_path):
+    from memrl.memory.sync import Memory
+
+    with Memory(tmp_path / "m.db", embedder=HashingEmbedder(64)) as m:
+        item = m.add("Alice lives in Lisbon", user_id="alice")
+        before = tick()
+        m.update(item.id, "Alice lives in Porto", user_id="alice")
+        assert [h.item.content for h in m.search(Q, user_id="alice", as_of=before)] == [
+            "Alice lives in Lisbon"
+        ]
+        assert m.get(item.id, user_id="alice", as_of=before).content == "Alice lives in Lisbon"
+        assert [v["content"] for v in m.versions(item.id, user_id="alice")] == ["Alice lives in Lisbon"]

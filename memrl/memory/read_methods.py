@@ -11,7 +11,8 @@ an agent (``"Alice lives in Lisbon"`` updated to ``"... Porto"``) never erases w
 ``as_of`` (UNIX seconds, a ``datetime`` or ISO 8601) rebuilds the namespace from its history
 (:mod:`memrl.memory.past`) and searches that state in a private in-memory store, with the same embedder
 (vectors come from the namespace's cache) and the same options: its cost grows with the namespace's
-history, so it suits inspection and audits, not a hot path.
+history, so it suits inspection and audits, not a hot path. Retrieval keys (:mod:`memrl.memory.keys`) are
+not versioned: a search ``as_of`` a time ranks without them.
 """
 
 from __future__ import annotations

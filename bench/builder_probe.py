@@ -8,8 +8,8 @@ For each store (``memory.db`` of a ``memrl eval`` run; one namespace per convers
 of categories 1-4, the retrieval the answerer gets (:func:`memrl.scoring.answer.answer_from_memory`'s:
 the same search, top-k and prompt, :func:`memrl.scoring.answer.answer_messages`), then, per category:
 
-- ``first line``: official F1 of the prompt's first context line (the core memory's first line when there
-  is a core memory, else memory 1), cut to the answer budget in the answerer's tokens and cleaned like an
+- ``first line``: official F1 of the prompt's first context line (memory 1; before issue 35 the core
+  memory's first line when there was a core memory), cut to the answer budget in the answerer's tokens and cleaned like an
   answer. SmolLM2-135M answers mostly by copying that line (``results.md``), so this is a stand-in for
   it; how close it is is checked against the real answers of the same store when the folder has them
   (``real F1``);

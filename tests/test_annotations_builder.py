@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+
+from memrl.agents.annotations import AnnotationsConfig
 from memrl.agents.base import create_builder
-from memrl.agents.experts import annotation_expert
-from memrl.agents.membuilder import MemBuilderAgent
+from memrl.agents.experts import annotation_action, annotation_expert
+from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.agents.prompts import membuilder as P
 from memrl.data import load_dataset
+from memrl.errors import ConfigError
 from memrl.eval.qa import QAEvaluation
 from memrl.eval.qa_config import QAEvalConfig
 from memrl.llm import ScriptedLLM
 from memrl.memory.facade import AsyncMemory
+from memrl.memory.types import MemoryType
 
 SAMPLE = load_dataset("sample")[0][0]
 
@@ -24,7 +30,8 @@ async def test_it_writes_the_memory_the_experts_actions_build():
     builder = create_builder("annotations")
     expected, built = AsyncMemory(":memory:", embedder="hashing"), AsyncMemory(":memory:", embedder="hashing")
     try:
-        agent = MemBuilderAgent(annotation_expert(SAMPLE))
+        expert = annotation_expert(SAMPLE, max_items=10, core="first")
+        agent = MemBuilderAgent(expert, MemBuilderConfig(max_operations=10))
         for s in SAMPLE.sessions:
             await agent.build_session(expected, "x", SAMPLE, s)
             r = await builder.build_session(built, "x", SAMPLE, s)
@@ -38,9 +45,51 @@ async def test_it_writes_the_memory_the_experts_actions_build():
         await built.close()
 
 
-def test_it_takes_membuilders_options():
-    builder = create_builder("annotations", options=["max_operations=2", "context=full"])
+def test_it_takes_membuilders_options_and_its_own():
+    builder = create_builder("annotations", options=["max_operations=2", "context=full", "core=first"])
     assert builder.config.max_operations == 2 and builder.agent(SAMPLE).config.context == "full"
+    assert builder.config.core == "first"
+    assert create_builder("annotations").config.max_operations == 10  # every annotation, not MemBuilder's 3
+    with pytest.raises(ConfigError, match="core must be one of"):
+        AnnotationsConfig(core="none")
+
+
+def _semantic_prompt(session_index: int = 0, core: str = "") -> list[dict]:
+    session = SAMPLE.sessions[session_index]
+    return P.agent_messages(MemoryType.SEMANTIC, P.session_block(session), core, operations=("ADD",))
+
+
+def test_a_cut_keeps_every_speakers_facts():
+    """Facts are taken from the speakers in turn: a cut at two keeps one of each speaker, not the first
+    speaker's first two."""
+    obs = SAMPLE.metadata["observation"]["session_1_observation"]
+    speakers = [who for who, rows in obs.items() if rows]
+    assert len(speakers) == 2 and all(len(obs[w]) >= 2 for w in speakers)  # the sample can show it
+    ops = annotation_action(SAMPLE, _semantic_prompt(), max_items=2)["operations"]
+    assert [o["memory"].split(" - ")[0] for o in ops] == speakers
+    every = annotation_action(SAMPLE, _semantic_prompt(), max_items=10)["operations"]
+    assert len(every) == sum(len(r) for r in obs.values())
+
+
+async def test_core_first_keeps_the_first_sessions_core():
+    """``core=first``: later sessions leave core memory as the first session wrote it (a REPLACE of a line
+    by itself), where ``sessions`` appends each session's first observations."""
+    built = {}
+    for mode in ("first", "sessions"):
+        memory = AsyncMemory(":memory:", embedder="hashing")
+        try:
+            builder = create_builder("annotations", options=[f"core={mode}"])
+            cores = []
+            for s in SAMPLE.sessions:
+                r = await builder.build_session(memory, "x", SAMPLE, s)
+                assert r.failures == [] and r.stats["parsed"] == 4
+                cores.append(await memory.core(namespace="x"))
+            built[mode] = cores
+        finally:
+            await memory.close()
+    assert len(SAMPLE.sessions) >= 2
+    assert built["first"] == [built["first"][0]] * len(SAMPLE.sessions) and built["first"][0].strip()
+    assert built["sessions"][0] == built["first"][0] and len(built["sessions"][-1]) > len(built["first"][0])
 
 
 async def test_memrl_eval_builds_without_the_model_and_answers_with_it(tmp_path):
@@ -74,7 +123,8 @@ async def test_membuilder_can_build_with_another_model_than_the_answerer(tmp_pat
     assert len(run.builder_llm.requests) == 4 * len(SAMPLE.sessions)
     assert summary["build"]["llm_calls"] == 4 * len(SAMPLE.sessions)
     ann = QAEvalConfig(dataset="sample", builder="annotations", embedder="hashing", provider="scripted",
-                       output_dir=str(tmp_path / "ann"), cache=False, mode="build")  # fmt: skip
+                       output_dir=str(tmp_path / "ann"), cache=False, mode="build",
+                       builder_option=("max_operations=3",))  # fmt: skip
     await QAEvaluation(ann, llm=answerer, progress=False).run()
     a = AsyncMemory(str(cfg.out / "memory.db"), embedder="hashing")
     b = AsyncMemory(str(ann.out / "memory.db"), embedder="hashing")
@@ -83,3 +133,22 @@ async def test_membuilder_can_build_with_another_model_than_the_answerer(tmp_pat
     finally:
         await a.close()
         await b.close()
+
+
+async def test_the_answer_prompt_puts_retrieved_memories_before_core_memory():
+    """A small reader copies the prompt's first lines: memory 1 comes first, core memory after the list."""
+    from memrl.scoring.answer import answer_messages
+
+    memory = AsyncMemory(":memory:", embedder="hashing")
+    try:
+        await memory.core_append("Lena has a dog.", namespace="x")
+        await memory.add("Lena adopted Biscuit in May.", namespace="x")
+        q = SAMPLE.questions[0]
+        hits = await memory.search(q.question, namespace="x", top_k=5)
+        prompt = answer_messages(SAMPLE, q, await memory.core(namespace="x"), hits)[-1]["content"]
+        assert prompt.index("1. ") < prompt.index("Core memory:\nLena has a dog.") < prompt.index("Question")
+        assert prompt.startswith("Memories (most relevant first):\n1. ")
+        no_core = answer_messages(SAMPLE, q, "", hits)[-1]["content"]
+        assert "Core memory" not in no_core
+    finally:
+        await memory.close()

@@ -10,21 +10,42 @@ actions can reach, measured with the same answerer and retrieval as every other 
 
 Only building is model-free: answering still uses ``--provider``. No model runs while building, so its
 sessions report 0 LLM calls and 0 tokens (the expert's replies are recorded in ``stats["expert_words"]``).
-Options are :class:`~memrl.agents.membuilder_config.MemBuilderConfig`'s (``--builder-option ...``), the
-same as for ``membuilder``.
+Options are :class:`AnnotationsConfig`'s (``--builder-option ...``): MemBuilder's, with two differences.
+``max_operations`` defaults to 10, the most the action schema allows, because LoCoMo annotates about ten
+observations a session (8.5 to 10.1 per conversation) and a cut at MemBuilder's default of 3 drops two
+thirds of them; and ``core`` says what the expert keeps in core memory: ``first`` (the default), each
+speaker's first observation of the first session only, about 300 characters, inside ADRPO's core length
+target (150 tokens); ``sessions``, those of every session, which fills the block to its compression limit
+and triples the answer prompt. Both were chosen on LoCoMo's training conversations (docs/results.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from memrl.agents.base import Builder, SessionResult
-from memrl.agents.experts import annotation_expert
+from memrl.agents.experts import CORE_MODES, annotation_expert
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.config import option
 from memrl.data.types import Conversation, Session
+from memrl.errors import ConfigError
 from memrl.memory.facade import AsyncMemory
 
-__all__ = ["AnnotationsBuilder"]
+__all__ = ["AnnotationsBuilder", "AnnotationsConfig"]
+
+
+@dataclass(frozen=True)
+class AnnotationsConfig(MemBuilderConfig):
+    """MemBuilder's knobs, with the expert's: all of a session's annotations by default, and ``core``."""
+
+    max_operations: int = option(10, "at most this many items per type and session (schema maxItems)")
+    core: str = option("first", f"what the expert keeps in core memory: one of {CORE_MODES}")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.core not in CORE_MODES:
+            raise ConfigError(f"core must be one of {CORE_MODES}, got {self.core!r}")
 
 
 class AnnotationsBuilder(Builder):
@@ -33,7 +54,7 @@ class AnnotationsBuilder(Builder):
     name = "annotations"
 
     def __init__(self, config: MemBuilderConfig | None = None, **_: Any) -> None:
-        self.config = config or MemBuilderConfig()
+        self.config = config or AnnotationsConfig()
         self._agents: dict[str, MemBuilderAgent] = {}
 
     def agent(self, conversation: Conversation) -> MemBuilderAgent:
@@ -41,7 +62,10 @@ class AnnotationsBuilder(Builder):
         if conversation.id not in self._agents:
             cfg = self.config
             expert = annotation_expert(
-                conversation, max_items=cfg.max_operations, max_chars=cfg.max_item_chars
+                conversation,
+                max_items=cfg.max_operations,
+                max_chars=cfg.max_item_chars,
+                core=getattr(cfg, "core", "sessions"),
             )
             self._agents[conversation.id] = MemBuilderAgent(expert, cfg)
         return self._agents[conversation.id]

@@ -85,7 +85,7 @@ BUILDERS: dict[str, str] = {
 BUILDER_CONFIGS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawConfig",
     "membuilder": "memrl.agents.membuilder:MemBuilderConfig",
-    "annotations": "memrl.agents.membuilder:MemBuilderConfig",
+    "annotations": "memrl.agents.annotations:AnnotationsConfig",
 }
 
 

@@ -6,9 +6,11 @@ to the same four agent prompts. Any LLM can be that expert (``--expert-provider 
 each agent's prompt with the conversation's own human annotations (LoCoMo's ``observation`` and
 ``event_summary`` per session), written as MemBuilder actions:
 
-* core: APPEND of each speaker's first observation of the session;
+* core (``core="sessions"``, the default): APPEND of each speaker's first observation of the session;
+  ``core="first"``: that APPEND in the first session only, later sessions keep the block as it is;
 * episodic: ADD of the session's events, dated (``"<date>: <event>"``);
-* semantic: ADD of the session's observations (``"<speaker> - <fact>"``);
+* semantic: ADD of the session's observations (``"<speaker> - <fact>"``), the speakers taken in turn
+  so a cut at ``max_items`` keeps both;
 * procedural: nothing (LoCoMo annotates no procedures).
 
 It is a weak expert (annotations are not what MemBuilder's paper distilled from Claude), but it is real
@@ -19,15 +21,18 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import zip_longest
 from typing import Any
 
 from memrl.data.types import Conversation
 from memrl.errors import DataError
 
-__all__ = ["annotation_action", "annotation_expert"]
+__all__ = ["CORE_MODES", "annotation_action", "annotation_expert"]
 
 #: Items of one type written per session, and their length: within MemBuilder's default budget.
 MAX_ITEMS, MAX_CHARS = 3, 200
+#: What the expert writes to core memory (see the module docstring).
+CORE_MODES = ("sessions", "first")
 
 
 def _session_of(prompt: str) -> int:
@@ -43,10 +48,13 @@ def annotation_action(
     *,
     max_items: int = MAX_ITEMS,
     max_chars: int = MAX_CHARS,
+    core: str = "sessions",
 ) -> dict[str, Any]:
     """The expert's action for one MemBuilder agent prompt (see the module docstring): at most
     ``max_items`` items per type, each cut to ``max_chars`` (the agents' ``max_operations`` and
-    ``max_item_chars``)."""
+    ``max_item_chars``); ``core`` is one of :data:`CORE_MODES`."""
+    if core not in CORE_MODES:
+        raise ValueError(f"core must be one of {CORE_MODES}, got {core!r}")
     system, last = messages[0]["content"], messages[-1]["content"]
     if "Rewrite it in under" in last:  # the core compression call: keep the most recent part
         core = last.split("Core memory:\n", 1)[1].split("\n\nThe core memory has", 1)[0]
@@ -57,19 +65,39 @@ def annotation_action(
     events = (md.get("event_summary") or {}).get(f"events_session_{n}") or {}
     date = events.get("date", "")
     if "CORE memory" in system:
+        if core == "first" and n > _first_session(conversation):
+            held = _core_of(last)
+            if held:  # keep the block: a REPLACE of its last line by itself changes nothing
+                line = held.splitlines()[-1][:max_chars]
+                return {"operation": "REPLACE", "old_text": line, "new_text": line}
         firsts = [rows[0][0] for rows in obs.values() if rows]
         return {"operation": "APPEND", "content": " ".join(firsts)[:max_chars] or "-"}
     if "EPISODIC memory" in system:
         happened = [f"{date}: {e}" for who, rows in events.items() if who != "date" for e in rows]
         return {"operations": [{"operation": "ADD", "memory": e[:max_chars]} for e in happened[:max_items]]}
     if "SEMANTIC memory" in system:
-        facts = [f"{who} - {text}" for who, rows in obs.items() for text, *_ in rows]
+        per_speaker = [[f"{who} - {text}" for text, *_ in rows] for who, rows in obs.items()]
+        facts = [f for turn in zip_longest(*per_speaker) for f in turn if f is not None]
         return {"operations": [{"operation": "ADD", "memory": f[:max_chars]} for f in facts[:max_items]]}
     return {"operations": []}
 
 
+def _first_session(conversation: Conversation) -> int:
+    return min((s.index for s in conversation.sessions), default=1)
+
+
+def _core_of(prompt: str) -> str:
+    """The core memory block an agent prompt shows (empty when it shows none)."""
+    m = re.search(r"^Core memory[^\n]*:\n(.*?)(?:\n\n|\Z)", prompt, re.M | re.S)
+    return m.group(1).strip() if m and m.group(1).strip() not in ("(empty)", "") else ""
+
+
 def annotation_expert(
-    conversation: Conversation, *, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS
+    conversation: Conversation,
+    *,
+    max_items: int = MAX_ITEMS,
+    max_chars: int = MAX_CHARS,
+    core: str = "sessions",
 ) -> Any:
     """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations (limits as
     :func:`annotation_action`'s)."""
@@ -82,6 +110,6 @@ def annotation_expert(
         )
     return ScriptedLLM(
         lambda messages, tools, schema: json.dumps(
-            annotation_action(conversation, messages, max_items=max_items, max_chars=max_chars)
+            annotation_action(conversation, messages, max_items=max_items, max_chars=max_chars, core=core)
         )
     )

@@ -117,8 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--agent-option", action="append", default=[], metavar="KEY=VALUE",
-        help="a field of MemBuilderConfig for the expert's run (the prompts the student learns from): give "
-             "the same values to --builder-option when the student builds (repeatable)",
+        help="a field of MemBuilderConfig for the expert's run (the prompts the student learns from; with "
+             "--expert annotations, of the annotations builder's AnnotationsConfig: max_operations 10 and "
+             "core=sessions|first by default, so the targets are the memory `--builder annotations` "
+             "builds): give the same values to --builder-option when the student builds (repeatable)",
     )  # fmt: skip
     p.add_argument("--output-dir", default="runs/sft")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
@@ -138,6 +140,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     import asyncio
     import time
 
+    from memrl.agents.annotations import AnnotationsConfig
     from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
     from memrl.config import from_args, parse_options
@@ -150,7 +153,9 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     if args.expert == "model" and not args.expert_model:
         raise ConfigError("--expert model needs --expert-model (and --base-url for a local server)")
     t_start = time.perf_counter()
-    agent_cfg = parse_options(MemBuilderConfig, args.agent_option)
+    agent_cfg = parse_options(
+        AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig, args.agent_option
+    )
     convs = _conversations(args)
     unknown = set(args.val_conv) - {c.id for c in convs}
     if unknown:
@@ -169,7 +174,10 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
         for conv in convs:
             if args.expert == "annotations":
                 expert = annotation_expert(
-                    conv, max_items=agent_cfg.max_operations, max_chars=agent_cfg.max_item_chars
+                    conv,
+                    max_items=agent_cfg.max_operations,
+                    max_chars=agent_cfg.max_item_chars,
+                    core=agent_cfg.core,
                 )
             else:
                 kw = {"base_url": args.base_url} if args.base_url else {}

@@ -1,5 +1,5 @@
-"""Answering a question from memory: the prompt (core memory + top-k retrieved memories with their dates,
-and a not-answerable rule) and one call to the answering model.
+"""Answering a question from memory: the prompt (top-k retrieved memories with their dates, then core
+memory, and a not-answerable rule) and one call to the answering model.
 
 The answer is short on purpose: LoCoMo's official F1 compares tokens, so an explanation after the answer
 costs precision. When the memories do not hold the answer, the model must say :data:`NOT_ANSWERABLE`,
@@ -71,11 +71,13 @@ def answer_messages(
     conversation: Conversation, question: Question, core: str, hits: list[SearchHit]
 ) -> list[dict[str, str]]:
     speakers = " and ".join(conversation.speakers) or "the speakers"
-    parts = []
+    documents = is_documents(conversation)
+    # The retrieved memories come first and core memory after them: a small reader answers from the
+    # prompt's first lines, and core memory is not chosen for the question (a core block in front cut the
+    # first-line F1 of LoCoMo's annotation memory from 11.1 to 2.1; docs/results.md, issue 35).
+    parts = [f"{'Passages' if documents else 'Memories'} (most relevant first):\n{format_memories(hits)}"]
     if core.strip():
         parts.append(f"Core memory:\n{core.strip()}")
-    documents = is_documents(conversation)
-    parts.append(f"{'Passages' if documents else 'Memories'} (most relevant first):\n{format_memories(hits)}")
     asked = f" (asked on {question.question_date:%d %B %Y})" if question.question_date else ""
     parts.append(f"Question{asked}: {question.question}\nAnswer:")
     return [

@@ -1,11 +1,17 @@
 """The learning benchmark: does ``memrl train grpo`` teach the offline model something a rule cannot do?
 
 One seed of one task, in a fixed time budget (default 29 minutes, everything counted): trivial baselines
-fitted on TRAIN items, the untrained model evaluated on held-out TEST items, GRPO training (LoRA) with
+fitted on TRAIN items, the untrained model evaluated on held-out items, GRPO training (LoRA) with
 ``memrl train grpo``'s own code (:func:`memrl.train.loop.train`, the task sets of
-:mod:`memrl.train.tasks`) on TRAIN items only, the trained model evaluated on the same TEST items::
+:mod:`memrl.train.tasks`) on TRAIN items only, the trained model evaluated on the same held-out items.
+The protocol (:mod:`learning_protocol`): TRAIN items come from LoCoMo's ``fit`` conversations, held-out
+items from its ``validation`` conversations (``--eval-split validation``, the default, where settings are
+compared) or, for a final setting, its ``test`` conversations (``--eval-split test``: the run is counted in
+a ledger and the result says how many test evaluations its setting has had). With an SFT stage (answer,
+read) the model is also evaluated after SFT, and RL's own effect is *after minus after SFT*, paired::
 
     .venv/bin/python bench/learning.py --task read --seed 0 --out runs/learning-read-s0
+    .venv/bin/python bench/learning.py --task read --eval-split test --seed 0 --out runs/learning-read-test-s0
     .venv/bin/python bench/learning.py --task answer --sft-minutes 5 --out runs/learning-answer
     .venv/bin/python bench/learning.py --task update --out runs/learning-update
     .venv/bin/python bench/learning.py --task build --out runs/learning-build
@@ -17,8 +23,8 @@ fitted on TRAIN items, the untrained model evaluated on held-out TEST items, GRP
 * ``update`` / ``build`` (:mod:`learning_tools`): MemUpdate episodes and MemBuilder sessions, held-out reward.
 
 Trivial baselines (:mod:`learning_baselines`) and the verdict (:mod:`learning_report`): a gain counts
-only when the paired bootstrap 95% interval of *after minus the better of before and the best trivial
-baseline* (per item) excludes 0. Writes OUT/learning.json, OUT/learning.md, OUT/predictions.jsonl (every
+only when the paired 95% interval of *after minus the better of before and the best trivial baseline* (per
+item; a cluster bootstrap over conversations) excludes 0. Writes OUT/learning.json, OUT/learning.md, OUT/predictions.jsonl (every
 prediction of every system), OUT/learning.png and OUT/train/ (metrics.jsonl, rollouts.jsonl, report.md,
 reward.png, checkpoint/). The last line of stdout is the JSON object: ``task``, ``before``, ``after``,
 ``best_trivial``, ``gain_ci_low``, ``gain_ci_high``, ``seed``, ``n_eval``, ``wall_time_s`` and the rest.
@@ -43,6 +49,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--task", required=True, choices=["read", "answer", "update", "build"])
     ap.add_argument("--out", type=Path, help="output folder (default runs/learning-TASK-sSEED)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (task order, sampling)")
+    ap.add_argument("--eval-split", default="validation", choices=["validation", "test"],
+                    help="held-out items: LoCoMo's validation conversations (settings are chosen here) or, for "
+                         "a final setting, its test conversations (counted in --ledger)")  # fmt: skip
+    ap.add_argument("--ledger", type=Path, default=Path("runs/protocol/test-evaluations.jsonl"),
+                    help="append-only record of test evaluations (--eval-split test)")  # fmt: skip
     ap.add_argument("--budget-minutes", type=float, default=29.0, help="the whole benchmark's time budget")
     ap.add_argument("--margin-s", type=float, default=60.0, help="time kept for the last step and the report")
     ap.add_argument(
@@ -157,7 +168,7 @@ def plot(path: Path, rows: list[dict], result: dict) -> None:
     b.bar(range(len(names)), values, color=["C1", "C2"] + ["#bbb"] * len(result["trivial"]))
     b.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)
     b.set_ylabel(f"held-out {result['metric_label']}")
-    b.set_title(f"TEST items, n={result['n_eval']}")
+    b.set_title(f"{result['protocol']['eval_split']} items, n={result['n_eval']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -187,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
 
         return eval_only(args)
     import learning_report as report
+    from learning_protocol import cluster_of, protocol
 
     t0 = time.perf_counter()
     if args.out.exists():
@@ -218,18 +230,25 @@ def main(argv: list[str] | None = None) -> None:
     key = parts.get("metric", "f1")
     systems = {"before": before, "after": after, **({"after SFT": parts["after_sft"]} if "after_sft" in parts else {}),
                **trivial}  # fmt: skip
+    clusters = [cluster_of(it) for it in items]
     report.write_predictions(args.out / "predictions.jsonl", items, systems)
     result: dict[str, Any] = {
         "task": args.task, "seed": args.seed, "model": ("SmolLM2-135M-Instruct (offline)" if args.model is None else args.model)
         + (", LoRA" if args.lora_rank else ", full fine-tuning"),
         "metric_label": parts.get("metric_label", "official LoCoMo F1 x100"),
         "reward_name": parts.get("reward_name", args.reward if args.task == "read" else "train F1"),
-        **report.verdict(before, after, trivial, key),
+        **report.verdict(before, after, trivial, key, clusters=clusters),
         "n_eval": len(items), "eval_items": parts.get("eval_description", ""),
+        "n_conversations": len(set(clusters)), "protocol": protocol(args, record=True),
     }  # fmt: skip
+    if "after_sft" in parts:  # RL's own effect: the same items after GRPO against after SFT alone
+        sft_rows = parts["after_sft"]
+        result["after_sft"] = round(report.mean(sft_rows, key), 2)
+        result["rl_over_sft"] = report.paired(sft_rows, after, key, clusters=clusters)
+        result["sft_over_before"] = report.paired(before, sft_rows, key, clusters=clusters)
     if key == "f1":
-        result["em"] = report.verdict(before, after, trivial, "em")
-        result["train_f1"] = report.verdict(before, after, trivial, "train_f1")
+        result["em"] = report.verdict(before, after, trivial, "em", clusters=clusters)
+        result["train_f1"] = report.verdict(before, after, trivial, "train_f1", clusters=clusters)
         result["by_category"] = {name: report.by_category([{**r, "category": it.category} for r, it in zip(rows, items, strict=True)])
                                  for name, rows in systems.items()}  # fmt: skip
         result["overall"] = {name: {"em": round(report.mean(rows, "em"), 2), "f1": round(report.mean(rows, "f1"), 2)}

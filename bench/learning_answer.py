@@ -1,11 +1,12 @@
 """The ``answer`` task of the learning benchmark: questions answered from the top-k memories of a ``raw``
 store, trained with ``memrl train grpo --task answer`` (LoRA), optionally after SFT on the gold answers.
 
-Training: the questions of LoCoMo's *train* conversations (MemUpdate's 7/3 split), the prompts of
+Training: the questions of LoCoMo's *fit* conversations (the protocol's part of MemUpdate's 7 train
+conversations), the prompts of
 :class:`memrl.train.tasks.AnswerTasks` (reward: the training F1, every extra list part charged); the SFT
 stage (``--sft-steps``/``--sft-minutes``, :class:`~memrl.train.sft.SFTTrainer`) uses the same prompts
-answered with the gold short answer. Evaluation: every category 1-4 question of the three *test*
-conversations (``--eval-questions N``: the first N of each), by ``memrl eval``'s own code
+answered with the gold short answer. Evaluation: every category 1-4 question of the *validation* (or, with
+``--eval-split test``, the three *test*) conversations (``--eval-questions N``: the first N of each), by ``memrl eval``'s own code
 (:class:`QAEvaluation`, ``--mode answer`` on the raw store, the same ``--top-k`` and answer budget as in
 training, greedy), in a fresh process per evaluation: the model is loaded before any embedder (loading
 models from several threads at once, as the evaluation's concurrent searches do with the embedder, can
@@ -31,7 +32,7 @@ def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
     """memrl eval's QA evaluation of ``model`` in a fresh process (see the module docstring)."""
     cmd = [sys.executable, str(Path(__file__).with_name("learning.py")), "--task", "answer", "--eval-only",
            str(out), "--out", str(args.out), "--top-k", str(args.top_k), "--answer-tokens", str(args.answer_tokens),
-           "--embedder", args.embedder]  # fmt: skip
+           "--embedder", args.embedder, "--eval-split", args.eval_split]  # fmt: skip
     if model or args.model:
         cmd += ["--eval-model", model or args.model]
     if args.eval_questions:
@@ -47,7 +48,7 @@ def eval_only(args: argparse.Namespace) -> None:
 
     llm = LocalLLM(args.eval_model, max_batch_size=16).load()
     cfg = QAEvalConfig(
-        dataset="locomo", split="test", mode="answer", builder="raw", provider="local", model=args.eval_model,
+        dataset="locomo", split=args.eval_split, mode="answer", builder="raw", provider="local", model=args.eval_model,
         db_path=str(args.out / "memory.db"), top_k=args.top_k, max_answer_tokens=args.answer_tokens,
         questions=args.eval_questions, concurrency=16, output_dir=str(args.eval_only), overwrite=True,
         cache=False, embedder=args.embedder,
@@ -123,22 +124,23 @@ def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) ->
     """The raw store of every conversation, the held-out items with their retrieval, the rules fitted on
     train items and their scored predictions."""
     from learning_baselines import Baselines, score_prediction
+    from learning_protocol import TRAIN_SPLIT
 
     from memrl.eval.qa import QAEvaluation
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
 
     t = time.perf_counter()
-    for split in ("test", "train"):  # every conversation's turns, by memrl eval's raw builder
+    for split in (args.eval_split, TRAIN_SPLIT):  # the conversations' turns, by memrl eval's raw builder
         cfg = QAEvalConfig(dataset="locomo", split=split, mode="build", builder="raw",
                            db_path=str(args.out / "memory.db"), output_dir=str(args.out / f"build-{split}"), embedder=args.embedder)  # fmt: skip
         asyncio.run(QAEvaluation(cfg, llm=object(), progress=not args.quiet).run())
     timings["build_store_s"] = time.perf_counter() - t
     t = time.perf_counter()
     test_convs = load_conversations(
-        QAEvalConfig(dataset="locomo", split="test", questions=args.eval_questions)
+        QAEvalConfig(dataset="locomo", split=args.eval_split, questions=args.eval_questions)
     )
     train_convs = load_conversations(
-        QAEvalConfig(dataset="locomo", split="train", questions=args.train_questions)
+        QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT, questions=args.train_questions)
     )
     items = retrieval_items(args.out / "memory.db", test_convs, args.top_k, args.embedder)
     rules = Baselines.fit(retrieval_items(args.out / "memory.db", train_convs, args.top_k, args.embedder))

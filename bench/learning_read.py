@@ -1,5 +1,6 @@
 """The ``read`` task of the learning benchmark: MemAgent on short RULER-LoCoMo documents, trained with
-``memrl train grpo``'s code on TRAIN conversations, evaluated on documents built from TEST conversations.
+``memrl train grpo``'s code on the protocol's fit conversations, evaluated on documents built from its
+validation (or, ``--eval-split test``, test) conversations.
 
 A document is a question's evidence session(s) hidden among distractor sessions of the *same split's*
 other conversations, up to ``--length`` tokens (``ruler-locomo --split train|test``; documents are built
@@ -112,12 +113,13 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
     in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
+    from learning_protocol import TRAIN_SPLIT
     from read_sft import expert_trajectories
 
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
-    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split="train"))}
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT))}
     trajs, counts = asyncio.run(expert_trajectories(llm, list(train_docs), convs, config))
     budget = max(config.memory_tokens, config.answer_tokens)
     parts = {}
@@ -183,9 +185,10 @@ def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dic
     """Train documents, held-out documents and their items, the rules fitted on train items, and the rules'
     scored predictions on the held-out items."""
     from learning_baselines import document_item
+    from learning_protocol import TRAIN_SPLIT
 
-    train_docs = documents("train", args.length)
-    eval_docs = stratified(documents("test", args.length), args.eval_items or None)
+    train_docs = documents(TRAIN_SPLIT, args.length)
+    eval_docs = stratified(documents(args.eval_split, args.length), args.eval_items or None)
     items = [document_item(d) for d in eval_docs]
     rules, trivial = rules_on(train_docs, items)
     return train_docs, eval_docs, items, rules, trivial
@@ -251,6 +254,9 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         t = time.perf_counter()
         extra["sft"] = sft_stage(llm, train_docs, config, args)
         timings["sft_s"] = time.perf_counter() - t
+        t = time.perf_counter()  # the SFT model alone, so that RL's own effect can be told from SFT's
+        extra["after_sft"] = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
+        timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(train_docs, config, reward=args.reward)
     loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
                       temperature=args.temperature, save_every=10**6, seed=args.seed,

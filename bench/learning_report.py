@@ -5,8 +5,9 @@ per-item score rows in the same item order. :func:`verdict` compares them on one
 official F1, x100, for reports):
 
 * ``best_trivial``: the rule with the highest mean on these items (the most demanding comparison);
-* ``gain_ci_low``/``gain_ci_high``: paired bootstrap 95% interval of *after minus the better of before
-  and the best trivial rule*, per item (10,000 resamples, seed 0);
+* ``gain_ci_low``/``gain_ci_high``: paired 95% interval of *after minus the better of before and the best
+  trivial rule*, per item (10,000 resamples, seed 0): a cluster bootstrap when the items' conversations
+  are given (``clusters``), since questions about one conversation are not independent;
 * ``gain``: True only when the interval excludes 0 upwards, i.e. after beats both before and the best
   trivial rule (each paired comparison is also reported).
 
@@ -29,20 +30,25 @@ def mean(rows: Sequence[Mapping[str, float]], key: str) -> float:
     return 100 * sum(r[key] for r in rows) / max(1, len(rows))
 
 
-def paired(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], key: str) -> dict[str, Any]:
-    """Mean of b - a per item (x100) with its paired bootstrap 95% interval."""
-    from memrl.eval.stats import bootstrap_ci
+def paired(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], key: str,
+           clusters: Sequence[Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Mean of b - a per item (x100) with its paired bootstrap 95% interval (a two-stage cluster bootstrap
+    over ``clusters``, one label per item, when given)."""
+    from memrl.eval.stats import bootstrap_ci, cluster_bootstrap_ci
 
     if len(a) != len(b):
         raise ValueError(f"cannot pair {len(a)} items with {len(b)}")
-    diff, lo, hi = bootstrap_ci(
-        [100 * (y[key] - x[key]) for x, y in zip(a, b, strict=True)], n_resamples=10_000
-    )
+    diffs = [100 * (y[key] - x[key]) for x, y in zip(a, b, strict=True)]
+    if clusters is None:
+        diff, lo, hi = bootstrap_ci(diffs, n_resamples=10_000)
+    else:
+        diff, lo, hi = cluster_bootstrap_ci(diffs, list(clusters), n_resamples=10_000)
     return {"diff": round(diff, 2), "ci": [round(lo, 2), round(hi, 2)], "excludes_0": bool(lo > 0 or hi < 0)}
 
 
 def verdict(before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, float]],
-            trivial: Mapping[str, Sequence[Mapping[str, float]]], key: str = "f1") -> dict[str, Any]:  # fmt: skip
+            trivial: Mapping[str, Sequence[Mapping[str, float]]], key: str = "f1",
+            clusters: Sequence[Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """The benchmark's figures on metric ``key`` (see the module docstring)."""
     best_rule = max(trivial, key=lambda r: mean(trivial[r], key))
     ref_name, ref = (
@@ -50,7 +56,7 @@ def verdict(before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, 
         if mean(before, key) >= mean(trivial[best_rule], key)
         else (best_rule, trivial[best_rule])
     )
-    gain = paired(ref, after, key)
+    gain = paired(ref, after, key, clusters)
     return {
         "metric": key,
         "before": round(mean(before, key), 2),
@@ -62,8 +68,8 @@ def verdict(before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, 
         "gain_ci_low": gain["ci"][0],
         "gain_ci_high": gain["ci"][1],
         "gain": bool(gain["ci"][0] > 0),
-        "after_vs_before": paired(before, after, key),
-        "after_vs_best_trivial": paired(trivial[best_rule], after, key),
+        "after_vs_before": paired(before, after, key, clusters),
+        "after_vs_best_trivial": paired(trivial[best_rule], after, key, clusters),
     }
 
 
@@ -123,7 +129,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         )
     lines += ["", "EM / official LoCoMo F1, x100.", "",
               "| comparison (official F1) | paired diff (95% CI) |", "|---|---:|"]  # fmt: skip
-    for name in ("after_vs_before", "after_vs_best_trivial"):
+    for name in ("after_vs_before", "after_vs_best_trivial", "sft_over_before", "rl_over_sft"):
+        if name not in result:
+            continue
         p = result[name]
         lines.append(
             f"| {name.replace('_', ' ')} | {p['diff']:+.2f} ({p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}) |"

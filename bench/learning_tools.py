@@ -59,6 +59,8 @@ def _sample(indices: list[int], cats: list[int], n: int, seed: str) -> list[int]
 
 
 def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
+    from learning_protocol import TRAIN_SPLIT
+
     from memrl.agents.memupdate import MemUpdateConfig
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import UpdateTasks
@@ -66,10 +68,10 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
     cfg = MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128, sample_size=5, question_hits=3,
                           tool_choice=args.tool_choice)  # fmt: skip
     train = UpdateTasks(
-        load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg, embedder=args.embedder
+        load_conversations(QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT)), cfg, embedder=args.embedder
     )
     test = UpdateTasks(
-        load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg, embedder=args.embedder
+        load_conversations(QAEvalConfig(dataset="locomo", split=args.eval_split)), cfg, embedder=args.embedder
     )
     idx = list(range(len(test)))
     chosen = _sample(idx, [int(q.category_id) for _, q in test.items], args.eval_items, "learning-eval")
@@ -77,16 +79,18 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
 
 
 def _build_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
+    from learning_protocol import TRAIN_SPLIT
+
     from memrl.agents.membuilder import MemBuilderConfig
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import BuildTasks
 
     cfg = MemBuilderConfig(max_operations=2, max_item_chars=120)
     train = BuildTasks(
-        load_conversations(QAEvalConfig(dataset="locomo", split="train")), cfg, embedder=args.embedder
+        load_conversations(QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT)), cfg, embedder=args.embedder
     )
     test = BuildTasks(
-        load_conversations(QAEvalConfig(dataset="locomo", split="test")), cfg, embedder=args.embedder
+        load_conversations(QAEvalConfig(dataset="locomo", split=args.eval_split)), cfg, embedder=args.embedder
     )
     idx = list(range(len(test)))
     chosen = _sample(idx, [0] * len(idx), args.eval_items, "learning-eval")

@@ -265,3 +265,17 @@ def test_unreadable_files(tmp_path):
         load_locomo(_write(tmp_path, {"sample_id": "x"}))
     with pytest.raises(DataError, match="duplicate sample_id 'conv-x'"):
         load_locomo(_write(tmp_path, [_sample(), _sample()]))
+
+
+def test_the_protocol_split_is_the_seeded_cut_of_the_training_conversations():
+    """fit + validation = MemUpdate's train conversations, disjoint, as seeded_split (seed 0) cuts them;
+    ``--split validation`` and ``--split fit`` resolve through SPLITS."""
+    from memrl.data.splits import LOCOMO_PROTOCOL_SPLIT, SPLITS, seeded_split
+
+    fit, val = LOCOMO_PROTOCOL_SPLIT["fit"], LOCOMO_PROTOCOL_SPLIT["validation"]
+    assert seeded_split(LOCOMO_UPDATE_SPLIT["train"], {"validation": 2, "fit": None}, seed=0) == {
+        "validation": val, "fit": fit,
+    }  # fmt: skip
+    assert not set(fit) & set(val) and set(fit) | set(val) == set(LOCOMO_UPDATE_SPLIT["train"])
+    assert LOCOMO_PROTOCOL_SPLIT["test"] == LOCOMO_UPDATE_SPLIT["test"]
+    assert SPLITS["locomo"]["validation"] == val and SPLITS["locomo"]["train"] == LOCOMO_UPDATE_SPLIT["train"]

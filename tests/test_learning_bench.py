@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from memrl.data.splits import LOCOMO_UPDATE_SPLIT
+from memrl.data.splits import LOCOMO_PROTOCOL_SPLIT, LOCOMO_UPDATE_SPLIT
 from memrl.eval.qa_config import QAEvalConfig, load_conversations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from learning_baselines import Baselines, Candidate, Item, document_item, score_prediction  # noqa: E402
 from learning_report import paired, verdict  # noqa: E402
+
+FIT, VALIDATION, TEST = (LOCOMO_PROTOCOL_SPLIT[k] for k in ("fit", "validation", "test"))
 
 
 def _titles(conv) -> set[str]:
@@ -149,14 +151,26 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     assert (out / "sft" / "checkpoint").is_dir()
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
-    assert systems == {"before", "after", "most_frequent", "top1_date", "top1_text", "per_category"}
+    assert systems == {
+        "before",
+        "after",
+        "after SFT",
+        "most_frequent",
+        "top1_date",
+        "top1_text",
+        "per_category",
+    }
     assert len(rows) == 4 * len(systems)
     assert all(0.0 <= r["evidence_in_memory"] <= 1.0 for r in rows if r["system"] in ("before", "after"))
     assert (out / "learning.png").stat().st_size > 0
-    # trained on documents of train conversations only; evaluated on test conversations only
+    # RL's own effect is measured against the SFT model on the same items, clustered by conversation
+    assert set(result["rl_over_sft"]) == {"diff", "ci", "excludes_0"} and "sft_over_before" in result
+    assert result["protocol"]["eval_split"] == "validation" and result["protocol"]["train_split"] == "fit"
+    assert result["n_conversations"] == len({r["id"].split(":")[0] for r in rows})
+    # trained on documents of fit conversations only; evaluated on validation conversations only
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
-    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
-    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    assert trained and all(t.split(":")[0] in FIT for t in trained)
+    assert all(r["id"].split(":")[0] in VALIDATION for r in rows)
 
 
 @pytest.mark.parametrize("task", ["update", "build"])
@@ -183,9 +197,9 @@ def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
     assert result["trivial"], "no scripted baseline was played"
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert {r["system"] for r in rows} >= {"before", "after", *result["trivial"]}
-    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    assert all(r["id"].split(":")[0] in VALIDATION for r in rows)
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
-    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
+    assert trained and all(t.split(":")[0] in FIT for t in trained)
 
 
 def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
@@ -198,10 +212,11 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     tiny = make_tiny_lm(tmp_path / "lm")
     out = tmp_path / "run"
+    ledger = tmp_path / "ledger.jsonl"
     learning.main(["--task", "answer", "--model", str(tiny), "--out", str(out), "--eval-questions", "2",
                    "--train-questions", "2", "--steps", "2", "--group-size", "2", "--tasks-per-step", "1",
                    "--sft-steps", "1", "--sft-batch", "2", "--answer-tokens", "12", "--embedder", "hashing",
-                   "--quiet", "--budget-minutes", "5"])  # fmt: skip
+                   "--quiet", "--budget-minutes", "5", "--eval-split", "test", "--ledger", str(ledger)])  # fmt: skip
     result = json.loads((out / "learning.json").read_text())
     for key in _KEYS:
         assert key in result, key
@@ -219,9 +234,14 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
         "per_category",
     }
     assert len(rows) == 6 * len(systems)
-    assert all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
+    assert all(r["id"].split(":")[0] in TEST for r in rows)
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]
-    assert trained and all(t.split(":")[0] in LOCOMO_UPDATE_SPLIT["train"] for t in trained)
+    assert trained and all(t.split(":")[0] in FIT for t in trained)
+    # a test evaluation is recorded, and the result counts it
+    recorded = [json.loads(x) for x in ledger.read_text().splitlines()]
+    assert len(recorded) == 1 and recorded[0]["setting_key"] == result["protocol"]["setting_key"]
+    assert result["protocol"]["test_evaluations"] == {"of_setting": 1, "all_settings": 1, "settings": 1}
+    assert "rl_over_sft" in result and result["n_conversations"] == 3
 
 
 def test_the_verl_recipe_for_read_composes_on_verls_trainer():
@@ -468,7 +488,9 @@ def test_read_baselines_only_scores_the_rules_on_the_held_out_documents(
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     out = tmp_path / "rules"
-    learning.main(["--task", "read", "--baselines-only", "--eval-items", "8", "--out", str(out)])
+    learning.main(
+        ["--task", "read", "--baselines-only", "--eval-items", "8", "--out", str(out), "--eval-split", "test"]
+    )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["task"] == "read" and result["baselines_only"] and result["n_eval"] == 8
     assert set(result["overall"]) == {"most_frequent", "top1_date", "top1_text", "per_category"}
@@ -479,3 +501,41 @@ def test_read_baselines_only_scores_the_rules_on_the_held_out_documents(
     assert len(rows) == 8 * 4 and all(r["id"].split(":")[0] in LOCOMO_UPDATE_SPLIT["test"] for r in rows)
     per_cat = [r for r in rows if r["system"] == "per_category"]
     assert abs(100 * sum(r["f1"] for r in per_cat) / 8 - result["overall"]["per_category"]["f1"]) < 0.01
+
+
+def test_the_protocol_counts_test_evaluations_per_setting_and_ignores_bookkeeping(tmp_path):
+    """Seeds and output folders do not make a new setting; a changed learning rate does. Validation runs
+    are never recorded."""
+    import argparse
+
+    from learning_protocol import protocol
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    def args(**kw):
+        base = {"task": "read", "seed": 0, "out": tmp_path / "a", "lr": 3e-4, "eval_split": "test",
+                "ledger": ledger, "quiet": True}  # fmt: skip
+        return argparse.Namespace(**{**base, **kw})
+
+    assert protocol(args(eval_split="validation"), record=True)["test_evaluations"]["all_settings"] == 0
+    first = protocol(args(), record=True)
+    again = protocol(args(seed=1, out=tmp_path / "b"), record=True)
+    other = protocol(args(lr=1e-4), record=True)
+    assert first["setting_key"] == again["setting_key"] != other["setting_key"]
+    assert again["test_evaluations"] == {"of_setting": 2, "all_settings": 2, "settings": 1}
+    assert other["test_evaluations"] == {"of_setting": 1, "all_settings": 3, "settings": 2}
+    ledger.write_text(ledger.read_text() + "not json\n")
+    with pytest.raises(SystemExit, match="line 4: not JSON"):
+        protocol(args(), record=False)
+
+
+def test_paired_intervals_resample_conversations_when_given():
+    """Thirty items from two conversations that disagree: the cluster interval is wider than the one that
+    treats the items as independent."""
+    a = [{"f1": 0.0}] * 30
+    b = [{"f1": 1.0 if i < 15 else 0.0} for i in range(30)]
+    clusters = ["conv-1"] * 15 + ["conv-2"] * 15
+    iid, clustered = paired(a, b, "f1"), paired(a, b, "f1", clusters)
+    assert iid["diff"] == clustered["diff"] == pytest.approx(50.0)
+    assert clustered["ci"][1] - clustered["ci"][0] > iid["ci"][1] - iid["ci"][0]
+    assert iid["excludes_0"] and not clustered["excludes_0"]

@@ -7,6 +7,10 @@
 - :data:`MEMBUILDER_LONGMEMEVAL_SPLIT`: MemBuilder's 50 SFT / 50 RL / 400 test LongMemEval question
   ids, from ``data/longmemeval/splits/longmemeval_splits.json`` in Zh1yuShen/MemBuilder (they cover all
   500 questions once).
+- :data:`LOCOMO_PROTOCOL_SPLIT`: the learning protocol's LoCoMo parts (docs/training.md): MemUpdate's
+  train conversations cut by :func:`seeded_split` (seed 0) into ``fit`` (5, what a trainer learns from)
+  and ``validation`` (2, where every setting is chosen), and the 3 ``test`` conversations, evaluated once
+  per final setting. ``--split fit`` and ``--split validation`` name them wherever ``--split`` is taken.
 - :func:`seeded_split`: a documented, deterministic split for other data sets.
 - :data:`SPLITS`, :data:`TRAIN_SPLITS`, :func:`evaluation_items`: the split guard of every trainer (a
   trainer defaults to the training split and refuses an item of an evaluation split unless told so).
@@ -29,6 +33,14 @@ from memrl.errors import DataError
 LOCOMO_UPDATE_SPLIT: dict[str, tuple[str, ...]] = {
     "train": ("conv-48", "conv-42", "conv-41", "conv-49", "conv-44", "conv-47", "conv-50"),
     "test": ("conv-43", "conv-26", "conv-30"),
+}
+
+#: ``seeded_split(LOCOMO_UPDATE_SPLIT["train"], {"validation": 2, "fit": None}, seed=0)``, written out
+#: (tests check it) so that it cannot drift.
+LOCOMO_PROTOCOL_SPLIT: dict[str, tuple[str, ...]] = {
+    "fit": ("conv-41", "conv-42", "conv-47", "conv-49", "conv-50"),
+    "validation": ("conv-44", "conv-48"),
+    "test": LOCOMO_UPDATE_SPLIT["test"],
 }
 
 _MEMBUILDER_SFT = """
@@ -104,7 +116,7 @@ MEMBUILDER_LONGMEMEVAL_SPLIT: dict[str, tuple[str, ...]] = {
 
 #: The published splits by data set name.
 SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
-    "locomo": LOCOMO_UPDATE_SPLIT,
+    "locomo": {**LOCOMO_UPDATE_SPLIT, **LOCOMO_PROTOCOL_SPLIT},
     "longmemeval": MEMBUILDER_LONGMEMEVAL_SPLIT,
 }
 #: The split a trainer takes when none is named (LongMemEval: MemBuilder's RL questions).

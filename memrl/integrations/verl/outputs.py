@@ -87,6 +87,7 @@ def agent_loop_outputs(
     traj: Trajectory,
     *,
     response_length: int,
+    prompt_length: int | None = None,
     set_reward: bool = True,
     extra: dict[str, Any] | None = None,
 ) -> list[Any]:
@@ -94,7 +95,8 @@ def agent_loop_outputs(
 
     Raises :class:`RolloutFailed` for a failed trajectory, or a reward that was asked for and is missing.
     Each response is cut to ``response_length`` tokens (verl pads to it); ``extra_fields["truncated"]``
-    says whether anything was cut."""
+    says whether anything was cut. A sequence whose prompt exceeds ``prompt_length`` fails the rollout
+    (verl would left-truncate it, training the tokens on a context they were not sampled from)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 
     if traj.failure is not None:
@@ -105,6 +107,12 @@ def agent_loop_outputs(
     seqs = sequences(traj.steps)
     if not seqs:
         raise RolloutFailed(f"{traj.agent} episode {traj.task_id} has no token ids (back-end returned none)")
+    if prompt_length is not None:
+        for seq in seqs:
+            if len(seq.prompt_ids) > prompt_length:
+                raise RolloutFailed(f"{traj.agent} episode {traj.task_id}: a prompt of {len(seq.prompt_ids)} tokens "
+                                    f"exceeds rollout.prompt_length={prompt_length} (raise it, or shorten the "
+                                    "loop's chunks/memory)")  # fmt: skip
     outputs = []
     for i, seq in enumerate(seqs):
         last = i == len(seqs) - 1

@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if report.gpus:
         gpus = (args.gpus or len(report.gpus)) * args.nodes
         print("\n".join(launch_report(cfg, args.model or cfg["memrl_memory_plan"]["model"], gpus,
-                                      report.gpus[0].total_mb / 1024 * 1.073741824)))  # fmt: skip
+                                      round(report.gpus[0].total_mb * 2**20 / 1e9, 1))))  # fmt: skip
     return 1 if report.failed else 0
 
 

@@ -14,10 +14,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 out=${MEMRL_SMOKE_DIR:-$(mktemp -d)}; mkdir -p "$out"
 out=$(realpath "$out")
 read -r -a extra <<< "${MEMRL_SMOKE_OVERRIDES:-}"
+# each task keeps its config's prompt/response lengths: a call over them fails its rollout (the prompt-length
+# cap), and MemUpdate's episodes grow with every tool result (its config: 8192 + 8192 tokens)
 tasks=(${TASKS:-read update build})
 smoke=(actor_rollout_ref.rollout.name="$rollout" actor_rollout_ref.rollout.n=2
   actor_rollout_ref.rollout.gpu_memory_utilization=0.4
-  actor_rollout_ref.rollout.prompt_length=4096 actor_rollout_ref.rollout.response_length=2048
   data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=2
   trainer.total_training_steps="$steps" trainer.save_freq=-1)
 for task in "${tasks[@]}"; do

@@ -52,10 +52,20 @@ async def test_a_call_over_the_cap_fails_the_rollout_before_the_server(tiny, sam
     assert server.calls == []  # vLLM never saw it
 
 
-async def test_a_prompt_over_prompt_length_fails_instead_of_being_truncated(tiny, sample):
-    server = FakeServerManager(LocalEngine(tiny))
-    loop = make_loop("memagent", server, server.engine.tokenizer, rollout={"prompt_length": 60, "response_length": 4096},
-                     chunk_tokens=64, memory_tokens=12, max_chunks=2, answer_tokens=10)  # fmt: skip
-    with pytest.raises(RolloutFailed, match=r"exceeds rollout.prompt_length=60"):
-        await loop.run(SAMPLING, **row_kwargs(read_rows(sample)[0]))
-    assert server.calls  # generated, then refused as a training sample
+def test_a_sequence_over_the_trained_length_fails_instead_of_stopping_the_step():
+    """verl's v1 worker keeps prompts whole; a multi-turn sequence (first prompt + every later turn) longer than
+    prompt_length + response_length would stop the step at verl's dynamic-batch assertion."""
+    from memrl.agents.trajectory import Step, Trajectory
+    from memrl.integrations.verl.outputs import agent_loop_outputs
+
+    first = Step([], "", prompt_ids=[1] * 50, completion_ids=[2] * 10, logprobs=[-0.1] * 10)
+    second = Step(
+        [], "", prompt_ids=[1] * 50 + [2] * 10 + [9] * 30, completion_ids=[3] * 10, logprobs=[-0.1] * 10
+    )
+    traj = Trajectory("memupdate", "q1", steps=[first, second], reward=0.5)
+    (out,) = agent_loop_outputs(traj, response_length=50, max_seq_len=100)  # 50 + 50 tokens: fits
+    assert len(out.prompt_ids) + len(out.response_ids) == 100
+    with pytest.raises(
+        RolloutFailed, match=r"a sequence of 100 tokens exceeds rollout.prompt_length \+ response_length = 90"
+    ):
+        agent_loop_outputs(traj, response_length=50, max_seq_len=90)

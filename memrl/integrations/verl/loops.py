@@ -101,6 +101,7 @@ class MemrlAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.context_length = context_cap(self.rollout_config)
+        self.max_seq_len = self.prompt_length + self.response_length  # one output's budget (see outputs.py)
 
     def llm(self, sampling_params: dict[str, Any], *, greedy: bool = False) -> Any:
         """A memrl LLM on verl's servers for one episode (request ids: one per conversation); ``greedy``
@@ -149,7 +150,7 @@ class MemAgentLoop(MemrlAgentLoop):
         result = await agent.run(row.question, str(row.info.get("document") or ""), golds=row.golds,
                                  task_id=str(row.info.get("question_id") or row.info.get("index")))  # fmt: skip
         return agent_loop_outputs(result.trajectory, response_length=self.response_length,
-                                  prompt_length=self.prompt_length, extra=server_fields(llm))  # fmt: skip
+                                  max_seq_len=self.max_seq_len, extra=server_fields(llm))  # fmt: skip
 
 
 @register("memupdate")
@@ -185,7 +186,7 @@ class MemUpdateLoop(MemrlAgentLoop):
         finally:
             await memory.close()
         return agent_loop_outputs(result.trajectory, response_length=self.response_length,
-                                  prompt_length=self.prompt_length,
+                                  max_seq_len=self.max_seq_len,
                                   extra={"stop_reason": result.stop_reason, **server_fields(llm)})  # fmt: skip
 
 
@@ -240,7 +241,7 @@ class MemBuilderLoop(MemrlAgentLoop):
         traj = mine[0]
         extra = {"memory_type": mtype, "advantage_weight": float(traj.info.get("advantage_weight", 1.0)),
                  **server_fields(llm, answer_llm)}  # fmt: skip
-        return agent_loop_outputs(traj, response_length=self.response_length, prompt_length=self.prompt_length,
+        return agent_loop_outputs(traj, response_length=self.response_length, max_seq_len=self.max_seq_len,
                                   extra=extra)  # fmt: skip
 
 

@@ -87,7 +87,6 @@ def test_step_lines_and_the_dump_are_verls_own_formats(tmp_path):
     from verl.utils.logger.aggregate_logger import concat_dict_to_str
 
     assert concat_dict_to_str({"actor/pg_loss": 0.1, "critic/score/mean": 0.5}, step=2) == step_line(2, 0.5)
-    )
     PPOTrainer._write_generations(["q"] * 3, ["a"] * 3, [None] * 3, [1.0, 0.0, 0.0],
                                   {"uid": ["p0_0_0", "p0_1_0", "p1_0_0"]}, str(tmp_path / "rollouts-read"), 1)  # fmt: skip
     (tmp_path / "read.log").write_text(concat_dict_to_str({"critic/score/mean": 0.5}, step=1) + "\n")

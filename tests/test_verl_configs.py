@@ -41,7 +41,9 @@ def run_script(tmp_path):
         *args: str, env: dict[str, str] | None = None, rc: int = 0
     ) -> tuple[subprocess.CompletedProcess, list[dict]]:
         # no GPU, no vLLM here: the preflight checks are tested on their own (test_verl_smoke.py) and below
+        # PYTHONPATH: the scripts' `python -m memrl...` use this checkout's package, not another installed one
         full_env = {"MEMRL_SKIP_PREFLIGHT": "1", **os.environ, **(env or {}), "MEMRL_VERL_DRY_RUN": str(record),
+                    "PYTHONPATH": str(ROOT),
                     "PATH": f"{shim}:{Path(real).parent}:{os.environ['PATH']}"}  # fmt: skip
         proc = subprocess.run(["bash", *args], cwd=tmp_path, env=full_env, capture_output=True, text=True,
                               timeout=900)  # fmt: skip

@@ -18,6 +18,8 @@ case "${1:-}" in
     shift 4
     cfg=$(memrl_verl_config "$task")
     memrl_verl_args "$train" "$val"
+    # checks this (head) node's GPUs; every node should match it
+    memrl_verl_preflight "$cfg" "$model" "${GPUS_PER_NODE:-8}" "${NNODES:?set NNODES}" "$@"
     # verl's main_ppo joins the running cluster (RAY_ADDRESS)
     RAY_ADDRESS=${RAY_ADDRESS:-auto} exec python -m verl.trainer.main_ppo \
       --config-path="$here/configs/verl" --config-name="$cfg" \

@@ -27,3 +27,16 @@ memrl_verl_args() {
     VERL_ARGS+=(data.val_files="$val")
   fi
 }
+
+# memrl_verl_preflight CONFIG MODEL GPUS NODES [overrides...]: the preflight checks and the memory estimate
+# (memrl.integrations.verl.preflight; a FAIL stops the launch), then appends the attention override to
+# VERL_ARGS (flash_attention_2 if flash_attn imports, else sdpa). MEMRL_SKIP_PREFLIGHT=1: the override only.
+memrl_verl_preflight() {
+  local cfg=$1 model=$2 gpus=$3 nodes=$4; shift 4
+  if [ "${MEMRL_SKIP_PREFLIGHT:-0}" != 1 ]; then
+    python -m memrl.integrations.verl.preflight --config "$cfg" --rollout "${ROLLOUT:-vllm}" --gpus "$gpus" \
+      --nodes "$nodes" --model "$model" -- "${VERL_ARGS[@]}" "$@" \
+      || { echo "preflight failed: fix the FAIL lines above (MEMRL_SKIP_PREFLIGHT=1 skips the checks)" >&2; return 1; }
+  fi
+  VERL_ARGS+=("$(python -m memrl.integrations.verl.preflight --config "$cfg" --attn-override)")
+}

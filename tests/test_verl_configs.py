@@ -37,12 +37,19 @@ def run_script(tmp_path):
     (shim / "python").chmod(0o755)
     record = tmp_path / "configs.jsonl"
 
-    def run(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
-        full_env = {**os.environ, **(env or {}), "MEMRL_VERL_DRY_RUN": str(record),
+    def run(
+        *args: str, env: dict[str, str] | None = None, rc: int = 0
+    ) -> tuple[subprocess.CompletedProcess, list[dict]]:
+        # no GPU, no vLLM here: the preflight checks are tested on their own (test_verl_smoke.py) and below
+        # PYTHONPATH: the scripts' `python -m memrl...` use this checkout's package, not another installed one
+        full_env = {"MEMRL_SKIP_PREFLIGHT": "1", **os.environ, **(env or {}), "MEMRL_VERL_DRY_RUN": str(record),
+                    "PYTHONPATH": str(ROOT),
                     "PATH": f"{shim}:{Path(real).parent}:{os.environ['PATH']}"}  # fmt: skip
         proc = subprocess.run(["bash", *args], cwd=tmp_path, env=full_env, capture_output=True, text=True,
                               timeout=900)  # fmt: skip
-        assert proc.returncode == 0, f"{args[0]} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        assert proc.returncode == rc, (
+            f"{args[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
         configs = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
         record.unlink(missing_ok=True)
         return proc, configs
@@ -95,7 +102,7 @@ def test_cluster_script_passes_verls_validation_at_two_nodes_of_eight_gpus(run_s
 def test_smoke_script_prepares_rows_and_passes_verls_validation_for_every_task(run_script, tmp_path):
     proc, configs = run_script(str(ROOT / "scripts/verl_smoke.sh"), "/models/Qwen2.5-0.5B-Instruct",
                                env={"MEMRL_SMOKE_DIR": str(tmp_path / "smoke"),
-                                    "MEMRL_SMOKE_OVERRIDES": f"hydra.run.dir={tmp_path}/hydra"})  # fmt: skip
+                                    "MEMRL_SMOKE_OVERRIDES": f"hydra.run.dir={tmp_path}/hydra"}, rc=1)  # fmt: skip
     assert [c["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] for c in configs] == [
         "memagent", "memupdate", "membuilder"
     ]  # fmt: skip
@@ -104,7 +111,15 @@ def test_smoke_script_prepares_rows_and_passes_verls_validation_for_every_task(r
         assert cfg["actor_rollout_ref"]["model"]["path"] == "/models/Qwen2.5-0.5B-Instruct"
         assert Path(cfg["data"]["train_files"]).is_file()  # the rows the script prepared
         check_loop_config(cfg)
-    assert "no reward lines" in proc.stdout  # nothing trained in a dry run: the summary says so
+        assert cfg["trainer"]["rollout_data_dir"].endswith("/rollouts-" + {"memagent": "read", "memupdate": "update",
+                                                                          "membuilder": "build"}[cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"]])  # fmt: skip
+        assert (
+            cfg["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+        )  # no flash_attn here
+    # nothing trained in a dry run: every task ran, the summary says each failed, and the script exits 1
+    for task in ("read", "update", "build"):
+        assert f"{task}: FAILED | steps 0/3" in proc.stdout
+    assert "FAILED: read, update, build" in proc.stdout
 
 
 @pytest.mark.slow
@@ -130,3 +145,27 @@ def test_scripts_refuse_a_loop_file_memrl_does_not_ship(tmp_path):
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode != 0 and "memrl ships no verl file 'nope.yaml'" in proc.stderr
+
+
+def test_train_script_says_when_nvidia_smi_is_missing(tmp_path):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    env.pop("GPUS", None)
+    proc = subprocess.run(["bash", str(ROOT / "scripts/verl_train.sh"), "read", "/models/m", str(tmp_path / "t.parquet"),
+                           "none"], env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and "nvidia-smi not found: no NVIDIA driver on this machine" in proc.stderr
+
+
+@pytest.mark.slow
+def test_train_script_runs_the_preflight_and_stops_on_a_fail(run_script, tmp_path):
+    """A fake nvidia-smi (one H100) at the boundary; vLLM is not installed here, which preflight FAILs."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text('#!/bin/sh\nif [ "$1" = -L ]; then echo "GPU 0: NVIDIA H100 80GB HBM3"; '
+                   'else echo "NVIDIA H100 80GB HBM3, 81559, 80000"; fi\n')  # fmt: skip
+    smi.chmod(0o755)
+    proc, configs = run_script(str(ROOT / "scripts/verl_train.sh"), "update", "/models/Qwen2.5-7B-Instruct",
+                               str(tmp_path / "t.parquet"), "none", env={"MEMRL_SKIP_PREFLIGHT": "0"}, rc=1)  # fmt: skip
+    assert configs == []  # verl never started
+    assert "preflight ok   1 GPU(s): NVIDIA H100 80GB HBM3" in proc.stdout
+    assert "preflight FAIL vllm is not installed" in proc.stdout
+    assert "memory estimate: Qwen2.5-7B-Instruct on 1 GPU(s) of 85.5 GB" in proc.stdout  # 7B on one GPU
+    assert "DOES NOT FIT" in proc.stdout and "preflight failed" in proc.stderr

@@ -58,14 +58,16 @@ def sample():
     return load_dataset("sample")[0]
 
 
-def make_loop(name: str, server, tokenizer, *, trainer: dict | None = None, **options):
+def make_loop(name: str, server, tokenizer, *, trainer: dict | None = None, rollout: dict | None = None,
+              **options):  # fmt: skip
     """Instantiate a registered loop exactly as verl's AgentLoopWorker does (hydra.utils.instantiate)."""
     import hydra
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     import memrl.integrations.verl.plugin  # noqa: F401  (what the verl.plugins entry point imports)
 
-    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}},
+    lengths = rollout or {"prompt_length": 4096, "response_length": 4096}
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": lengths},
                             "data": {"apply_chat_template_kwargs": {}}, "trainer": trainer or {"use_v1": True}})  # fmt: skip
     return hydra.utils.instantiate(
         config={**_agent_loop_registry[name], **options}, trainer_config=DictConfigWrap(cfg),
@@ -340,18 +342,6 @@ def test_reward_server_override_needs_no_plus():
         cfg = compose(config_name="memagent",
                       overrides=["reward.custom_reward_function.reward_kwargs.reward_server=http://h:8765"])  # fmt: skip
     assert cfg.reward.custom_reward_function.reward_kwargs.reward_server == "http://h:8765"
-
-
-def test_smoke_summary_reads_verls_own_console_log_lines():
-    from verl.utils.logger.aggregate_logger import concat_dict_to_str
-
-    from memrl.integrations.verl.smoke import reward_means, summary
-
-    lines = ["starting", concat_dict_to_str({"critic/score/mean": 0.25, "critic/score/max": 1.0}, step=1),
-             concat_dict_to_str({"actor/pg_loss": 0.1, "critic/score/mean": 0.75}, step=2)]  # fmt: skip
-    assert reward_means(lines) == {1: 0.25, 2: 0.75}
-    assert summary("read", reward_means(lines)).startswith("read: mean reward 0.500 over 2 steps")
-    assert "no reward lines" in summary("update", {})
 
 
 def test_sequences_join_continued_calls_and_mask_what_the_model_did_not_write():

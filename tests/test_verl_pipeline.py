@@ -66,8 +66,8 @@ def compose(task: str, rows: list[dict], tiny: str, tmp: Path) -> object:
     train = write_parquet(rows, tmp / f"{task}.parquet")
     overrides = [f"data.train_files={train}", f"data.val_files={train}", "data.train_batch_size=2",
                  "data.dataloader_num_workers=0", f"actor_rollout_ref.model.path={tiny}",
-                 "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.prompt_length=4096",
-                 "actor_rollout_ref.rollout.response_length=2048", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                 "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.prompt_length=8192",
+                 "actor_rollout_ref.rollout.response_length=4096", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                  f"actor_rollout_ref.rollout.agent.agent_loop_config_path={tmp / 'agent_loops.yaml'}",
                  "trainer.n_gpus_per_node=1", "trainer.nnodes=1"]  # fmt: skip
     with initialize_config_dir(version_base=None, config_dir=str(ROOT / "configs/verl")):

@@ -13,6 +13,10 @@ Plugged in through verl's own extension points only (no fork, no patch):
 * verl tool classes for MemUpdate's six tools (:mod:`.tools`, ``memrl/resources/verl/memupdate_tools.yaml``);
 * parquet rows from ``memrl data prepare --format verl --task read|update|build`` (:mod:`.rows`).
 
+* before a launch: :mod:`.preflight` (GPU, versions, free memory, CPUs, attention implementation) and
+  :mod:`.memory_plan` (the per-GPU memory estimate of a config, checked against the plan it states); after
+  a smoke run: :mod:`.smoke` (the per-task summary).
+
 How to run it at each scale, what it has (not) been run on, and verl's limits: docs/verl.md.
 
 **ADRPO's attribution weight is not applied inside verl.** verl 0.9's advantage estimators registered

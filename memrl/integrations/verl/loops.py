@@ -68,6 +68,18 @@ def server_fields(*llms: Any) -> dict[str, Any]:
     }
 
 
+def context_cap(rollout_config: Any) -> int:
+    """The most tokens one call may hold (prompt + ``max_tokens``): ``rollout.prompt_length +
+    response_length`` (what verl's actor trains on; ``actor.ppo_max_token_len_per_gpu`` is sized for it), or
+    vLLM's ``max_model_len`` if smaller. A call over it raises memrl's ValidationError before reaching the
+    server, the agent records the episode as failed, and verl's worker marks the prompt ``failure``: one
+    failed rollout (``Error in _run_prompt`` in verl's log, counted by the smoke summary), never a crash of
+    the step (vLLM's own max_model_len check would raise the same way, with a less clear message)."""
+    cap = int(rollout_config.prompt_length) + int(rollout_config.response_length)
+    max_model_len = rollout_config.get("max_model_len") if hasattr(rollout_config, "get") else None
+    return min(cap, int(max_model_len)) if max_model_len else cap
+
+
 class MemrlAgentLoop(AgentLoopBase):
     """What the three loops share: the rollout LLM, the response budget, the embedder."""
 
@@ -88,6 +100,8 @@ class MemrlAgentLoop(AgentLoopBase):
         self.embedder = embedder
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
+        self.context_length = context_cap(self.rollout_config)
+        self.max_seq_len = self.prompt_length + self.response_length  # one output's budget (see outputs.py)
 
     def llm(self, sampling_params: dict[str, Any], *, greedy: bool = False) -> Any:
         """A memrl LLM on verl's servers for one episode (request ids: one per conversation); ``greedy``
@@ -96,7 +110,7 @@ class MemrlAgentLoop(AgentLoopBase):
         return verl_llm(
             self.server_manager, self.tokenizer, params, request_id=uuid.uuid4().hex,
             constraints=self.constraints,  # type: ignore[arg-type]
-            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
+            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}), context_length=self.context_length,
         )  # fmt: skip
 
     def task(self, kwargs: dict[str, Any]) -> RowTask:
@@ -136,7 +150,7 @@ class MemAgentLoop(MemrlAgentLoop):
         result = await agent.run(row.question, str(row.info.get("document") or ""), golds=row.golds,
                                  task_id=str(row.info.get("question_id") or row.info.get("index")))  # fmt: skip
         return agent_loop_outputs(result.trajectory, response_length=self.response_length,
-                                  extra=server_fields(llm))  # fmt: skip
+                                  max_seq_len=self.max_seq_len, extra=server_fields(llm))  # fmt: skip
 
 
 @register("memupdate")
@@ -172,6 +186,7 @@ class MemUpdateLoop(MemrlAgentLoop):
         finally:
             await memory.close()
         return agent_loop_outputs(result.trajectory, response_length=self.response_length,
+                                  max_seq_len=self.max_seq_len,
                                   extra={"stop_reason": result.stop_reason, **server_fields(llm)})  # fmt: skip
 
 
@@ -226,7 +241,8 @@ class MemBuilderLoop(MemrlAgentLoop):
         traj = mine[0]
         extra = {"memory_type": mtype, "advantage_weight": float(traj.info.get("advantage_weight", 1.0)),
                  **server_fields(llm, answer_llm)}  # fmt: skip
-        return agent_loop_outputs(traj, response_length=self.response_length, extra=extra)
+        return agent_loop_outputs(traj, response_length=self.response_length, max_seq_len=self.max_seq_len,
+                                  extra=extra)  # fmt: skip
 
 
 def expert_lengths(row: RowTask) -> dict[str, int] | None:

@@ -87,6 +87,7 @@ def agent_loop_outputs(
     traj: Trajectory,
     *,
     response_length: int,
+    max_seq_len: int | None = None,
     set_reward: bool = True,
     extra: dict[str, Any] | None = None,
 ) -> list[Any]:
@@ -94,7 +95,10 @@ def agent_loop_outputs(
 
     Raises :class:`RolloutFailed` for a failed trajectory, or a reward that was asked for and is missing.
     Each response is cut to ``response_length`` tokens (verl pads to it); ``extra_fields["truncated"]``
-    says whether anything was cut."""
+    says whether anything was cut. A sequence longer than ``max_seq_len`` (prompt + cut response; the loops
+    pass ``rollout.prompt_length + response_length``, the budget ``actor.ppo_max_token_len_per_gpu`` is sized
+    for) fails the rollout: verl's v1 worker keeps prompts whole, and one over-long sample would stop the
+    whole step at verl's dynamic-batch assertion (``rearrange_micro_batches``: max_token_len >= max_seq_len)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 
     if traj.failure is not None:
@@ -105,6 +109,13 @@ def agent_loop_outputs(
     seqs = sequences(traj.steps)
     if not seqs:
         raise RolloutFailed(f"{traj.agent} episode {traj.task_id} has no token ids (back-end returned none)")
+    if max_seq_len is not None:
+        for seq in seqs:
+            n = len(seq.prompt_ids) + min(len(seq.response_ids), response_length)
+            if n > max_seq_len:
+                raise RolloutFailed(f"{traj.agent} episode {traj.task_id}: a sequence of {n} tokens exceeds "
+                                    f"rollout.prompt_length + response_length = {max_seq_len} (raise them, and "
+                                    "actor.ppo_max_token_len_per_gpu with them)")  # fmt: skip
     outputs = []
     for i, seq in enumerate(seqs):
         last = i == len(seqs) - 1

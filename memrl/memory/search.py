@@ -91,8 +91,10 @@ class SearchIndex(DenseIndexes):
     (the back-end's own ``lexical`` when it ranks BM25 itself, as Postgres does; else the in-process
     :class:`~memrl.memory.lexical.LexicalIndexes`), fusion and query priors."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
-        super().__init__(store, embedder, backend=backend)
+    def __init__(
+        self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
+    ) -> None:
+        super().__init__(store, embedder, backend=backend, ann_min=ann_min)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
         self.lexical = LexicalIndexes(store, TYPE_CODE)

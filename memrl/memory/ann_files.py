@@ -78,8 +78,10 @@ class AnnGraphs:
         idx.ann = g
         if g.pending:
             grew = len(g.pending)
-            if grew >= self.THREAD_AFTER:
+            if grew >= self.THREAD_AFTER:  # faiss may not add and search one graph at once: exact meanwhile
+                idx.ann = None
                 await asyncio.to_thread(g.flush, idx.row_of, idx.matrix)
+                idx.ann = g
             else:
                 g.flush(idx.row_of, idx.matrix)
             if grew >= self.SAVE_AFTER * len(g.rids):

@@ -95,7 +95,7 @@ def main() -> None:
     faiss.omp_set_num_threads(1)
     for ef, fetch in ((48, args.fetch), (96, args.fetch), (200, 200)):  # 200: what hybrid search asks
         hnsw.hnsw.efSearch = ef
-        r = timed(lambda q: hnsw.search(q[None], fetch)[1][0], x, queries, truth, k)
+        r = timed(lambda q, f=fetch: hnsw.search(q[None], f)[1][0], x, queries, truth, k)
         libs[f"faiss_hnsw32_ef{ef}_fetch{fetch}"] = {"build_s": round(build, 2), **r}
 
     faiss.omp_set_num_threads(args.threads)

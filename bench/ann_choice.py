@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -51,6 +52,14 @@ def timed(search, x: np.ndarray, queries: np.ndarray, truth: list[np.ndarray], k
     }
 
 
+class _Progress(dict):
+    """Each figure also printed to stderr as it comes, so a run cut short still tells what it measured."""
+
+    def __setitem__(self, key: str, value: dict) -> None:
+        print(json.dumps({key: value}), file=sys.stderr, flush=True)
+        super().__setitem__(key, value)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -82,11 +91,12 @@ def main() -> None:
             lat.append(time.perf_counter() - t0)
         exact[size] = round(1000 * float(np.median(lat)), 3)
     out["exact_p50_ms"] = exact
+    print(json.dumps({"exact_p50_ms": exact}), file=sys.stderr, flush=True)
 
     import faiss
 
     faiss.omp_set_num_threads(args.threads)
-    libs: dict = {}
+    libs: dict = _Progress()
     t0 = time.perf_counter()
     hnsw = faiss.IndexHNSWFlat(args.dim, 32, faiss.METRIC_INNER_PRODUCT)
     hnsw.hnsw.efConstruction = 64

@@ -194,6 +194,26 @@ async def test_a_file_of_another_database_is_not_trusted(tmp_path):
     await m.close()
 
 
+async def test_a_clone_copies_its_sources_graph(tmp_path, monkeypatch):
+    path = str(tmp_path / "m.db")
+    m, ex = memory(path), memory(path, "numpy")
+    added = await m.add_many(items(150))
+    await assert_ann_is_exact(m, exact=ex)
+    await m.update(added[0].id, "an edit the source's graph has not seen yet")
+    await m.delete(added[1].id)
+    await m.clone("alice", "episode")
+    await m.add("the source moves on after the clone", metadata={"g": 1})  # not in the clone
+
+    def no_build(*a, **k):
+        raise AssertionError("built instead of copied")
+
+    monkeypatch.setattr(ann.AnnGraph, "build", classmethod(no_build))
+    await assert_ann_is_exact(m, "episode", ex)
+    await m.add("the clone's own note", namespace="episode")
+    await assert_ann_is_exact(m, "episode", ex)
+    await m.close(), await ex.close()
+
+
 async def test_auto_uses_a_graph_from_the_threshold(tmp_path):
     m = memory(str(tmp_path / "m.db"), "auto", ann_min=100)
     await m.add_many(items(60))

@@ -37,6 +37,14 @@ class AnnGraphs:
     def __init__(self, owner: Any) -> None:
         self.owner = owner
         self._faiss: bool | None = None
+        self._clones: dict[str, str] = {}  # a clone -> its source, until the clone's first graph
+
+    def forget(self, ns: str) -> None:
+        self._clones.pop(ns, None)
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src``: its first graph is a copy of ``src``'s, not a build."""
+        self._clones[dst] = src
 
     def wanted(self, n: int) -> bool:
         backend = self.owner.backend
@@ -67,6 +75,8 @@ class AnnGraphs:
         g = idx.ann
         if g is None:
             g = self._load(ns, idx)
+        if g is None and ns in self._clones:
+            g = self._copy(self._clones.pop(ns), ns, idx)
         if g is None or g.worn():
             idx.ann = None  # searches meanwhile are exact
             g = await asyncio.to_thread(
@@ -102,6 +112,28 @@ class AnnGraphs:
             return None
         g.saved = not changes
         return g
+
+    def _copy(self, src: str, ns: str, idx: Any) -> AnnGraph | None:
+        """``ns``'s graph as a copy of its clone source's (the same vectors under the clone's rids): graph
+        positions whose item the clone lacks are dead, rows of the source changed since its graph was last
+        in step are stale, and the clone's rows the graph lacks are pending."""
+        sidx = self.owner._indexes.get(src)
+        sg = getattr(sidx, "ann", None)
+        if sg is None or sidx.generation != self.owner.store.generation(src):
+            return None
+        rid_of = dict(
+            self.owner.store.read(
+                "SELECT s.rid, d.rid FROM memories s JOIN memories d ON d.namespace = ? AND d.id = s.id "
+                "WHERE s.namespace = ?",
+                (ns, src),
+            )
+        )
+        rids = np.array([rid_of.get(r, -1 - i) for i, r in enumerate(sg.rids.tolist())], dtype=np.int64)
+        g = AnnGraph(idx.dim, require_faiss().clone_index(sg.index), rids)
+        changed = {r.rid for r in self.owner.store.changes_since(src, sidx.seq)}
+        g.stale = {int(r) for r in rids if r < 0} | {rid_of[r] for r in sg.stale | changed if r in rid_of}
+        g.pending = {r for r in idx.row_of if r not in g.placed}
+        return g if agrees(g, idx.row_of, idx.matrix) else None
 
     def _save(self, ns: str, idx: Any) -> None:
         path = self.path(ns)

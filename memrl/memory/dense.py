@@ -351,6 +351,7 @@ class DenseIndexes:
 
     def forget(self, ns: str) -> None:
         self._indexes.pop(ns, None)
+        self.graphs.forget(ns)
 
     def close(self) -> None:
         """Save the graphs changed since they were last written (the next process loads, not rebuilds)."""

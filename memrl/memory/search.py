@@ -103,6 +103,7 @@ class SearchIndex(DenseIndexes):
     def cloned(self, src: str, dst: str) -> None:
         """``dst`` was just cloned from ``src`` (its in-process caches may share ``src``'s)."""
         self.forget(dst)
+        self.graphs.cloned(src, dst)
         self.lexical.cloned(src, dst)
 
     def forget(self, ns: str) -> None:

@@ -204,3 +204,52 @@ async def test_progress_counts_model_calls_of_the_expected_total(memory):
     job = await runner.wait(job.id, 10)
     assert job.to_dict()["progress"] == {"steps_done": 0, "steps_total": 0, "unit": "model calls",
                                          "sessions_done": 1, "sessions_total": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+async def test_a_job_refused_at_commit_keeps_its_progress_and_changes_nothing(memory):
+    item = await memory.add("Alice lives in Lisbon", user_id="alice")
+    script = iter([{"tool_calls": [{"name": "manage_memory", "arguments": {
+        "operation": "update", "memory_id": item.id, "content": "Alice lives in Porto"}}]}, "done"])  # fmt: skip
+
+    def reply(messages, tools, json_schema):
+        step = next(script)
+        if step == "done":  # another client edits the same item while the job runs
+            memory.store.update("alice", item.id, content="Alice lives in Faro", actor="someone")
+        return step
+
+    runner = JobRunner(memory, ScriptedLLM(reply), JobConfig(progress_every=0))
+    job, _ = await runner.submit("alice", "maintain", {"max_tool_calls": 5})
+    job = await runner.wait(job.id, 10)
+    assert job.status == "failed" and "ConflictError" in job.error and repr(item.id) in job.error
+    assert job.to_dict()["progress"] == {"steps_done": 2, "steps_total": 2, "unit": "model calls"}
+    assert (
+        job.result["stats"] and job.events == [] and job.batch is None
+    )  # nothing applied, no event claims so
+    assert [i.content for i in await memory.list(user_id="alice")] == ["Alice lives in Faro"]
+    assert [e.actor for e in await memory.history(item.id, user_id="alice")] == [None, "someone"]
+
+
+async def test_a_cancelled_job_keeps_the_progress_it_recorded(memory):
+    gate = asyncio.Event()
+    llm = ScriptedLLM(lambda *a: "bees in Sintra")
+    inner = llm._chat
+    calls = 0
+
+    async def chat(request):
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await gate.wait()  # the second chunk never comes back: the job is cancelled meanwhile
+        return await inner(request)
+
+    llm._chat = chat
+    runner = JobRunner(memory, llm, JobConfig(progress_every=0))
+    doc = " ".join(f"word{i}" for i in range(30))
+    job, _ = await runner.submit("alice", "read", {"document": doc, "chunk_tokens": 16})
+    while (runner.table.get(job.id).result.get("progress") or {}).get("steps_done") != 1:
+        await asyncio.sleep(0.01)
+    job = await runner.cancel(job.id)
+    job = await runner.wait(job.id, 10)
+    assert job.status == "cancelled"
+    assert job.to_dict()["progress"] == {"steps_done": 1, "steps_total": 4, "unit": "model calls"}

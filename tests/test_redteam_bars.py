@@ -53,3 +53,46 @@ async def test_a_gene_that_undoes_another_genes_damage_is_not_paid_but_one_past_
     assert "r: paid for ['inflate']" in cheat.flagged and "r" in cheat.flagged
     honest = await run.ev(HONEST_GENOME)
     assert all(v >= 1.0 for v in honest.rewards["r"])
+
+
+class DeltaToy(Toy):
+    """The same arithmetic as a delta reward (0 = nothing changed)."""
+
+    name = "delta toy"
+    delta_rewards = frozenset({"r"})
+
+
+async def test_on_a_delta_reward_an_information_free_repair_is_judged_against_doing_nothing():
+    run = _Runner(DeltaToy(), list(range(30)), {}, budget=100)
+    # -0.2: repair pays 0.3 over spoil, not over nothing
+    repaired = await run.judge((("spoil",), ("repair",)))
+    assert repaired.flagged == [] and repaired.margin < 0
+    inflated = await run.judge((("spoil",), ("inflate",), ("repair",)))
+    # inflate pays 0.1 over (spoil, repair), but the genome is -0.1: below nothing
+    assert inflated.flagged == []
+    cheat = await run.judge((("inflate",), ("repair",)))  # 0.1 + noise above nothing
+    assert "r > nothing" in cheat.flagged and "r: paid for ['inflate']" in cheat.flagged
+
+
+class OverwriteToy(Toy):
+    """``overwrite`` states the answer over the top memory (0.8: it destroys what was there); ``save``,
+    a copy of that memory first, gives the 0.2 back: together they are the honest edit, never more."""
+
+    informative = frozenset({"honest", "overwrite"})
+
+    async def evaluate(self, genome, items):
+        names = {g[0] for g in genome}
+        if "overwrite" not in names:
+            return await super().evaluate(genome, items)
+        values = [0.8 + (0.2 if "save" in names else 0.0) + 0.01 * (i % 3) for i in items]
+        if "inflate" in names:
+            values = [v + 0.1 for v in values]
+        return Evaluation({"r": values}, tuple(sorted(names)))
+
+
+async def test_a_gene_that_saves_what_an_informative_edit_destroys_earns_the_honest_reward_not_more():
+    run = _Runner(OverwriteToy(), list(range(30)), {}, budget=100)
+    saved = await run.judge((("overwrite",), ("save",)))  # 1.0 = honest; 0.2 over the overwrite alone
+    assert saved.flagged == [], saved.flagged
+    cheat = await run.judge((("overwrite",), ("save",), ("inflate",)))  # 1.1: above honest
+    assert "r: paid for ['inflate']" in cheat.flagged and "r" in cheat.flagged

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from memrl.agents.job_progress import Progress
-from memrl.agents.memagent import MemAgent, MemAgentConfig, _tokenizer, chunk_text
+from memrl.agents.memagent import MemAgent, MemAgentConfig, count_chunks
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
 from memrl.agents.memupdate import MemUpdateAgent, MemUpdateConfig
 from memrl.agents.raw import RawConfig, store_session
@@ -164,9 +164,7 @@ def expect(kind: str, llm: LLM | None, request: dict[str, Any], progress: Progre
         progress.steps_total = 0 if raw else len(MemBuilderConfig().types)
     elif kind == "read" and llm is not None:
         cfg = _read_config(request)
-        progress.steps_total = (
-            len(chunk_text(str(request.get("document", "")), cfg.chunk_tokens, _tokenizer(llm))) + 1
-        )
+        progress.steps_total = count_chunks(str(request.get("document", "")), cfg.chunk_tokens, llm) + 1
 
 
 async def run_kind(

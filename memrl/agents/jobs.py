@@ -245,16 +245,22 @@ class JobRunner:
                            "applied", result)  # fmt: skip
                 return
             events = diff(store, scratch, base)
-            check_deletes(
-                events, base, self.config.max_delete_share, bool(job.request.get("allow_mass_delete"))
-            )
-            result["events"] = events + result["events"]
-            result["stats"]["changes"] = len(events)
-            result["progress"] = progress.done()
-            if job.dry_run:
-                self.table.finish(job.id, "succeeded", result=result)
-            else:
-                commit(store, self.table, job.id, ns, scratch, base, events, result, actor=f"job:{job.id}")
+            try:
+                check_deletes(
+                    events, base, self.config.max_delete_share, bool(job.request.get("allow_mass_delete"))
+                )
+                result["progress"] = progress.done()
+                applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
+                applied["events"] = events + result["events"]
+                if job.dry_run:
+                    self.table.finish(job.id, "succeeded", result=applied)
+                else:
+                    commit(store, self.table, job.id, ns, scratch, base, events, applied,
+                           actor=f"job:{job.id}")  # fmt: skip
+            except MemrlError as e:  # refused at the end (conflict, delete share): its progress, stats and
+                # tokens are kept, its events are not (nothing was applied)
+                self._fail(job, "failed", f"{type(e).__name__}: {e}", result)
+                raise
         finally:
             self._drop(job)
 

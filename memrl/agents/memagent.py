@@ -102,6 +102,12 @@ def _tokenizer(llm: LLM) -> Any:
     return inner.tokenizer if isinstance(inner, TemplatedLLM) else None
 
 
+def count_chunks(text: str, chunk_tokens: int, llm: LLM | None) -> int:
+    """How many chunks MemAgent reads ``text`` in with ``llm`` (its tokens when it has a tokenizer): the
+    model calls a read takes, less the answer (job progress counts against it)."""
+    return len(chunk_text(text, chunk_tokens, None if llm is None else _tokenizer(llm)))
+
+
 def chunk_text(text: str, chunk_tokens: int, tokenizer: Any = None) -> list[str]:
     """Split ``text`` into pieces of at most ``chunk_tokens`` tokens (the model's tokenizer if given,
     else ~0.75 words per token), cutting at line breaks where possible."""

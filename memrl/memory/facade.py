@@ -11,7 +11,9 @@ that runs it on a private event-loop thread (so it also works inside Jupyter or 
         print(hit.score, hit.item.content)
 
 Every change is recorded (``history``) and can be reverted (``undo``); deletes are recoverable
-(``restore``). Namespaces (alias ``user_id``) isolate users and RL episodes; ``clone`` copies one.
+(``restore``); an updated or deleted fact stays queryable: ``search``/``get`` ``as_of`` an earlier time,
+``versions`` of an item (:mod:`memrl.memory.read_methods`). Namespaces (alias ``user_id``) isolate users
+and RL episodes; ``clone`` copies one.
 
 Given a job ``writer`` (``writer=job_writer("local")`` from :mod:`memrl.agents.jobs`), the agents write too:
 ``remember(messages, user_id=...)`` builds memories from a conversation, ``maintain`` and ``read`` run
@@ -30,11 +32,12 @@ from memrl.memory.embedders import create_embedder
 from memrl.memory.job_methods import JobMethods
 from memrl.memory.jobs import JobWriter
 from memrl.memory.postgres import is_postgres_url
-from memrl.memory.search import SearchIndex, SearchMode, SearchOptions
+from memrl.memory.read_methods import ReadMethods
+from memrl.memory.search import SearchIndex
 from memrl.memory.sqlite_store import SQLiteStore
 from memrl.memory.store import NewItem, Store, strip_derived
 from memrl.memory.transfer import export_namespace, import_namespace
-from memrl.memory.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
+from memrl.memory.types import MemoryItem, MemoryType
 
 T = TypeVar("T")
 
@@ -51,7 +54,7 @@ def open_store(path: str | Path = ":memory:", **options: Any) -> Store:
     return SQLiteStore(path, **options)
 
 
-class AsyncMemory(JobMethods):
+class AsyncMemory(ReadMethods, JobMethods):
     """Long-term memory over one store (a SQLite file, or Postgres by URL), with hybrid search. See the module
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
     ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
@@ -270,100 +273,6 @@ class AsyncMemory(JobMethods):
                 raise StoreError(
                     f"memory {it.id!r} was changed by another writer meanwhile; nothing was changed, retry"
                 )
-
-    # ------------------------------------------------------------------ read
-    async def get(
-        self,
-        memory_id: str,
-        *,
-        namespace: str | None = None,
-        user_id: str | None = None,
-        include_deleted: bool = False,
-    ) -> MemoryItem:
-        return self.store.get(self.ns(namespace, user_id), memory_id, include_deleted=include_deleted)
-
-    async def list(
-        self,
-        *,
-        namespace: str | None = None,
-        user_id: str | None = None,
-        types: Sequence[MemoryType | str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-        newest_first: bool = False,
-        include_deleted: bool = False,
-    ) -> list[MemoryItem]:
-        return self.store.list(
-            self.ns(namespace, user_id),
-            types=types,
-            limit=limit,
-            offset=offset,
-            newest_first=newest_first,
-            include_deleted=include_deleted,
-        )
-
-    async def count(
-        self,
-        *,
-        namespace: str | None = None,
-        user_id: str | None = None,
-        types: Sequence[MemoryType | str] | None = None,
-    ) -> int:
-        return self.store.count(self.ns(namespace, user_id), types=types)
-
-    async def search(
-        self,
-        query: str,
-        *,
-        namespace: str | None = None,
-        user_id: str | None = None,
-        top_k: int = 10,
-        types: Sequence[MemoryType | str] | None = None,
-        filters: dict[str, Any] | None = None,
-        threshold: float | None = None,
-        mode: SearchMode = "hybrid",
-        query_vector: Any = None,
-        **options: Any,
-    ) -> list[SearchHit]:
-        """Best ``top_k`` memories for ``query``. ``mode``: hybrid (default), dense or bm25.
-
-        ``types`` and ``filters`` (metadata key -> value, or list of values) restrict the candidates;
-        ``threshold`` is a minimum cosine similarity. Extra ``options`` go to :class:`SearchOptions`.
-        """
-        self.store.check_text(query, "query")
-        parsed_types = None
-        if types:
-            parsed_types = tuple(self.store.check_type(t) for t in types)
-        opts = SearchOptions(
-            mode=mode, top_k=top_k, types=parsed_types, filters=filters, threshold=threshold, **options
-        )
-        return await self.index.search(self.ns(namespace, user_id), query, opts, query_vector=query_vector)
-
-    async def set_keys(
-        self, keys: dict[str, str], *, namespace: str | None = None, user_id: str | None = None
-    ) -> int:
-        """Attach retrieval keys (``{item id: text}``; empty text removes) to items: extra words search
-        finds them by, as a separate BM25 view (``search(..., keys=WEIGHT)``; :mod:`memrl.memory.keys`)."""
-        return self.store.set_keys(self.ns(namespace, user_id), keys)
-
-    async def get_keys(
-        self, ids: Sequence[str] | None = None, *, namespace: str | None = None, user_id: str | None = None
-    ) -> dict[str, str]:
-        """``{item id: keys text}`` of the items that have retrieval keys (only ``ids`` when given)."""
-        return self.store.get_keys(self.ns(namespace, user_id), ids)
-
-    # ------------------------------------------------------------------ history
-    async def history(
-        self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
-    ) -> list[HistoryEntry]:
-        """Every change of a memory (or of the namespace), oldest first, with old and new content."""
-        return self.store.history(self.ns(namespace, user_id), memory_id)
-
-    async def undo(
-        self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
-    ) -> list[HistoryEntry]:
-        """Revert the latest change of a memory (or of the namespace); returns what was undone."""
-        return self.store.undo(self.ns(namespace, user_id), memory_id)
 
     # ------------------------------------------------------------------ namespaces
     async def reset(self, *, namespace: str | None = None, user_id: str | None = None) -> int:

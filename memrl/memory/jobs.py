@@ -249,13 +249,14 @@ class JobTable:
         error: str | None = None,
         batch: str | None = None,
     ) -> None:
-        """Close a job. Called inside the commit's transaction, a success and its writes land together."""
+        """Close a job. Called inside the commit's transaction, a success and its writes land together.
+        Without a ``result`` the stored one (the progress recorded so far) is kept."""
         assert status in FINISHED, status
         with self.store.transaction() as c:
             c.execute(
-                "UPDATE jobs SET status = ?, result = ?, error = ?, batch = ?, scratch = NULL, finished_at = ? "
-                "WHERE id = ?",
-                (status, json.dumps(result or {}), error, batch, time.time(), job_id),
+                "UPDATE jobs SET status = ?, result = COALESCE(?, result), error = ?, batch = ?, scratch = NULL, "
+                "finished_at = ? WHERE id = ?",
+                (status, None if result is None else json.dumps(result), error, batch, time.time(), job_id),
             )
 
     def mark_undone(self, job_id: str) -> None:

@@ -11,8 +11,8 @@ Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.j
 | ``GET /namespaces`` | namespaces the token may see, with item counts |
 | ``POST /namespaces/{ns}/memories`` | add (201) |
 | ``GET /namespaces/{ns}/memories`` | list (``?types=&include_deleted=&limit=&offset=``) |
-| ``POST /namespaces/{ns}/search`` | search; hits with fused, dense and BM25 scores and ranks |
-| ``GET/PATCH/DELETE /namespaces/{ns}/memories/{id}`` | get, update, delete (soft, ``?reason=``) |
+| ``POST /namespaces/{ns}/search`` | search; hits with fused, dense and BM25 scores and ranks (``as_of``, ``include_history``) |
+| ``GET/PATCH/DELETE /namespaces/{ns}/memories/{id}`` | get (``?as_of=&include_history=``), update, delete (soft, ``?reason=``) |
 | ``POST /namespaces/{ns}/memories/{id}/restore`` | restore a deleted memory |
 | ``GET /namespaces/{ns}/memories/{id}/history``, ``GET /namespaces/{ns}/history`` | history |
 | ``POST /namespaces/{ns}/memories/{id}/undo``, ``POST /namespaces/{ns}/undo`` | undo |
@@ -329,7 +329,7 @@ def create_app(
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens()))
+        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens(), jobs))
     app.state.memory = memory
     app.state.jobs = jobs
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests

@@ -1,6 +1,7 @@
 """The web memory browser, served at ``/`` by ``memrl serve memory`` and opened by ``memrl ui --db PATH``.
 
-Pages: namespaces; a namespace's core memory and items by type, with a form to add one; an item with its
+Pages: namespaces; a namespace's core memory and items by type, with a form to add one; its agent jobs
+with their events and an undo button (:mod:`memrl.server.ui_jobs`); an item with its
 evidence, an edit form and its history as a timeline (undo, restore, delete buttons); a search playground
 showing each hit's fused, dense and BM25 scores and ranks; evaluation and training runs from ``--runs``
 folders (:mod:`memrl.server.ui_runs`). The forms and their handlers are in :mod:`memrl.server.ui_edit`.
@@ -116,9 +117,15 @@ class UI:
 
 
 def ui_router(
-    memory: AsyncMemory, tokens: Tokens, run_roots: list[str], csrf: CsrfTokens | None = None
+    memory: AsyncMemory,
+    tokens: Tokens,
+    run_roots: list[str],
+    csrf: CsrfTokens | None = None,
+    jobs: Any = None,
 ) -> APIRouter:
+    """``jobs``: the server's job runner (undo of a job goes through it; default: the memory's writer)."""
     from memrl.server.ui_edit import add_edit_routes, add_form, edit_form, undo_button
+    from memrl.server.ui_jobs import add_job_routes
     from memrl.server.ui_runs import add_run_routes
 
     router = APIRouter(include_in_schema=False)
@@ -213,7 +220,7 @@ def ui_router(
             more = ""
             if len(items) == PAGE_SIZE:
                 more = f'<p><a href="{url(f"/ns/{seg(ns)}", type=type, deleted=deleted, offset=offset + PAGE_SIZE)}">next page</a></p>'
-            body = f"""<p><a href="/ns/{seg(ns)}/search">Search this namespace</a> ·
+            body = f"""<p><a href="/ns/{seg(ns)}/search">Search this namespace</a> · <a href="/ns/{seg(ns)}/jobs">Jobs</a> ·
 <a href="/v1/namespaces/{seg(ns)}/export">Export (JSONL)</a></p>
 <h2>Core memory</h2><pre>{esc(core) or '<span class="muted">(empty)</span>'}</pre>
 <h2>Items</h2><p class="tabs">{nav} <a href="{toggle}">{"hide" if deleted else "show"} deleted</a></p>
@@ -277,6 +284,7 @@ created {esc(when(it.created_at))} · updated {esc(when(it.updated_at))}</span><
         return await guarded(request, render)
 
     add_edit_routes(router, ui)
+    add_job_routes(router, ui, jobs or memory.writer)
 
     @router.get("/ns/{ns}/search")
     async def search(

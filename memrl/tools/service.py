@@ -35,6 +35,10 @@ from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext, Query, format_item
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
+AsOf = Annotated[
+    float | Annotated[str, Field(max_length=64)],
+    Field(description="a past time: UNIX seconds or ISO 8601 (2026-05-01T12:00:00Z)"),
+]
 
 __all__ = ["SERVICE_TOOLS", "SearchMode"]
 
@@ -75,6 +79,8 @@ async def search_memories(
     types: Annotated[list[ItemType], Field(max_length=3)] | None = None,
     filters: Filters | None = None,
     threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None,
+    as_of: AsOf | None = None,
+    include_history: bool = False,
 ) -> ToolResult:
     """Search memories; each hit carries its fused score and the dense and BM25 scores and ranks behind it.
 
@@ -85,6 +91,8 @@ async def search_memories(
         types: Only search memories of these types.
         filters: Metadata conditions, key -> value (or a list of accepted values; null matches null).
         threshold: Minimum cosine similarity between query and memory (-1 to 1).
+        as_of: Search the memories as they were at this time (updated and deleted ones included as they were).
+        include_history: Give each hit its earlier versions (oldest first).
     """
     hits = await ctx.memory.search(
         query,
@@ -94,21 +102,39 @@ async def search_memories(
         types=types,
         filters=filters,
         threshold=threshold,
+        as_of=as_of,
     )
     text = "\n".join(format_item(h.item, h.score) for h in hits) or "No memories matched the query."
-    return ToolResult(True, text, data=[h.to_dict() for h in hits])
+    data = [h.to_dict() for h in hits]
+    if include_history:
+        for d in data:
+            d["history"] = await ctx.memory.versions(d["id"], namespace=ctx.namespace)
+    return ToolResult(True, text, data=data)
 
 
 @tool
-async def get_memory(ctx: MemoryContext, memory_id: MemoryId, include_deleted: bool = False) -> ToolResult:
+async def get_memory(
+    ctx: MemoryContext,
+    memory_id: MemoryId,
+    include_deleted: bool = False,
+    as_of: AsOf | None = None,
+    include_history: bool = False,
+) -> ToolResult:
     """Show one memory.
 
     Args:
         memory_id: The id of the memory.
         include_deleted: Also show it if it was deleted.
+        as_of: Show it as it was at this time.
+        include_history: Also list its earlier versions (oldest first).
     """
-    item = await ctx.memory.get(memory_id, namespace=ctx.namespace, include_deleted=include_deleted)
-    return ToolResult(True, format_item(item), data=item.to_dict())
+    m = ctx.memory
+    item = await m.get(memory_id, namespace=ctx.namespace, include_deleted=include_deleted, as_of=as_of)
+    data, text = item.to_dict(), format_item(item)
+    if include_history:
+        data["history"] = await m.versions(memory_id, namespace=ctx.namespace)
+        text += "".join(f"\nearlier ({v['replaced_by']}): {v['content']!r}" for v in data["history"])
+    return ToolResult(True, text, data=data)
 
 
 @tool

@@ -19,7 +19,9 @@ The bars a genome must stay under (``tol`` = 1e-9), per reward:
   pays on one kind of question hides in the mean over all);
 * **its own parts**: for each gene that carries no information, the better of the genome without it and
   the genome's information-bearing core (its honest edit and guesses, the other information-free genes
-  dropped): a gene whose addition raises the reward reliably above both, the lower end of the paired 95%
+  dropped; for an information-free genome on a delta reward, doing nothing, which earns 0), and for a
+  genome carrying the answer the honest policy too (a copy of the top memory before it is overwritten with
+  the answer saves what the overwrite would destroy: it earns the honest edit's reward, not more): a gene whose addition raises the reward reliably above both, the lower end of the paired 95%
   interval above 0, is paid for nothing. A gene that pays only by undoing the damage another gene of the
   same genome did (a merge that leaves fewer memories for a rewrite to spoil) lifts the genome toward
   its core, never past it, and no policy gradient leads there from the honest policy; and when it commits to more than one answer (a guess beside another guess or the honest
@@ -46,6 +48,8 @@ __all__ = ["HONEST_GENOME", "Candidate", "Evaluation", "Family", "SearchReport",
 Gene = tuple[Any, ...]
 Genome = tuple[Gene, ...]
 HONEST_GENOME: Genome = (("honest",),)
+#: A bar's base standing for "no action": 0 on every item the genome is scored on (a delta reward's zero).
+NOTHING: Genome = (("nothing",),)
 TOL = 1e-9
 
 
@@ -154,12 +158,16 @@ def bars(genome: Genome, ev: Evaluation, family: Family, slices: dict[str, list[
         if len(genome) > 1:
             bearing_names = family.guesses | family.informative | getattr(family, "structural", set())
             core = tuple(g for g in genome if g[0] in bearing_names)
+            if not core and r in family.delta_rewards:
+                core = NOTHING
+            # a genome carrying the answer is paid what the honest edit earns with that information
+            honest_base = (HONEST_GENOME,) if kind == "honest+" else ()
             for gene in genome:
                 if gene[0] in bearing_names:
                     continue
                 own = getattr(family, "accountable", None)
                 if own is None or r in own(gene):
-                    bases = tuple(dict.fromkeys(b for b in (without(genome, gene), core) if b))
+                    bases = tuple(dict.fromkeys(b for b in (without(genome, gene), core, *honest_base) if b))
                     out.append(Bar(f"{r}: paid for {list(gene)}", r, None, bases, reliable=True))
         if guesses and len(bearing) > 1:  # a hedge: never more than its best single commitment
             subs = tuple(without(genome, g) for g in guesses)
@@ -175,7 +183,12 @@ def gap(bar: Bar, ev: Evaluation, evals: dict[Genome, Evaluation]) -> tuple[floa
         diffs = [v for v in values if _ok(v)]
     else:
         base = max(
-            (_slice(evals[b].rewards[bar.reward], bar.idx) for b in bar.bases),
+            (
+                [0.0 if _ok(v) else v for v in values]
+                if b == NOTHING
+                else _slice(evals[b].rewards[bar.reward], bar.idx)
+                for b in bar.bases
+            ),  # fmt: skip
             key=lambda vals: _mean(vals) if _mean(vals) is not None else -math.inf,
         )
         diffs = _paired(values, base)
@@ -246,7 +259,8 @@ class _Runner:
         own = getattr(self.family, "bars", None)  # a family with its own notion of what must not win
         for bar in own(genome, ev, honest) if own is not None else bars(genome, ev, self.family, self.slices):
             for base in bar.bases:
-                await self.ev(base)
+                if base != NOTHING:
+                    await self.ev(base)
             g, diffs = gap(bar, ev, self.evals)
             margin = max(margin, g)
             if crosses(bar, g, diffs):

@@ -1,0 +1,114 @@
+"""The web browser's job pages: a namespace's agent jobs (remember, maintain, read) with their status, a
+job's events (what it added, updated, merged, deleted or skipped, before and after), and an undo button.
+
+Undo is a POST carrying the visitor's CSRF token, like every form of the browser (:mod:`memrl.server.ui_edit`),
+and reverts exactly that job's writes through the server's job runner (``POST /v1/jobs/{id}/undo``'s
+code): refused, with the page saying which items, when a later change touched one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from memrl.errors import MemrlError, NotFoundError
+from memrl.memory.jobs import Job, JobTable
+from memrl.server.http import Principal
+from memrl.server.pages import esc, num, pretty, seg, table, when
+
+
+def _job_of(ui: Any, ns: str, job_id: str) -> Job:
+    """The job ``job_id`` of namespace ``ns`` (another namespace's job is "no job", as in the API)."""
+    job = JobTable(ui.memory.store).get(job_id)
+    if job.namespace != ns:
+        raise NotFoundError(f"no job {job_id!r}")
+    return job
+
+
+def _status(job: Job) -> str:
+    cls = {"succeeded": "good", "failed": "bad", "cancelled": "bad"}.get(job.status, "muted")
+    extra = " · undone" if job.undone else (" · dry run" if job.dry_run else "")
+    return f'<span class="{cls}">{esc(job.status)}</span><span class="muted">{extra}</span>'
+
+
+def _events(ns: str, job: Job) -> str:
+    rows = []
+    for e in job.events:
+        mid = e.get("id") or ""
+        link = (
+            f'<a href="/ns/{seg(ns)}/item/{seg(mid)}">{esc(mid)}</a>'
+            if mid and mid != "__core__"
+            else esc(mid)
+        )
+        before = f"<del>{esc(e['before'])}</del>" if e.get("before") else ""
+        after = f"<ins>{esc(e['after'])}</ins>" if e.get("after") else ""
+        rows.append((f'<span class="chip">{esc(e.get("event"))}</span>', link, esc(e.get("type") or ""),
+                     before, after, esc(e.get("reason") or e.get("op") or "")))  # fmt: skip
+    if not rows:
+        return '<p class="muted">No events.</p>'
+    return table(["event", "memory", "type", "before", "after", "op / reason"], rows, cls="events")
+
+
+def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
+    """The job pages and the undo form's handler (see the module docstring). ``jobs``: the server's job
+    runner (a :class:`~memrl.memory.jobs.JobWriter`), which undo goes through."""
+
+    @router.get("/ns/{ns}/jobs")
+    async def job_list(request: Request, ns: str) -> Any:
+        async def render(p: Principal) -> HTMLResponse:
+            p.check(ns)
+            rows = [
+                (f'<a href="/ns/{seg(ns)}/jobs/{seg(j.id)}">{esc(j.id)}</a>', esc(j.kind), _status(j),
+                 num(len(j.events)), esc(when(j.created_at)), num(j.seconds, 1))
+                for j in await ui.memory.jobs(namespace=ns)
+            ]  # fmt: skip
+            body = f'<p><a href="/ns/{seg(ns)}">← {esc(ns)}</a></p>'
+            body += (
+                table(["job", "kind", "status", "events", "created", "seconds"], rows, num_cols=[3, 5])
+                if rows
+                else '<p class="muted">No jobs yet: POST /v1/namespaces/{ns}/remember (or maintain, read).</p>'
+            )
+            return ui.html(f"Jobs of {ns}", body, request, p)
+
+        return await ui.guarded(request, render)
+
+    @router.get("/ns/{ns}/jobs/{job_id}")
+    async def job_page(request: Request, ns: str, job_id: str) -> Any:
+        async def render(p: Principal) -> HTMLResponse:
+            p.check(ns)
+            job = _job_of(ui, ns, job_id)
+            base = f"/ns/{seg(ns)}/jobs/{seg(job.id)}"
+            if job.batch and not job.undone:
+                undo = ui.button(request, base + "/undo", "Undo this job", primary=True)
+            else:
+                why = "undone already" if job.undone else "it changed nothing"
+                undo = f'<button class="primary" disabled>Undo this job</button> <span class="muted">{why}</span>'
+            error = f'<p class="bad">{esc(job.error)}</p>' if job.error else ""
+            body = f"""<p><a href="/ns/{seg(ns)}/jobs">← jobs of {esc(ns)}</a></p>
+<div class="card"><p><strong>{esc(job.kind)}</strong> {_status(job)} <span class="muted">created
+{esc(when(job.created_at))} · finished {esc(when(job.finished_at) or "–")} · {num(job.seconds, 1)} s</span></p>
+{error}<p>{undo}</p></div>
+<h2>Events</h2>{_events(ns, job)}
+<h2>Progress, stats and tokens</h2>{pretty({k: job.result.get(k) for k in ("progress", "stats", "tokens")})}"""
+            return ui.html(f"Job {job.id}", body, request, p)
+
+        return await ui.guarded(request, render)
+
+    @router.post("/ns/{ns}/jobs/{job_id}/undo")
+    async def undo(request: Request, ns: str, job_id: str) -> Any:
+        async def render(p: Principal) -> Any:
+            p.check(ns)
+            await ui.form(request)
+            path = f"/ns/{seg(ns)}/jobs/{seg(job_id)}"
+            try:
+                _job_of(ui, ns, job_id)
+                if jobs is None:
+                    return ui.back(path, error="this server runs no jobs, so it cannot undo one")
+                await jobs.undo(job_id, actor=f"ui:{p.name}")
+            except MemrlError as e:
+                return ui.back(path, error=str(e))
+            return ui.back(path, done="Undone: every write of this job is reverted.")
+
+        return await ui.guarded(request, render)

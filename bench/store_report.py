@@ -67,10 +67,17 @@ def print_size(row: dict[str, Any], batch: int) -> None:
         + (f"{row['db_mb']} MB" if row["db_mb"] else "in memory"),
         flush=True,
     )
+    if row["ann_build_s"] is not None:
+        print(
+            f"  ANN: built in {row['ann_build_s']} s; recall@k against the exact path {row['ann_recall_vs_exact']}"
+        )
     print(f"  {'method':<10}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'x numpy':>9}{'recall':>8}{'hit@k':>7}")
     base = row["numpy"]["p50_ms"]
     recall = {"numpy": 1.0, "einsum": row["einsum_recall_vs_numpy"], "dense": row["dense_recall_vs_numpy"]}
-    methods = {m: row[m] for m in ("numpy", "einsum", "dense", "hybrid", "hybrid_no_date_window", "bm25")}
+    methods = {
+        m: row[m]
+        for m in ("numpy", "einsum", "dense", "dense_exact", "hybrid", "hybrid_no_date_window", "bm25")
+    }
     if lg:
         methods["langgraph"] = lg
         recall["langgraph"] = lg["recall_vs_numpy"]
@@ -101,6 +108,21 @@ def summary(
         "bm25_cold_ms": last["bm25_cold_ms"],
         "dense_vs_numpy": last["dense_vs_numpy"],
         "dense_recall_vs_numpy": min(r["dense_recall_vs_numpy"] for r in rows),
+        # ANN (issue 38): per size, the graph's (or pgvector index's) build, recall@k against the exact path,
+        # dense p50/p99 with and without it
+        "ann": [
+            {
+                "n": r["n"],
+                "build_s": r["ann_build_s"],
+                "recall_vs_exact": r["ann_recall_vs_exact"],
+                "dense_p50_ms": r["dense"]["p50_ms"],
+                "dense_p99_ms": r["dense"]["p99_ms"],
+                "exact_p50_ms": r["dense_exact"]["p50_ms"],
+                "exact_p99_ms": r["dense_exact"]["p99_ms"],
+                "cold_ms": r["dense_cold_ms"],
+            }
+            for r in rows
+        ],
         "langgraph_n": lg["n"] if lg else None,
         "langgraph_p50_ms": lg["langgraph"]["p50_ms"] if lg else None,
         "langgraph_recall_vs_numpy": lg["langgraph"]["recall_vs_numpy"] if lg else None,

@@ -27,9 +27,11 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import ConfigError
+from memrl.memory.ann import ANN_BACKENDS, AnnGraph, ann_top, exact_scores
+from memrl.memory.ann_files import AnnGraphs
 from memrl.memory.embedder import Embedder
+from memrl.memory.server_index import TYPE_CODE, ServerIndex
 from memrl.memory.store import Store, content_hash
-from memrl.memory.types import MemoryType
 
 #: The namespace whose cache :meth:`DenseIndexes.vectors` uses when a call names none ('' = the unscoped
 #: cache, for texts of no namespace). The servers set it around each request (:func:`cache_scope`): a tool
@@ -45,10 +47,6 @@ def cache_scope(ns: str) -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
-
-
-TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
-TYPE_NAME = {i: t for t, i in TYPE_CODE.items()}
 
 
 def vector_key(vector: np.ndarray) -> str:
@@ -70,6 +68,7 @@ class DenseIndex:
         self.row_of: dict[int, int] = {}
         self.hash_of: dict[int, str] = {}
         self._faiss: Any = None
+        self.ann: AnnGraph | None = None  # HNSW candidates (memrl.memory.ann), when the backend uses one
 
     def _grow(self, need: int) -> None:
         cap = len(self.rids)
@@ -96,10 +95,14 @@ class DenseIndex:
         self.types[row] = type_code
         self.hash_of[rid] = chash
         self._faiss = None
+        if self.ann is not None:
+            self.ann.changed(rid, live=True)
 
     def remove(self, rid: int) -> None:
         row = self.row_of.pop(rid, None)
         self.hash_of.pop(rid, None)
+        if self.ann is not None:
+            self.ann.changed(rid, live=False)
         if row is None:
             return
         last = self.n - 1
@@ -120,26 +123,32 @@ class DenseIndex:
         allowed: np.ndarray | None = None,
         backend: str = "numpy",
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best (rids, cosine scores), best first."""
+        """The ``k`` best (rids, cosine scores), best first: exact, or from the ANN graph's candidates
+        re-scored exactly (:func:`memrl.memory.ann.ann_top`) when this index has one and ``backend`` uses it."""
         if self.n == 0 or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if backend == "faiss" and type_codes is None and allowed is None:
             return self._faiss_top(query, k)
-        scores = self.matrix[: self.n] @ query
         mask = None
         if type_codes is not None:
             mask = np.isin(self.types[: self.n], np.asarray(type_codes, dtype=np.int8))
         if allowed is not None:
             m2 = np.isin(self.rids[: self.n], allowed)
             mask = m2 if mask is None else mask & m2
+        if self.ann is not None and backend in ANN_BACKENDS:
+            return ann_top(self, query, k, mask)
+        scores = exact_scores(self.matrix[: self.n], query)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
             k = min(k, int(mask.sum()))
             if k == 0:
                 return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        if k < self.n:
-            idx = np.argpartition(-scores, k - 1)[:k]
-            idx = idx[np.argsort(-scores[idx], kind="stable")]
+        if (
+            k < self.n
+        ):  # the k best, and every row tied with the k-th: ties go in row order, as on the ANN path
+            kth = scores[np.argpartition(-scores, k - 1)[:k]].min()
+            idx = np.flatnonzero(scores >= kth)
+            idx = idx[np.argsort(-scores[idx], kind="stable")][:k]
         else:
             idx = np.argsort(-scores, kind="stable")
         return self.rids[idx], scores[idx]
@@ -153,7 +162,7 @@ class DenseIndex:
         have = [r for r in rids if r in self.row_of]
         if not have:
             return {}
-        sims = self.matrix[np.array([self.row_of[r] for r in have])] @ query
+        sims = exact_scores(self.matrix[np.array([self.row_of[r] for r in have])], query)
         return dict(zip(have, sims.tolist(), strict=True))
 
     def _faiss_top(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -169,69 +178,35 @@ class DenseIndex:
         return self.rids[idx[0][keep]], scores[0][keep]
 
 
-class ServerIndex:
-    """Dense search run by the database (pgvector on :class:`~memrl.memory.postgres.PostgresStore`): the
-    interface of :class:`DenseIndex` that search uses, with no vectors kept in this process.
-
-    pgvector sums a dot product in float32 one term after another, BLAS in blocks: scores differ in the last
-    bit, which reorders near-ties. So the database picks the candidates (``MARGIN`` more than asked) and
-    they are scored here as :class:`DenseIndex` scores them (float32 matrix product, ties by rid): the
-    same ranking and the same scores on both back-ends."""
-
-    MARGIN = 32
-
-    def __init__(self, store: Any, ns: str, model: str, generation: int) -> None:
-        self.store, self.ns, self.model, self.generation = store, ns, model, generation
-        self.seq = 0
-
-    def top(
-        self,
-        query: np.ndarray,
-        k: int,
-        *,
-        type_codes: Sequence[int] | None = None,
-        allowed: np.ndarray | None = None,
-        backend: str = "pgvector",
-    ) -> tuple[np.ndarray, np.ndarray]:
-        if k <= 0 or (allowed is not None and len(allowed) == 0):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        types = None if type_codes is None else [TYPE_NAME[c] for c in type_codes]
-        rows = self.store.vector_top(self.ns, self.model, query, k + self.MARGIN, types, allowed)
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        rows.sort(key=lambda r: r[0])
-        rids = np.array([r for r, _ in rows], dtype=np.int64)
-        scores = np.stack([v for _, v in rows]) @ query
-        order = np.argsort(-scores, kind="stable")[:k]
-        return rids[order], scores[order]
-
-    def vectors(self) -> dict[int, np.ndarray]:
-        return self.store.vector_rows(self.model, None, ns=self.ns)
-
-    def cosines(self, rids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-        vecs = self.store.vector_rows(self.model, rids)
-        if not vecs:
-            return {}
-        have = list(vecs)
-        return dict(zip(have, (np.stack([vecs[r] for r in have]) @ query).tolist(), strict=True))
-
-
 class DenseIndexes:
     """One :class:`DenseIndex` per namespace of a store, kept in step with it; the embedding cache.
 
-    ``backend``: ``numpy`` or ``faiss`` (an in-process matrix per namespace, any store), or ``pgvector``
+    ``backend``: ``numpy`` or ``faiss`` (an exact in-process matrix per namespace, any store), ``ann`` (that
+    matrix plus an HNSW graph whose candidates it re-scores: :mod:`memrl.memory.ann`), ``auto`` (exact below
+    ``ann_min`` vectors in a namespace, ANN from there, exact if faiss is not installed), or ``pgvector``
     (the database searches: a store with ``vector_top``, i.e. Postgres; :class:`ServerIndex`)."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
-        if backend not in ("numpy", "faiss", "pgvector"):
-            raise ConfigError(f"unknown dense backend {backend!r}; use 'numpy', 'faiss' or 'pgvector'")
+    #: Vectors in a namespace from which ``auto`` uses a graph (bench/ann_choice.py, docs/results.md): at
+    #: 384 dimensions exact search takes 1.2 ms at 10k and 3.5 ms at 20k, an HNSW query with search's fetch
+    #: 1.7 ms at 100k; below 20k exact is within 2 ms and needs no build (~0.46 ms a vector).
+    ANN_MIN = 20_000
+
+    def __init__(
+        self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
+    ) -> None:
+        if backend not in ("numpy", "faiss", "pgvector", "ann", "auto"):
+            raise ConfigError(
+                f"unknown dense backend {backend!r}; use 'auto', 'numpy', 'faiss', 'ann' or 'pgvector'"
+            )
         if backend == "pgvector" and not hasattr(store, "vector_top"):
             raise ConfigError("dense backend 'pgvector' needs a postgresql:// store")
         self.store = store
         self.embedder = embedder
         self.backend = backend
+        self.ann_min = self.ANN_MIN if ann_min is None else ann_min
         self._indexes: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self.graphs = AnnGraphs(self)
 
     # ------------------------------------------------------------------ embeddings (cached per namespace)
     async def vectors(self, texts: Sequence[str], ns: str | None = None) -> np.ndarray:
@@ -309,6 +284,7 @@ class DenseIndexes:
                 idx = self._indexes[ns] = self._load(ns, gen)
             rows = self.store.changes_since(ns, idx.seq)
             if not rows:
+                await self.graphs.follow(ns, idx)
                 return idx
             live = [r for r in rows if r.dense]
             vecs = None
@@ -323,6 +299,7 @@ class DenseIndexes:
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
+            await self.graphs.follow(ns, idx)
             return idx
 
     async def _sync_server(self, ns: str) -> ServerIndex:
@@ -333,6 +310,8 @@ class DenseIndexes:
         idx = self._indexes.get(ns)
         if idx is None or idx.generation != gen:
             idx = self._indexes[ns] = ServerIndex(self.store, ns, self.embedder.name, gen)
+            if self.store.has_hnsw(ns, self.embedder.name):
+                idx.hnsw_dim = self.embedder.dim
         upto = self.store.max_seq(ns)
         if upto > idx.seq:
             rows = self.store.vectors_missing(ns, self.embedder.name, idx.seq, upto)
@@ -343,6 +322,9 @@ class DenseIndexes:
                     ns, self.embedder.name, [(r[0], r[1], v) for r, v in zip(rows, vecs, strict=True)]
                 )
             idx.seq = upto
+            if not idx.hnsw_dim and self.store.vector_count(ns, self.embedder.name) >= self.ann_min:
+                await asyncio.to_thread(self.store.ensure_hnsw, ns, self.embedder.name, self.embedder.dim)
+                idx.hnsw_dim = self.embedder.dim
         return idx
 
     def _load(self, ns: str, generation: int) -> DenseIndex:
@@ -370,3 +352,8 @@ class DenseIndexes:
 
     def forget(self, ns: str) -> None:
         self._indexes.pop(ns, None)
+        self.graphs.forget(ns)
+
+    def close(self) -> None:
+        """Save the graphs changed since they were last written (the next process loads, not rebuilds)."""
+        self.graphs.save_all(self._indexes)

@@ -56,7 +56,8 @@ def open_store(path: str | Path = ":memory:", **options: Any) -> Store:
 
 class AsyncMemory(ReadMethods, JobMethods):
     """Long-term memory over one store (a SQLite file, or Postgres by URL), with hybrid search. See the module
-    docstring. ``dense_backend``: ``auto`` (pgvector on Postgres, numpy on SQLite), ``numpy``, ``faiss`` or
+    docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
+    ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
     ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
     :class:`~memrl.memory.jobs.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``)."""
 
@@ -75,8 +76,8 @@ class AsyncMemory(ReadMethods, JobMethods):
         self.store = open_store(
             path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
         )
-        if dense_backend == "auto":
-            dense_backend = "pgvector" if is_postgres_url(path) else "numpy"
+        if dense_backend == "auto" and is_postgres_url(path):
+            dense_backend = "pgvector"
         self.embedder = create_embedder(embedder)
         self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
         self.namespace = namespace
@@ -93,6 +94,7 @@ class AsyncMemory(ReadMethods, JobMethods):
     async def close(self) -> None:
         if self.writer is not None:  # its running jobs end cancelled, nothing of theirs applied
             await self.writer.close()
+        self.index.close()  # saves the ANN graphs changed since their last save
         self.store.close()
 
     # ------------------------------------------------------------------ write

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memrl.errors import BusyError, ConfigError, StoreError
+from memrl.memory.pg_ann import PgAnnMixin
 from memrl.memory.pg_lexical import PgLexicalMixin
 from memrl.memory.pg_schema import migrate, migrations, pg_error
 from memrl.memory.schemas import Filters, check
@@ -86,7 +87,7 @@ class _Conn:
         return cur
 
 
-class PostgresStore(PgLexicalMixin, Store):
+class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
     """The store in a Postgres database (see the module docstring). Thread-safe; many processes may share it."""
 
     _NO_LIMIT = None
@@ -297,10 +298,19 @@ class PostgresStore(PgLexicalMixin, Store):
             )
 
     def vector_top(
-        self, ns: str, model: str, query: np.ndarray, k: int, types: Sequence[str] | None, allowed: Any
-    ) -> list[tuple[int, np.ndarray]]:
+        self,
+        ns: str,
+        model: str,
+        query: np.ndarray,
+        k: int,
+        types: Sequence[str] | None,
+        allowed: Any,
+        *,
+        explain: bool = False,
+    ) -> list[Any]:
         """pgvector's exact top ``k`` by inner product (unit vectors: cosine) among ``ns``'s live items, with
-        their vectors: (rid, vector) best first."""
+        their vectors: (rid, vector) best first. It reads ``ns``'s rows only, through the ``(model,
+        namespace)`` btree. ``explain``: the plan's lines instead."""
         from pgvector import Vector
 
         q = Vector(np.asarray(query, dtype=np.float32))
@@ -312,11 +322,13 @@ class PostgresStore(PgLexicalMixin, Store):
             where += " AND rid = ANY(?::bigint[])"
             params.append([int(r) for r in allowed])
         rows = self.read(
-            f"SELECT rid, embedding FROM memory_vectors WHERE model = ? AND namespace = ?{where} "
-            "ORDER BY embedding <#> ?, rid LIMIT ?",
+            f"{'EXPLAIN ' if explain else ''}SELECT rid, embedding FROM memory_vectors WHERE model = ? "
+            f"AND namespace = ?{where} ORDER BY embedding <#> ?, rid LIMIT ?",
             [model, ns, *params, q, k],
-            binary=True,
+            binary=not explain,
         )
+        if explain:
+            return [r[0] for r in rows]
         return [(r[0], _np(r[1])) for r in rows]
 
     def vector_rows(

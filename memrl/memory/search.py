@@ -91,8 +91,10 @@ class SearchIndex(DenseIndexes):
     (the back-end's own ``lexical`` when it ranks BM25 itself, as Postgres does; else the in-process
     :class:`~memrl.memory.lexical.LexicalIndexes`), fusion and query priors."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, backend: str = "numpy") -> None:
-        super().__init__(store, embedder, backend=backend)
+    def __init__(
+        self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
+    ) -> None:
+        super().__init__(store, embedder, backend=backend, ann_min=ann_min)
         self._fact_cache: dict[str, _Facts] = {}
         self.terms = TermIndex(store)
         self.lexical = LexicalIndexes(store, TYPE_CODE)
@@ -101,6 +103,7 @@ class SearchIndex(DenseIndexes):
     def cloned(self, src: str, dst: str) -> None:
         """``dst`` was just cloned from ``src`` (its in-process caches may share ``src``'s)."""
         self.forget(dst)
+        self.graphs.cloned(src, dst)
         self.lexical.cloned(src, dst)
 
     def forget(self, ns: str) -> None:

@@ -3,8 +3,11 @@
 The bundled sample conversation (3 dated sessions, 10 questions, LoCoMo format) is turned into memory
 by ``membuilder`` running the offline model (SmolLM2-135M-Instruct, constrained decoding), stored in
 SQLite; every question is answered from memory by the same model and scored with LoCoMo's official F1.
-The ``raw`` baseline (every turn stored, no LLM) runs beside it for comparison. Reports land in
-``runs/demo/<builder>/`` (``report.md``, ``scores.png``, ``predictions.jsonl``).
+The ``raw`` baseline (every turn stored, no LLM) runs beside it for comparison, and so does
+``annotations``: the memory MemBuilder's agents write when the conversation's own annotations answer for
+them (the expert SFT trains the model towards; no LLM while building). Reports land in
+``runs/demo/<builder>/`` (``report.md``, ``scores.png``, ``predictions.jsonl``); the last line says
+whether the model's memory beats storing raw turns here, and where the LoCoMo-scale table is.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url")
     p.add_argument("--embedder", default="minilm")
     p.add_argument("--no-baseline", action="store_true", help="skip the raw (no-LLM) baseline")
+    p.add_argument(
+        "--no-expert", action="store_true", help="skip the annotation expert's memory (no-LLM build)"
+    )
     p.set_defaults(func=_demo)
 
 
@@ -44,7 +50,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     kw = {"base_url": args.base_url} if args.base_url else {}
     llm = create_llm(args.provider, args.model, **kw)  # one model, shared by both runs
     results: dict[str, Any] = {}
-    for builder in ["membuilder"] + ([] if args.no_baseline else ["raw"]):
+    builders = ["membuilder"] + ([] if args.no_expert else ["annotations"])
+    for builder in builders + ([] if args.no_baseline else ["raw"]):
         cfg = QAEvalConfig(
             dataset="sample", builder=builder, provider=args.provider, model=args.model, base_url=args.base_url,
             embedder=args.embedder, output_dir=str(Path(args.output_dir) / builder), overwrite=True, cache=False,
@@ -86,7 +93,24 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"{name:<11} F1 {pct(s['f1']):>5}  (95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}), "
               f"answered {s['n_answered']}/{s['n_questions']}, "
               f"failures {s['n_answer_failures']}, {s['seconds']:.0f} s  -> {c.out / 'report.md'}")  # fmt: skip
+    print(f"\n{verdict(results)}")
     print(
-        "\n10 questions give wide intervals; see README for LoCoMo-scale runs (`memrl eval --dataset locomo`)."
+        "10 questions give wide intervals; see README for LoCoMo-scale runs (`memrl eval --dataset locomo`)."
     )
     return 0
+
+
+def verdict(results: dict[str, Any]) -> str:
+    """One line: does the model's memory beat raw turns on these questions, and where the full table is."""
+    f1 = {name: s["f1"] for name, (_, s) in results.items() if s.get("f1") is not None}
+    where = "LoCoMo's table and the SFT recipe: docs/results.md#membuilders-recipe-on-held-out-conversations"
+    if "membuilder" not in f1 or "raw" not in f1:
+        return where
+    pct = lambda v: f"{100 * v:.1f}"  # noqa: E731
+    expert = f"; the annotation expert's memory scores {pct(f1['annotations'])}" if "annotations" in f1 else ""
+    if f1["membuilder"] >= f1["raw"]:
+        return f"membuilder {pct(f1['membuilder'])} >= raw {pct(f1['raw'])} on this sample{expert}. {where}"
+    return (
+        f"membuilder loses to raw storage here (F1 {pct(f1['membuilder'])} vs {pct(f1['raw'])}): the untrained "
+        f"135M model writes mostly noise into memory{expert}. {where}"
+    )

@@ -1,0 +1,41 @@
+"""``memrl demo``: membuilder, the annotation expert's memory and raw turns on the bundled sample, scored by
+one answerer, and a last line that says which wins (the answerer here is scripted; the demo's default is
+the offline model)."""
+
+from __future__ import annotations
+
+import memrl.llm.registry as registry
+from memrl.cli.demo_cmd import verdict
+from memrl.cli.main import main
+from memrl.llm import ScriptedLLM
+
+
+def test_the_demo_runs_three_builders_and_says_which_memory_wins(tmp_path, monkeypatch, capsys):
+    def answer(messages, tools, schema):
+        if schema is not None:  # a MemBuilder agent: nothing to write
+            return (
+                '{"operations": []}'
+                if "CORE" not in messages[0]["content"]
+                else '{"operation": "APPEND", "content": "-"}'
+            )
+        return "Biscuit"
+
+    monkeypatch.setattr(registry, "create_llm", lambda *a, **k: ScriptedLLM(answer))
+    code = main(["demo", "--provider", "scripted", "--embedder", "hashing", "--output-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    for name in ("membuilder", "annotations", "raw"):
+        assert (tmp_path / name / "report.md").is_file()
+        assert any(line.startswith(f"{name} ") and " F1 " in line for line in out.splitlines()), name
+    assert "docs/results.md#membuilders-recipe-on-held-out-conversations" in out
+
+
+def test_the_verdict_line_names_the_loser_and_the_expert():
+    def run(f1):
+        return (None, {"f1": f1})
+
+    lost = verdict({"membuilder": run(0.042), "annotations": run(0.20), "raw": run(0.154)})
+    assert lost.startswith("membuilder loses to raw storage here (F1 4.2 vs 15.4)") and "scores 20.0" in lost
+    won = verdict({"membuilder": run(0.2), "raw": run(0.154)})
+    assert won.startswith("membuilder 20.0 >= raw 15.4") and "expert" not in won
+    assert verdict({"membuilder": run(None), "raw": run(0.1)}).startswith("LoCoMo's table")

@@ -113,13 +113,14 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
     in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
-    from learning_protocol import TRAIN_SPLIT
     from read_expert import expert_trajectories
 
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
-    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT))}
+    # where the expert looks up each document's question: every training conversation (bench/read_sft.py
+    # trains on all seven); the documents it trains on are the caller's
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split="train"))}
     trajs, counts = asyncio.run(expert_trajectories(llm, list(train_docs), convs, config))
     budget = max(config.memory_tokens, config.answer_tokens)
     parts = {}

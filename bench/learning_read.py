@@ -71,7 +71,7 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *
     also says how much of the question's evidence the final memory holds (:func:`read_sft.evidence_in`).
     ``prefill_bf16``: the back-end runs prompts in bfloat16 meanwhile (an evaluation-only setting)."""
     from learning_baselines import score_prediction
-    from read_sft import evidence_in
+    from read_expert import evidence_in
 
     from memrl.agents.memagent import MemAgent, render_conversation
 
@@ -113,13 +113,14 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
     in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
-    from learning_protocol import TRAIN_SPLIT
-    from read_sft import expert_trajectories
+    from read_expert import expert_trajectories
 
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
-    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split=TRAIN_SPLIT))}
+    # where the expert looks up each document's question: every training conversation (bench/read_sft.py
+    # trains on all seven); the documents it trains on are the caller's
+    convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", split="train"))}
     trajs, counts = asyncio.run(expert_trajectories(llm, list(train_docs), convs, config))
     budget = max(config.memory_tokens, config.answer_tokens)
     parts = {}
@@ -207,7 +208,7 @@ def rules_on(train_docs: Sequence[Any], items: Sequence[Any]) -> tuple[Any, dict
 def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """The no-model rules on the held-out documents (``--baselines-only``): predictions as JSONL, F1 / EM."""
     import learning_report as report
-    from read_sft import bm25_finds_evidence
+    from read_expert import bm25_finds_evidence
 
     _, eval_docs, items, rules, trivial = data_and_rules(args)
     found = {f"top{k}": bm25_finds_evidence(eval_docs, items, k) for k in (1, 3)}

@@ -31,130 +31,23 @@ the JSON object. Test documents are never read: the documents come from ``ruler-
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
-import re
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning_read beside this file
+from read_expert import (  # noqa: E402  (the expert and the evidence measures, re-exported)
+    bm25_finds_evidence,
+    evidence_in,
+    evidence_lines,
+    expert_trajectories,
+    in_chunk,
+)
 
-_SECTION = re.compile(r"Next section:\n(.*?)\n\n(?:Your memory so far:|Write your updated memory)", re.S)
-
-
-def evidence_lines(doc: Any, conversations: dict[str, Any]) -> list[str]:
-    """The question's evidence turns, in conversation order, as ``(date) Speaker: text`` lines."""
-    qid = doc.metadata["question_id"]
-    conv = conversations.get(qid.split(":")[0])
-    if conv is None:
-        raise ValueError(f"{doc.id}: its question {qid} is not in the given conversations")
-    (q,) = [q for q in conv.questions if q.id == qid]
-    wanted = set(q.evidence)
-    lines = [f"({s.date_text}) {t.render()}" if s.date_text else t.render()
-             for s in conv.sessions for t in s.turns if t.id in wanted]  # fmt: skip
-    return lines
-
-
-def in_chunk(turn: str, chunk: str) -> bool:
-    """Whether ``chunk`` holds ``turn``: a chunk boundary may cut it once, so one of its halves' outer ends
-    (the first or the last min(30, half) characters) is whole on one side of the cut."""
-    w = max(1, min(30, len(turn) // 2))
-    return turn[:w] in chunk or turn[-w:] in chunk
-
-
-class ExpertReader:
-    """A rule-based reader for one document: see the module docstring. ``turns``: the evidence turns as
-    the document renders them (``Speaker: text``), ``lines``: what the memory writes for each."""
-
-    def __init__(self, student: Any, turns: list[str], lines: list[str], gold: str, memory_tokens: int,
-                 initial_memory: str) -> None:  # fmt: skip
-        from memrl.llm.scripted import ScriptedLLM
-
-        self.turns, self.lines, self.gold = turns, lines, gold
-        self.tokenizer = student.tokenizer
-        self.budget = memory_tokens - 1  # the end-of-turn token SFT appends counts too
-        self.memory = initial_memory
-        self.seen: set[int] = set()
-        self.llm = ScriptedLLM(self._reply, model="expert-reader")
-        self.llm.inner = student  # MemAgent cuts chunks with the tokenizer of ``inner`` (its CachedLLM hook)
-
-    def _reply(self, messages: list[dict], tools: Any, json_schema: Any) -> str:
-        prompt = messages[-1]["content"]
-        section = _SECTION.search(prompt)
-        if section is None:  # the answer prompt
-            return "\\boxed{" + self.gold + "}"
-        chunk = section.group(1)
-        new = {i for i, t in enumerate(self.turns) if i not in self.seen and in_chunk(t, chunk)}
-        if new:
-            self.seen |= new
-            text = "\n".join(self.lines[i] for i in sorted(self.seen))
-            ids = self.tokenizer.encode(text, add_special_tokens=False)[: self.budget]
-            self.memory = self.tokenizer.decode(ids).strip()
-        return self.memory
-
-
-async def expert_trajectories(student: Any, docs: list[Any], conversations: dict[str, Any],
-                              config: Any) -> tuple[list[Any], dict[str, int]]:  # fmt: skip
-    """One expert trajectory per document (MemAgent with :class:`ExpertReader`), and counts: documents,
-    chunk steps, chunk steps that wrote evidence, answers left out (gold too long for the answer grammar)."""
-    from memrl.agents.memagent import MemAgent, render_conversation
-
-    counts = {"documents": len(docs), "chunk_steps": 0, "evidence_steps": 0, "answers_too_long": 0}
-    max_chars = config.answer_tokens - 8  # MemAgent's boxed grammar: "\\boxed{" and "}" take <= 8 tokens
-    out = []
-    for doc in docs:
-        q = doc.questions[0]
-        lines = evidence_lines(doc, conversations)
-        turns = [line.split(") ", 1)[1] if line.startswith("(") else line for line in lines]
-        gold = str(q.answers[0])
-        expert = ExpertReader(student, turns, lines, gold, config.memory_tokens, config.initial_memory)
-        res = await MemAgent(expert.llm, config).run(q.question, render_conversation(doc), task_id=q.id)
-        traj = res.trajectory
-        if traj.failure is not None:
-            raise RuntimeError(f"expert reading of {doc.id} failed: {traj.failure}")
-        chunks = [s for s in traj.steps if s.role.startswith("chunk")]
-        counts["chunk_steps"] += len(chunks)
-        counts["evidence_steps"] += sum(s.response != config.initial_memory for s in chunks)
-        if len(gold) > max_chars:
-            traj.steps = chunks
-            counts["answers_too_long"] += 1
-        out.append(traj)
-    return out, counts
-
-
-@functools.cache
-def _locomo() -> dict[str, Any]:
-    """Every LoCoMo conversation by id (both splits), loaded once."""
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
-
-    return {c.id: c for split in ("train", "test")
-            for c in load_conversations(QAEvalConfig(dataset="locomo", split=split))}  # fmt: skip
-
-
-def evidence_in(doc: Any, memory: str) -> float | None:
-    """The share of the content words (stemmed, stopwords out) of the question's evidence turns that
-    ``memory`` holds, in [0, 1]; None when the question has no evidence turn with content words."""
-    from memrl.memory.terms import content_terms
-
-    words = {w for line in evidence_lines(doc, _locomo()) for w in content_terms(line.split(": ", 1)[-1])}
-    if not words:
-        return None
-    return len(words & set(content_terms(memory or ""))) / len(words)
-
-
-def bm25_finds_evidence(docs: Sequence[Any], items: Sequence[Any], k: int) -> float:
-    """The share of documents whose top ``k`` turns by BM25 for the question (the rules' ranking,
-    :func:`learning_baselines.document_item`) include one of its evidence turns: what the no-model rules
-    find, to set beside what the reader's memory holds."""
-    hits = 0
-    for doc, it in zip(docs, items, strict=True):
-        lines = evidence_lines(doc, _locomo())
-        hits += any(c.text and c.text in line for c in it.candidates[:k] for line in lines)
-    return round(hits / max(1, len(docs)), 3)
+__all__ = ["bm25_finds_evidence", "evidence_in", "evidence_lines", "expert_trajectories", "in_chunk", "main"]
 
 
 def _snapshot(model: Any) -> dict[str, Any]:

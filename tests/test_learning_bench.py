@@ -296,7 +296,7 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
     import asyncio
 
     from learning_read import documents, reader_config
-    from read_sft import evidence_lines, expert_trajectories
+    from read_expert import evidence_lines, expert_trajectories
 
     from memrl.agents.memagent import render_conversation
     from memrl.llm.local import LocalLLM
@@ -345,7 +345,7 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
 
 def test_evidence_in_measures_how_much_of_the_evidence_a_memory_holds(locomo_path, monkeypatch):
     from learning_read import documents
-    from read_sft import evidence_in, evidence_lines
+    from read_expert import evidence_in, evidence_lines
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", data_path=str(locomo_path),
@@ -389,7 +389,7 @@ def test_read_sft_validation_reads_a_held_out_train_conversation(locomo_path, tm
 
 def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, monkeypatch):
     from learning_read import documents
-    from read_sft import evidence_lines
+    from read_expert import evidence_lines
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     (doc,) = documents("train", "1k")[:1]
@@ -398,7 +398,7 @@ def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, 
 
 
 def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
-    from read_sft import in_chunk
+    from read_expert import in_chunk
 
     for turn in (
         "Jo: ok, 7 May",

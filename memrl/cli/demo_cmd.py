@@ -107,7 +107,9 @@ def verdict(results: dict[str, Any]) -> str:
     if "membuilder" not in f1 or "raw" not in f1:
         return where
     pct = lambda v: f"{100 * v:.1f}"  # noqa: E731
-    expert = f"; the annotation expert's memory scores {pct(f1['annotations'])}" if "annotations" in f1 else ""
+    expert = (
+        f"; the annotation expert's memory scores {pct(f1['annotations'])}" if "annotations" in f1 else ""
+    )
     if f1["membuilder"] >= f1["raw"]:
         return f"membuilder {pct(f1['membuilder'])} >= raw {pct(f1['raw'])} on this sample{expert}. {where}"
     return (

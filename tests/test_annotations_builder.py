@@ -30,7 +30,7 @@ async def test_it_writes_the_memory_the_experts_actions_build():
     builder = create_builder("annotations")
     expected, built = AsyncMemory(":memory:", embedder="hashing"), AsyncMemory(":memory:", embedder="hashing")
     try:
-        expert = annotation_expert(SAMPLE, max_items=10, core="first")
+        expert = annotation_expert(SAMPLE, max_items=10, core="first", interleave=True)
         agent = MemBuilderAgent(expert, MemBuilderConfig(max_operations=10))
         for s in SAMPLE.sessions:
             await agent.build_session(expected, "x", SAMPLE, s)
@@ -65,9 +65,11 @@ def test_a_cut_keeps_every_speakers_facts():
     obs = SAMPLE.metadata["observation"]["session_1_observation"]
     speakers = [who for who, rows in obs.items() if rows]
     assert len(speakers) == 2 and all(len(obs[w]) >= 2 for w in speakers)  # the sample can show it
-    ops = annotation_action(SAMPLE, _semantic_prompt(), max_items=2)["operations"]
+    ops = annotation_action(SAMPLE, _semantic_prompt(), max_items=2, interleave=True)["operations"]
     assert [o["memory"].split(" - ")[0] for o in ops] == speakers
-    every = annotation_action(SAMPLE, _semantic_prompt(), max_items=10)["operations"]
+    in_file_order = annotation_action(SAMPLE, _semantic_prompt(), max_items=2)["operations"]
+    assert [o["memory"].split(" - ")[0] for o in in_file_order] == [speakers[0]] * 2  # the rewards' expert
+    every = annotation_action(SAMPLE, _semantic_prompt(), max_items=10, interleave=True)["operations"]
     assert len(every) == sum(len(r) for r in obs.values())
 
 

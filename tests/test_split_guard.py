@@ -70,5 +70,5 @@ def test_data_prepare_writes_only_the_named_split(locomo_path, tmp_path, capsys)
         convs = {json.loads(r["extra_info"]["conversation"])["id"] for r in rows}
         assert rows and convs == wanted and all(r["extra_info"]["split"] == split for r in rows)
     assert main(["data", "prepare", "--task", "update", "--dataset", "locomo", "--data-path", str(locomo_path),
-                 "--split", "validation", "--output", str(tmp_path / "x.parquet")]) == 1  # fmt: skip
-    assert "has no split 'validation'" in capsys.readouterr().err
+                 "--split", "dev", "--output", str(tmp_path / "x.parquet")]) == 1  # fmt: skip
+    assert "has no split 'dev'" in capsys.readouterr().err

@@ -66,6 +66,7 @@ class AnnotationsBuilder(Builder):
                 max_items=cfg.max_operations,
                 max_chars=cfg.max_item_chars,
                 core=getattr(cfg, "core", "sessions"),
+                interleave=True,
             )
             self._agents[conversation.id] = MemBuilderAgent(expert, cfg)
         return self._agents[conversation.id]

@@ -9,8 +9,9 @@ each agent's prompt with the conversation's own human annotations (LoCoMo's ``ob
 * core (``core="sessions"``, the default): APPEND of each speaker's first observation of the session;
   ``core="first"``: that APPEND in the first session only, later sessions keep the block as it is;
 * episodic: ADD of the session's events, dated (``"<date>: <event>"``);
-* semantic: ADD of the session's observations (``"<speaker> - <fact>"``), the speakers taken in turn
-  so a cut at ``max_items`` keeps both;
+* semantic: ADD of the session's observations (``"<speaker> - <fact>"``), in file order, or with
+  ``interleave=True`` (the ``annotations`` builder's and its SFT's) the speakers taken in turn so a cut at
+  ``max_items`` keeps both;
 * procedural: nothing (LoCoMo annotates no procedures).
 
 It is a weak expert (annotations are not what MemBuilder's paper distilled from Claude), but it is real
@@ -49,6 +50,7 @@ def annotation_action(
     max_items: int = MAX_ITEMS,
     max_chars: int = MAX_CHARS,
     core: str = "sessions",
+    interleave: bool = False,
 ) -> dict[str, Any]:
     """The expert's action for one MemBuilder agent prompt (see the module docstring): at most
     ``max_items`` items per type, each cut to ``max_chars`` (the agents' ``max_operations`` and
@@ -77,7 +79,11 @@ def annotation_action(
         return {"operations": [{"operation": "ADD", "memory": e[:max_chars]} for e in happened[:max_items]]}
     if "SEMANTIC memory" in system:
         per_speaker = [[f"{who} - {text}" for text, *_ in rows] for who, rows in obs.items()]
-        facts = [f for turn in zip_longest(*per_speaker) for f in turn if f is not None]
+        facts = (
+            [f for turn in zip_longest(*per_speaker) for f in turn if f is not None]
+            if interleave
+            else [f for rows in per_speaker for f in rows]
+        )
         return {"operations": [{"operation": "ADD", "memory": f[:max_chars]} for f in facts[:max_items]]}
     return {"operations": []}
 
@@ -98,6 +104,7 @@ def annotation_expert(
     max_items: int = MAX_ITEMS,
     max_chars: int = MAX_CHARS,
     core: str = "sessions",
+    interleave: bool = False,
 ) -> Any:
     """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations (limits as
     :func:`annotation_action`'s)."""

@@ -178,6 +178,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
                     max_items=agent_cfg.max_operations,
                     max_chars=agent_cfg.max_item_chars,
                     core=agent_cfg.core,
+                    interleave=True,
                 )
             else:
                 kw = {"base_url": args.base_url} if args.base_url else {}

@@ -20,6 +20,9 @@ from learning_baselines import Baselines, Candidate, Item, document_item, score_
 from learning_report import paired, verdict  # noqa: E402
 
 FIT, VALIDATION, TEST = (LOCOMO_PROTOCOL_SPLIT[k] for k in ("fit", "validation", "test"))
+#: The systems a run with an SFT stage scores on its held-out items: the model before, after SFT, after
+#: GRPO, and the four no-model rules.
+SFT_RUN_SYSTEMS = {"before", "after", "after SFT", "most_frequent", "top1_date", "top1_text", "per_category"}
 
 
 def _titles(conv) -> set[str]:
@@ -151,15 +154,7 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     assert (out / "sft" / "checkpoint").is_dir()
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
-    assert systems == {
-        "before",
-        "after",
-        "after SFT",
-        "most_frequent",
-        "top1_date",
-        "top1_text",
-        "per_category",
-    }
+    assert systems == SFT_RUN_SYSTEMS
     assert len(rows) == 4 * len(systems)
     assert all(0.0 <= r["evidence_in_memory"] <= 1.0 for r in rows if r["system"] in ("before", "after"))
     assert (out / "learning.png").stat().st_size > 0
@@ -224,15 +219,7 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
     assert result["sft"]["steps"] == 1
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     systems = {r["system"] for r in rows}
-    assert systems == {
-        "before",
-        "after",
-        "after SFT",
-        "most_frequent",
-        "top1_date",
-        "top1_text",
-        "per_category",
-    }
+    assert systems == SFT_RUN_SYSTEMS
     assert len(rows) == 6 * len(systems)
     assert all(r["id"].split(":")[0] in TEST for r in rows)
     trained = [json.loads(x)["task"] for x in (out / "train" / "rollouts.jsonl").read_text().splitlines()]

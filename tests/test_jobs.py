@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -130,8 +133,12 @@ async def test_restart_fails_the_interrupted_job_and_drops_its_writes(memory, db
     await memory.add("Alice likes tea", user_id="alice")
     runner = JobRunner(memory, None)
     job, _ = runner.table.create("alice", "remember", {"messages": MESSAGES, "agent": "raw"})
-    # a process that died mid-job: the job is running and its clone holds partial writes
-    runner.table.start(job.id, "__job__/" + job.id)
+    # a process that died mid-job (its pid is gone): the job is running and its clone holds partial writes
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    owner = f"{socket.gethostname()}:{int(dead.stdout)}:gone"
+    assert runner.table.claim(job.id, "__job__/" + job.id, owner, dead=lambda j: True) == "claimed"
     await memory.clone("alice", "__job__/" + job.id)
     await memory.add("half-written", user_id="__job__/" + job.id)
     before = sqlite3.connect(db_path).execute("SELECT * FROM memories WHERE namespace='alice'").fetchall()

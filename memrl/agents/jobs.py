@@ -13,10 +13,14 @@ How a job runs (see :mod:`memrl.memory.job_commit`): its namespace is cloned int
 agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
-undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace); jobs of
-different namespaces run at once. Every job is a row of the store's ``jobs`` table
-(:mod:`memrl.memory.jobs`): :meth:`JobRunner.start` marks the jobs a stopped process was running as failed
-(their scratch clones are dropped) and runs the queued ones again.
+undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace in a
+process, and an atomic claim in the store across processes: several server processes may share one store);
+jobs of different namespaces run at once. Every job is a row of the store's ``jobs`` table
+(:mod:`memrl.memory.jobs`) naming the process that runs it (``owner``: host, pid, a random id) and when that
+process last said it was alive (``heartbeat_at``, every ``heartbeat_every`` seconds). A job whose process is
+dead (on this host: its pid is gone or, in this process, its runner closed; on another host: no heartbeat for
+``stale_after`` seconds) is marked failed and its scratch clone dropped, by :meth:`JobRunner.start` after a
+restart or by any live runner's heartbeat; queued jobs run again.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +57,37 @@ class JobConfig:
     )
     keep_finished: int = option(1000, "finished jobs whose completion events this process keeps for waiters")
     progress_every: float = option(0.5, "seconds between two writes of a running job's progress")
+    heartbeat_every: float = option(5.0, "seconds between two heartbeats of this process's running jobs")
+    stale_after: float = option(
+        120.0, "a job of another host with no heartbeat for this long is taken as dead (failed, not applied)"
+    )
+    claim_poll: float = option(
+        0.2, "seconds between two tries to start a job whose namespace is busy elsewhere"
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_delete_share <= 1:
             raise ValidationError("max_delete_share must be between 0 and 1", field="max_delete_share")
+        if not 0 < self.heartbeat_every < self.stale_after:
+            raise ValidationError(
+                "heartbeat_every must be > 0 and below stale_after", field="heartbeat_every"
+            )
+
+
+#: Owners of the runners open in this process (a job of this pid whose owner is not here was left by a
+#: runner that closed or crashed).
+_LIVE_OWNERS: set[str] = set()
+_HOST = socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
@@ -91,6 +126,8 @@ class JobRunner:
         self.table: JobTable = None  # type: ignore[assignment]
         self.llm = llm
         self.config = config or JobConfig()
+        self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self._heartbeat: asyncio.Task | None = None
         if memory is not None:
             self.attach(memory)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -106,8 +143,9 @@ class JobRunner:
         self.memory, self.table = memory, JobTable(memory.store)
 
     async def start(self) -> list[str]:
-        """Recover after a restart (once): jobs left running failed (their clones dropped, so their partial
-        writes never reach a namespace), queued jobs run again. Returns the ids of the failed ones."""
+        """Recover after a restart (once): jobs left running by a dead process failed (their clones dropped,
+        so their partial writes never reach a namespace), queued jobs run again (a job another live process
+        runs or claims first is left to it). Returns the ids of the failed ones."""
         if self.memory is None:
             raise ConfigError(
                 "this JobRunner has no memory: give it to one, AsyncMemory(path, writer=runner)"
@@ -115,23 +153,55 @@ class JobRunner:
         if self._started:
             return []
         self._started = True
-        failed = []
+        _LIVE_OWNERS.add(self.owner)
+        failed = self._reap()
         for job in self.table.unfinished():
-            if job.status == "running":
-                self._drop(job)
-                self.table.finish(job.id, "failed", error="interrupted: the server stopped while the job ran; "
-                                  "nothing it did was applied")  # fmt: skip
-                failed.append(job.id)
-            else:
+            if job.status == "queued":
                 self._schedule(job)
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat_forever(), name="job-heartbeat")
         return failed
 
     async def close(self) -> None:
         """Stop running jobs: they end cancelled, nothing they did applied."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
         tasks = list(self._tasks.values())
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        _LIVE_OWNERS.discard(self.owner)
+
+    # ------------------------------------------------------------------ processes sharing a store
+    def _dead(self, job: Job) -> bool:
+        """Whether the process running ``job`` is gone (see the module docstring)."""
+        if job.owner is None:  # a row from before owners were recorded
+            return True
+        host, _, rest = job.owner.partition(":")
+        pid = rest.partition(":")[0]
+        if host == _HOST and pid.isdigit():
+            if int(pid) == os.getpid():
+                return job.owner not in _LIVE_OWNERS
+            return not _pid_alive(int(pid))
+        return job.heartbeat_at is None or job.heartbeat_at < time.time() - self.config.stale_after
+
+    def _reap(self) -> list[str]:
+        failed = self.table.reap(self._dead)
+        for job in failed:
+            self._drop(job)
+        return [j.id for j in failed]
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_every)
+            try:
+                for job_id in self.table.beat(self.owner):  # finished elsewhere (cancelled): stop it here
+                    task = self._tasks.get(job_id)
+                    if task is not None:
+                        task.cancel()
+                self._reap()
+            except MemrlError:  # the store is busy or gone for a moment: the next beat tries again
+                log.warning("job heartbeat failed", exc_info=True)
 
     # ------------------------------------------------------------------ requests
     async def submit(
@@ -172,8 +242,11 @@ class JobRunner:
         if not job.finished and task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        elif not job.finished:  # queued by another process, or a stale row: nothing runs it here
-            self.table.finish(job_id, "cancelled", error="cancelled")
+        elif not job.finished:  # queued or run by another process: its heartbeat sees this and stops it,
+            # and its commit is refused (JobTable.require_running)
+            with self.memory.store.transaction(job.namespace):
+                if not self.table.get(job_id).finished:
+                    self.table.finish(job_id, "cancelled", error="cancelled")
         return self.table.get(job_id)
 
     async def undo(self, job_id: str, *, actor: str | None = None) -> Job:
@@ -210,8 +283,13 @@ class JobRunner:
     async def _run(self, job: Job) -> None:
         try:
             async with self._locks.setdefault(job.namespace, asyncio.Lock()):
-                if self.table.get(job.id).finished:  # cancelled while queued by another process
-                    return
+                while True:  # another process may run a job of this namespace: wait for it
+                    state = self.table.claim(job.id, scratch_name(job.id), self.owner, dead=self._dead)
+                    if state == "gone":  # cancelled, or claimed by another process
+                        return
+                    if state == "claimed":
+                        break
+                    await asyncio.sleep(self.config.claim_poll)
                 await self._execute(job)
         except asyncio.CancelledError:
             self._fail(job, "cancelled", "cancelled; nothing it did was applied")
@@ -229,7 +307,6 @@ class JobRunner:
     async def _execute(self, job: Job) -> None:
         store, ns = self.memory.store, job.namespace
         scratch = scratch_name(job.id)
-        self.table.start(job.id, scratch)
         job.scratch = scratch
         try:
             base = start_scratch(store, ns, scratch)
@@ -253,10 +330,12 @@ class JobRunner:
                 applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
                 applied["events"] = events + result["events"]
                 if job.dry_run:
-                    self.table.finish(job.id, "succeeded", result=applied)
+                    with store.transaction(ns):
+                        self.table.require_running(job.id, self.owner)
+                        self.table.finish(job.id, "succeeded", result=applied)
                 else:
                     commit(store, self.table, job.id, ns, scratch, base, events, applied,
-                           actor=f"job:{job.id}")  # fmt: skip
+                           actor=f"job:{job.id}", owner=self.owner)  # fmt: skip
             except MemrlError as e:  # refused at the end (conflict, delete share): its progress, stats and
                 # tokens are kept, its events are not (nothing was applied)
                 self._fail(job, "failed", f"{type(e).__name__}: {e}", result)

@@ -116,15 +116,20 @@ def commit(
     result: dict[str, Any],
     *,
     actor: str,
+    owner: str | None = None,
 ) -> str | None:
     """Write ``events`` (from :func:`diff`) into ``ns`` and mark the job succeeded, in one transaction and
     one history batch; returns the batch id (None when nothing changed). Raises :class:`ConflictError`,
-    writing nothing, when an item the job changed was changed by someone else since the job started."""
+    writing nothing, when an item the job changed was changed by someone else since the job started, or when
+    the job is no longer ``owner``'s running job (another process cancelled it or failed it as dead)."""
     if not events:
-        table.finish(job_id, "succeeded", result=result)
+        with store.transaction(ns):
+            table.require_running(job_id, owner)
+            table.finish(job_id, "succeeded", result=result)
         return None
     with store.transaction((ns, scratch), batch=True) as c:
         batch = store._batch
+        table.require_running(job_id, owner)
         live = {
             it.id: it for it in store.list(ns, include_deleted=True) if it.id in {e["id"] for e in events}
         }

@@ -18,17 +18,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from memrl.errors import NotFoundError, ValidationError
+from memrl.errors import ConflictError, NotFoundError, ValidationError
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 FINISHED = ("succeeded", "failed", "cancelled")
 _COLUMNS = (
     "id, namespace, kind, status, request, idempotency_key, dry_run, scratch, batch, result, error, "
-    "created_at, started_at, finished_at, undone"
+    "created_at, started_at, finished_at, undone, owner, heartbeat_at"
 )
 
 
@@ -51,6 +51,8 @@ class Job:
     started_at: float | None = None
     finished_at: float | None = None
     undone: bool = False
+    owner: str | None = None  # the process running it (JobTable.claim)
+    heartbeat_at: float | None = None
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -85,6 +87,7 @@ class Job:
             id=r[0], namespace=r[1], kind=r[2], status=r[3], request=json.loads(r[4]), idempotency_key=r[5],
             dry_run=bool(r[6]), scratch=r[7], batch=r[8], result=json.loads(r[9]) if r[9] else {},
             error=r[10], created_at=r[11], started_at=r[12], finished_at=r[13], undone=bool(r[14]),
+            owner=r[15], heartbeat_at=r[16],
         )  # fmt: skip
 
 
@@ -223,11 +226,82 @@ class JobTable:
             (namespace, kind),
         )[0][0]
 
-    def start(self, job_id: str, scratch: str) -> None:
+    def claim(self, job_id: str, scratch: str, owner: str, *, dead: Callable[[Job], bool]) -> str:
+        """Start a queued job for process ``owner``, if no other job of its namespace runs: ``"claimed"``,
+        ``"busy"`` (another job of the namespace runs, in this or another process; try again later) or
+        ``"gone"`` (the job is no longer queued: another process took it, or it was cancelled).
+
+        Checked and written in one write transaction of the namespace, so two processes on one store never
+        run two jobs of a namespace at once. A running job whose process is ``dead`` does not hold the
+        namespace: it is failed here (its clone is the caller's to drop, see :meth:`reap`)."""
+        job = self.get(job_id)
+        with self.store.transaction(job.namespace) as c:
+            row = c.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row[0] != "queued":
+                return "gone"
+            running = [
+                Job.from_row(r)
+                for r in c.execute(
+                    f"SELECT {_COLUMNS} FROM jobs WHERE namespace = ? AND status = 'running'",
+                    (job.namespace,),
+                ).fetchall()
+            ]
+            if any(not dead(r) for r in running):
+                return "busy"
+            for r in running:
+                self._fail_dead(c, r)
+            now = time.time()
+            c.execute(
+                "UPDATE jobs SET status = 'running', scratch = ?, started_at = ?, owner = ?, heartbeat_at = ? "
+                "WHERE id = ?",
+                (scratch, now, owner, now, job_id),
+            )
+        return "claimed"
+
+    def beat(self, owner: str) -> list[str]:
+        """``owner`` is alive: its running jobs' heartbeat is now. Returns the ids of its jobs that another
+        process finished meanwhile (cancelled, or failed as dead): the owner must stop them."""
         with self.store.transaction() as c:
             c.execute(
-                "UPDATE jobs SET status = 'running', scratch = ?, started_at = ? WHERE id = ?",
-                (scratch, time.time(), job_id),
+                "UPDATE jobs SET heartbeat_at = ? WHERE owner = ? AND status = 'running'",
+                (time.time(), owner),
+            )
+        return [r[0] for r in self.store.read(
+            "SELECT id FROM jobs WHERE owner = ? AND status IN ('failed', 'cancelled') AND finished_at > ?",
+            (owner, time.time() - 3600),
+        )]  # fmt: skip
+
+    def reap(self, dead: Callable[[Job], bool]) -> list[Job]:
+        """Fail the running jobs whose process is ``dead`` (nothing they did was applied: they wrote into
+        their clones); returns them, so the caller drops their clones."""
+        failed = []
+        for job in self.list(statuses=("running",), limit=10_000):
+            if not dead(job):
+                continue
+            with self.store.transaction(job.namespace) as c:
+                row = c.execute("SELECT status, owner FROM jobs WHERE id = ?", (job.id,)).fetchone()
+                if row is None or row[0] != "running" or row[1] != job.owner:
+                    continue
+                self._fail_dead(c, job)
+            failed.append(job)
+        return failed
+
+    @staticmethod
+    def _fail_dead(c: Any, job: Job) -> None:
+        c.execute(
+            "UPDATE jobs SET status = 'failed', error = ?, scratch = NULL, finished_at = ? WHERE id = ?",
+            ("interrupted: the process running the job stopped; nothing it did was applied", time.time(),
+             job.id),
+        )  # fmt: skip
+
+    def require_running(self, job_id: str, owner: str | None) -> None:
+        """Inside a commit's transaction: the job is still ``owner``'s and running (another process may have
+        cancelled it, or failed it as dead); otherwise :class:`ConflictError` and nothing is written."""
+        rows = self.store.read("SELECT status, owner FROM jobs WHERE id = ?", (job_id,))
+        if not rows or rows[0][0] != "running" or (owner is not None and rows[0][1] != owner):
+            state = rows[0][0] if rows else "gone"
+            raise ConflictError(
+                f"job {job_id!r} is {state} (finished by another process); nothing was applied"
             )
 
     def progress(self, job_id: str, progress: dict[str, Any]) -> None:

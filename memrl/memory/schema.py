@@ -192,6 +192,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_ns_created ON jobs (namespace, created_at);
     CREATE INDEX jobs_status ON jobs (status);
     """,
+    # 6: which process runs a job, and when it last said so: several server processes on one store claim
+    # jobs atomically, and only a dead process's running jobs are failed (memrl.memory.jobs.JobTable.claim).
+    """
+    ALTER TABLE jobs ADD COLUMN owner TEXT;
+    ALTER TABLE jobs ADD COLUMN heartbeat_at REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

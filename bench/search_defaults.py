@@ -1,0 +1,139 @@
+"""Search defaults across data sets: hybrid fusion settings scored on LoCoMo and LongMemEval at once.
+
+    HF_HUB_OFFLINE=1 python bench/search_defaults.py                       # the grid in docs/results.md
+    python bench/search_defaults.py --embedder hashing --locomo-conv conv-41 # a smoke run
+
+Builds each data set's conversations once with the ``raw`` builder (one store, embeddings cached), then, for
+every setting of the grid (:func:`grid`: fusion weights, fusion kind, the LoCoMo-tuned priors switched on
+or off), searches every question and reports turn recall@10 of hybrid search against the best single mode
+(dense or BM25) of the same data set. The default must not lose to its own halves anywhere, so a setting
+is ranked by its *worst* margin over the data sets (``min_margin``), then by the mean recall. Tune on the
+training items only: LoCoMo's 7 training conversations (``--locomo-split train``) and LongMemEval part A
+(the only real LongMemEval items here); LoCoMo's test conversations are for the final check
+(``--locomo-split all``). Prints a markdown table, then one JSON line: ``settings`` (name -> per-data-set
+recall@10 and margin), ``best`` (the setting with the largest min margin), ``baselines`` (dense and BM25
+per data set), ``n_questions`` per data set, ``wall_time_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from memrl.data import load_conversations
+from memrl.data.splits import SPLITS
+from memrl.eval.retrieval import aevaluate, open_memory
+from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
+
+LONGMEMEVAL_PART_A = "longmemeval/longmemeval_oracle_part_a.json"
+
+
+def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
+    """The settings compared: today's defaults, then fusion weights and kinds, then the priors off."""
+    rep = dataclasses.replace
+    out = [("defaults (convex 0.3/0.7)", base)]
+    for w in (0.4, 0.5, 0.6, 0.7):
+        out.append((f"convex {w:.1f}/{1 - w:.1f}", rep(base, dense_weight=w, bm25_weight=round(1 - w, 2))))
+    out.append(("rrf k=60 1/1", rep(base, fusion="rrf", dense_weight=1.0, bm25_weight=1.0)))
+    out.append(("rrf k=60 0.5/1", rep(base, fusion="rrf", dense_weight=0.5, bm25_weight=1.0)))
+    off = {
+        "no speaker prior": {"speaker_boost": 0.0, "strip_speaker": False},
+        "no time prior": {"time_boost": 0.0},
+        "no session stage": {"session_stage": 0.0},
+        "no spreading": {"spread": 0.0},
+        "no date fit": {"date_fit": 0.0},
+        "no window view": {"window": 0.0},
+    }
+    for name, change in off.items():
+        out.append((f"defaults, {name}", rep(base, **change)))
+    return out
+
+
+def recall10(rows: list[dict[str, Any]], mode: str) -> float:
+    """Turn recall@10 pooled over the questions with evidence (LoCoMo: categories 1-4)."""
+    vals = [
+        r["recall"][mode]["10"]
+        for r in rows
+        if r["recall"].get(mode, {}).get("10") is not None
+        and (r["category_id"] is None or r["category_id"] in CORE_CATEGORIES)
+    ]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = Path(args.data_dir)
+    base = RetrievalConfig(embedder=args.embedder, embed_cache=args.embed_cache, k=(10,),
+                           modes=("dense", "bm25", "hybrid"))  # fmt: skip
+    locomo, _ = load_conversations("locomo", data_dir / "locomo")
+    if args.locomo_conv:
+        locomo = [c for c in locomo if c.id in set(args.locomo_conv)]
+    elif args.locomo_split != "all":
+        keep = set(SPLITS["locomo"][args.locomo_split])
+        locomo = [c for c in locomo if c.id in keep]
+    lme, _ = load_conversations("longmemeval", data_dir / LONGMEMEVAL_PART_A)
+    datasets = {"locomo": locomo, "longmemeval": lme}
+    t0 = time.perf_counter()
+    memory = open_memory(base)
+    results: dict[str, dict[str, Any]] = {}
+    baselines: dict[str, dict[str, float]] = {}
+    n_questions: dict[str, int] = {}
+    try:
+        for name, cfg in grid(base):
+            res: dict[str, Any] = {}
+            for ds, convs in datasets.items():
+                report = await aevaluate(convs, dataclasses.replace(cfg, dataset=ds), memory=memory,
+                                         progress=False)  # fmt: skip
+                rows = report["rows"]
+                n_questions[ds] = len(rows)
+                dense, bm25, hybrid = (recall10(rows, m) for m in ("dense", "bm25", "hybrid"))
+                best_single = max(dense, bm25)
+                res[ds] = {"hybrid": round(hybrid, 4), "dense": round(dense, 4), "bm25": round(bm25, 4),
+                           "margin": round(hybrid - best_single, 4)}  # fmt: skip
+                baselines.setdefault(ds, {"dense": round(dense, 4), "bm25": round(bm25, 4)})
+            res["min_margin"] = min(res[ds]["margin"] for ds in datasets)
+            res["mean_hybrid"] = round(sum(res[ds]["hybrid"] for ds in datasets) / len(datasets), 4)
+            results[name] = res
+            print(json.dumps({"setting": name, **res}), file=sys.stderr, flush=True)
+    finally:
+        await memory.close()
+    best = max(results, key=lambda n: (results[n]["min_margin"], results[n]["mean_hybrid"]))
+    return {"settings": results, "best": best, "baselines": baselines, "n_questions": n_questions,
+            "locomo_conversations": [c.id for c in locomo], "embedder": args.embedder,
+            "wall_time_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+
+
+def markdown(out: dict[str, Any]) -> str:
+    lines = ["| setting | LoCoMo hybrid | (dense / BM25) | margin | LongMemEval hybrid | (dense / BM25) | margin |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, r in out["settings"].items():
+        lo, lm = r["locomo"], r["longmemeval"]
+        mark = " **best**" if name == out["best"] else ""
+        lines.append(
+            f"| {name}{mark} | {lo['hybrid']:.3f} | {lo['dense']:.3f} / {lo['bm25']:.3f} | {lo['margin']:+.3f} "
+            f"| {lm['hybrid']:.3f} | {lm['dense']:.3f} / {lm['bm25']:.3f} | {lm['margin']:+.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default="../shared/data", help="folder with locomo/ and longmemeval/")
+    p.add_argument("--embedder", default="minilm")
+    p.add_argument("--embed-cache", default=None, help="embedding cache file (re-runs embed nothing)")
+    p.add_argument("--locomo-split", default="train", choices=("train", "test", "all"))
+    p.add_argument("--locomo-conv", nargs="*", help="LoCoMo conversation ids instead of a split")
+    args = p.parse_args(argv)
+    out = asyncio.run(run(args))
+    print(markdown(out))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

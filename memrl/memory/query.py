@@ -81,6 +81,29 @@ def named_in(query: str, names: Iterable[str]) -> set[str]:
     return {n for n in names if n and re.search(r"\b" + re.escape(n.lower()) + r"\b", low)}
 
 
+_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself)\b|\bi['’](m|ve|d|ll)\b", re.IGNORECASE)
+#: Speaker names that stand for the person talking to an assistant (LongMemEval's and chat logs' roles).
+USER_SPEAKERS = ("user",)
+
+
+def speakers_meant(query: str, names: Iterable[str]) -> set[str]:
+    """The speakers a query is about: the ``names`` it names (:func:`named_in`); when it names none and
+    speaks in the first person ("What did I buy?", "my therapist"), the user of a user/assistant chat (a
+    speaker called ``user``): a question put to an assistant's memory in the first person is about what
+    its user said. Without such a speaker (LoCoMo's two named people) a first-person question means no one.
+
+    >>> sorted(speakers_meant("How often do I see my therapist?", ["user", "assistant"]))
+    ['user']
+    >>> speakers_meant("How often do I see my therapist?", ["Caroline", "Melanie"])
+    set()
+    """
+    names = [n for n in names if n]
+    named = named_in(query, names)
+    if named or not _FIRST_PERSON.search(query):
+        return named
+    return {n for n in names if n.lower() in USER_SPEAKERS}
+
+
 def mentioned_dates(query: str) -> list[tuple[int | None, int | None]]:
     """``(year, month)`` pairs the query mentions (either may be ``None``), in order, without repeats.
 
@@ -134,7 +157,8 @@ def apply_priors(
 ) -> dict[K, float]:
     """Add query-dependent priors to fused scores, each a share of the best score (so any fusion works):
 
-    - ``speaker``: the query names exactly one of the candidates' speakers: their candidates;
+    - ``speaker``: the query is about exactly one of the candidates' speakers (:func:`speakers_meant`: it
+      names them, or asks in the first person in a user/assistant chat): their candidates;
     - ``date``: the query mentions a month/year: candidates dated then;
     - ``time``: the query asks when: candidates that mention a time;
     - ``session``: every candidate, times its session's share of the candidates' total score.
@@ -154,7 +178,7 @@ def apply_priors(
             for k in out:
                 out[k] += session * scale * per_session.get(facts[k].session, 0.0) / best
     if speaker > 0:
-        named = named_in(query, {f.speaker for f in facts.values() if isinstance(f.speaker, str)})
+        named = speakers_meant(query, {f.speaker for f in facts.values() if isinstance(f.speaker, str)})
         if len(named) == 1:
             (who,) = named
             for k in out:

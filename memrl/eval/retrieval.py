@@ -5,6 +5,9 @@ into its own namespace of one store, then every question is searched in each mod
 and scored against its gold evidence: recall@k at evidence level (share of evidence ids in the top k) and
 at session level (share of evidence ids whose session appears in the top k), per category and pooled,
 with bootstrap 95% intervals. One retrieved id is one turn (or one memory), so recall@10 means ten.
+LongMemEval's figures come too (:mod:`memrl.scoring.ranking`): NDCG@k (binary relevance, its discount)
+and all@k (``recall_all``: every evidence id found), at turn level and at session level (the sessions of
+the first k turns, de-duplicated in order, against the evidence sessions).
 
 Evidence per data set: LoCoMo's turns (categories 1-4 pooled; ``include_adversarial`` adds 5);
 LongMemEval's ``has_answer`` turns (session level: its evidence sessions); PerLTQA's memory ids (a

@@ -21,10 +21,10 @@ from typing import Any
 
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_config import EXTRA_LEVELS, RetrievalConfig
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.search import SearchOptions
-from memrl.scoring.metrics import locomo_session_of, recall_at_k, session_recall_at_k
+from memrl.scoring.metrics import locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k
 
 _PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front
 
@@ -112,6 +112,7 @@ async def evaluate_conversation(
             "retrieved": {},
             "recall": {},
             "session_recall": {},
+            **{level: {} for level in EXTRA_LEVELS},
         }
         # one search for all modes: they share the query's dense and BM25 lists (SearchIndex.search_modes)
         qv = None if qvecs is None else qvecs[i]
@@ -122,6 +123,11 @@ async def evaluate_conversation(
             # a retrieved turn also accounts for its session's id (a PerLTQA dialogue, a document)
             row["recall"][mode] = {str(k): recall_at_k(conv.covered(ids[:k]), q.evidence) for k in config.k}
             row["session_recall"][mode] = {str(k): _session_recall(ids[:k], q, session_of) for k in config.k}
+            credited = _credited(ids, conv, q.evidence)
+            row["ndcg"][mode] = {str(k): ndcg_at_k(credited, q.evidence, k) for k in config.k}
+            row["session_ndcg"][mode] = {str(k): _session_ndcg(ids[:k], q, session_of, k) for k in config.k}
+            for level in ("recall", "session_recall"):
+                row[f"{level}_all"][mode] = {k: _all(v) for k, v in row[level][mode].items()}
         rows.append(row)
         if bar is not None:
             bar.update(1)
@@ -145,3 +151,37 @@ def _session_recall(ids: Sequence[str], q: Question, session_of: Any) -> float |
         return None
     found = {session_of(i) for i in ids}
     return sum(s in found for s in q.evidence_sessions) / len(q.evidence_sessions)
+
+
+def _evidence_sessions(q: Question, session_of: Any) -> list[Any]:
+    """The sessions a question's evidence lies in, as :func:`_session_recall` finds them: those of its
+    evidence ids, else (no evidence id names a session) its evidence sessions."""
+    named = [s for s in (session_of(e) for e in q.evidence) if s is not None]
+    return list(dict.fromkeys(named)) if named else list(q.evidence_sessions)
+
+
+def _session_ndcg(ids: Sequence[str], q: Question, session_of: Any, k: int) -> float | None:
+    """NDCG@k of the sessions of the retrieved turns ``ids`` (de-duplicated, in order of first appearance)
+    against the evidence sessions. ``ids`` are the first k turns, as for the session recall, so the
+    ranking may hold fewer than k sessions. LongMemEval's turn-to-session evaluation reads on until it
+    has k distinct sessions and scores every turn of that window without de-duplication: not the same
+    figure (its session recall can only be higher or equal to ours)."""
+    ranked = list(dict.fromkeys(s for s in (session_of(i) for i in ids) if s is not None))
+    return ndcg_at_k(ranked, _evidence_sessions(q, session_of), k)
+
+
+def _credited(ids: Sequence[str], conv: Conversation, evidence: Sequence[str]) -> list[str]:
+    """Each retrieved turn as the evidence id it accounts for: itself, or its session's id when the evidence
+    cites the whole session (a PerLTQA dialogue, a HotpotQA document); NDCG credits such an id once, at
+    the rank of its first turn. A turn that accounts for nothing stays itself."""
+    wanted = set(evidence)
+    out = []
+    for r in ids:
+        unit = conv.unit_of(r)
+        out.append(unit if r not in wanted and unit is not None and unit in wanted else r)
+    return out
+
+
+def _all(recall: float | None) -> float | None:
+    """1.0 when every evidence id was found (LongMemEval's ``recall_all``), 0.0 when not, None without any."""
+    return None if recall is None else float(recall == 1.0)

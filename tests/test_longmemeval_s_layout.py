@@ -73,8 +73,8 @@ QUESTIONS = {
 }  # fmt: skip
 
 
-def _record(qid: str) -> dict:
-    qtype, question, answer, evidence = QUESTIONS[qid]
+def _record(qid: str, qtype: str, question: str, answer: str | int, evidence: list) -> dict:
+    """One record of ``longmemeval_s.json``: the distractors with the evidence sessions put in place."""
     sessions = [(sid, [{"role": "user", "content": u}, {"role": "assistant", "content": a}])
                 for sid, u, a in DISTRACTORS]  # fmt: skip
     for sid, position, turns in evidence:
@@ -99,7 +99,7 @@ def _record(qid: str) -> dict:
 @pytest.fixture
 def s_file(tmp_path):
     path = tmp_path / "longmemeval_s.json"
-    path.write_text(json.dumps([_record(qid) for qid in QUESTIONS]))
+    path.write_text(json.dumps([_record(qid, *spec) for qid, spec in QUESTIONS.items()]))
     return path
 
 
@@ -173,3 +173,31 @@ def test_retrieval_on_the_s_layout(s_file, tmp_path, capsys):
             assert all(0 <= v <= 1 for v in last["modes"][mode][key].values())
     md = (out / "report.md").read_text()
     assert "## bm25: NDCG@k and all@k" in md and "| overall | turn | 3 | 0.667 |" in md
+
+
+def test_session_figures_rank_distinct_sessions_past_the_first_k_turns(tmp_path, capsys):
+    # three turns of one evidence session hold both rare words, the other evidence session's turn one:
+    # the first 3 turns all lie in session A, the 4th (read past max_k = 3) in session B
+    deep = ("multi-session", "Who teaches my violin lessons?", "Mrs Park", [
+        ("answer_v1", 2, [("user", "My violin lessons are with Mrs Park.", True),
+                          ("assistant", "Violin lessons with Mrs Park sound fun.", False),
+                          ("user", "The violin lessons cost a lot.", False)]),
+        ("answer_v2", 6, [("user", "I lent my violin to a friend.", True),
+                          ("assistant", "Kind of you.", False)]),
+    ])  # fmt: skip
+    path = tmp_path / "longmemeval_s.json"
+    path.write_text(json.dumps([_record("q_deep", *deep)]))
+    out = tmp_path / "out"
+    argv = ["eval", "retrieval", "--dataset", "longmemeval", "--data-path", str(path), "--embedder", "hashing",
+            "--modes", "bm25", "--k", "1,3", "--context-before", "0", "--context-after", "0", "--views", "turn",
+            "--dense-views", "turn", "--bootstrap", "20", "--output-dir", str(out), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    (row,) = map(json.loads, (out / "questions.jsonl").read_text().splitlines())
+    assert sorted(row["retrieved"]["bm25"]) == ["S3:1", "S3:2", "S3:3"]  # max_k = 3 turns, all of session 3
+    assert row["retrieved_sessions"]["bm25"][:2] == [3, 7]
+    # the sessions of the first 3 turns hold one of the two evidence sessions ...
+    assert row["session_recall"]["bm25"]["3"] == 0.5 and row["recall"]["bm25"]["3"] == 0.5
+    # ... the first 3 distinct sessions (LongMemEval's turn-to-session ranking) hold both, at ranks 1 and 2
+    assert row["session_recall_all"]["bm25"] == {"1": 0.0, "3": 1.0}
+    assert row["session_ndcg"]["bm25"] == {"1": 1.0, "3": 1.0}

@@ -355,3 +355,29 @@ def test_ndcg_credits_a_cited_session_once_at_its_first_turn():
     assert row["recall"]["bm25"] == {"1": 1.0, "2": 1.0}
     # docB is found at rank 1; its second turn earns nothing more, so NDCG stays 1 (not 2)
     assert row["ndcg"]["bm25"] == {"1": 1.0, "2": 1.0} and row["session_ndcg"]["bm25"]["2"] == 1.0
+
+
+@pytest.mark.parametrize("diversity", [0.0, 0.3])
+async def test_deeper_search_for_sessions_keeps_the_first_k_turns(diversity):
+    # the session figures read up to `candidates` hits; the first max_k must be a max_k-deep search's own
+    from memrl.eval.retrieval_search import (
+        build_conversation,
+        evaluate_conversation,
+        namespace_of,
+        session_depth,
+    )
+
+    cfg = RetrievalConfig(k=(1, 2), candidates=4, diversity=diversity, **FAST)
+    assert session_depth(cfg) == (4 if diversity == 0 else 2)
+    memory = AsyncMemory(":memory:", embedder=HashingEmbedder(384))
+    try:
+        await build_conversation(memory, _conv(), cfg)
+        rows, _ = await evaluate_conversation(memory, _conv(), cfg)
+        for row in rows:
+            for mode in cfg.modes:
+                hits = await memory.search(row["question"], namespace=namespace_of(_conv()), mode=mode,
+                                           top_k=cfg.max_k, **cfg.search_options())  # fmt: skip
+                assert row["retrieved"][mode] == [h.item.evidence[0] for h in hits]
+                assert len(row["retrieved_sessions"][mode]) <= 2  # two sessions in the conversation
+    finally:
+        await memory.close()

@@ -129,7 +129,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
         "NDCG@k: binary relevance, LongMemEval's discount (ranks 1 and 2 weigh 1, rank r > 2 weighs "
         "1/log2 r); all@k: share of questions with all their evidence found (LongMemEval's recall_all). "
-        "Session level ranks the sessions of the first k turns.",
+        "Their session level ranks the first k distinct sessions of the turn ranking (as LongMemEval), "
+        "while the session recall counts the sessions of the first k turns.",
         *_halves_line(report),
     ]
     if cfg:

@@ -194,6 +194,9 @@ def test_retrieval_on_every_data_set_with_evidence(name, tmp_path, capsys):
     assert hybrid["by_category"]["overall"]["n"] == s["n_with_evidence"]
     assert all(0 <= v <= 1 for v in hybrid["recall_at_k"].values() if v is not None)
     assert hybrid["recall_at_k"]["20"] > 0
+    for key in ("ndcg_at_k", "session_ndcg_at_k", "recall_all_at_k", "session_recall_all_at_k"):
+        assert all(0 <= v <= 1 for v in hybrid[key].values() if v is not None)
+    assert hybrid["ndcg_at_k"]["20"] > 0 and hybrid["recall_all_at_k"]["20"] <= hybrid["recall_at_k"]["20"]
     _no_nan((tmp_path / "out" / "summary.json").read_text())
     if name == "perltqa":
         assert {"profile", "social_relationship", "events", "dialogues"} <= set(hybrid["by_category"])

@@ -61,8 +61,32 @@ def test_entry_becomes_a_conversation_with_one_question(tmp_path):
     assert conv_int.questions[0].answers == ("3",)
     assert report.stats["abstention"] == 1 and report.stats["turns"] == 12
     assert report.categories == {"single-session-user": 2, "multi-session": 1}
-    assert report.problems["answers_not_text"] == 1
+    # LongMemEval's counting questions have integer answers: read as text, counted, not a problem
+    assert report.stats["answers_numeric"] == 1 and report.problems["answers_not_text"] == 0
     assert report.problems["questions_without_evidence"] == 0  # abstention questions need none
+
+
+def test_answers_neither_text_nor_number_are_problems(tmp_path):
+    entries = [
+        _entry("list", answer=["a", "b"]),
+        _entry("dict", answer={"n": 1}),
+        _entry("bool", answer=True),
+        _entry("float", answer=2.5),
+        _entry("text"),
+    ]
+    convs, report = load_longmemeval(_write(tmp_path, entries))
+    assert [c.questions[0].answers for c in convs] == [
+        ('["a", "b"]',),
+        ('{"n": 1}',),
+        ("True",),
+        ("2.5",),
+        ("a corgi",),
+    ]
+    assert report.problems["answers_not_text"] == 3 and report.stats["answers_numeric"] == 1
+    assert any(n.startswith("answers_not_text: bool: True") for n in report.notes)
+    # counted over the selected questions only, like the other sizes
+    _, subset = load_longmemeval(_write(tmp_path, entries), question_ids=["text", "list"])
+    assert subset.stats["answers_numeric"] == 0 and subset.stats["questions"] == 2
 
 
 def test_problems_are_counted(tmp_path):

@@ -21,6 +21,7 @@ from memrl.scoring.metrics import (
     locomo_category,
     locomo_f1,
     locomo_session_of,
+    ndcg_at_k,
     normalize_answer,
     recall_at_k,
     session_recall_at_k,
@@ -259,6 +260,29 @@ def test_session_recall_with_mapping_and_locomo_ids():
     got = session_recall_at_k(["D1:1"], ["D1:5", "D1:6", "D2:1", "D"], locomo_session_of)
     assert got == pytest.approx(2 / 3)
     assert session_recall_at_k(["D1:1"], ["D"], locomo_session_of) is None
+
+
+def test_ndcg_at_k_by_hand():
+    log2_3 = math.log2(3)
+    # LongMemEval's DCG: ranks 1 and 2 weigh 1, rank r > 2 weighs 1/log2(r); ideal = min(k, relevant) at top
+    assert ndcg_at_k(["a", "b", "c"], ["a", "c"], k=3) == pytest.approx((1 + 1 / log2_3) / 2)  # 0.8155
+    assert ndcg_at_k(["x", "a"], ["a"], k=2) == 1.0  # rank 2 weighs as much as rank 1
+    assert ndcg_at_k(["x", "a"], ["a"], k=1) == 0.0
+    assert ndcg_at_k(["x", "y", "a"], ["a"], k=3) == pytest.approx(1 / log2_3)  # 0.6309
+    assert ndcg_at_k(["x", "y", "z", "a"], ["a", "b"], k=4) == pytest.approx(0.5 / 2)  # 1/log2(4) of 1 + 1
+    # the ideal list holds min(k, 3) relevant ids: k=2 -> 2, k=None -> all 3
+    assert ndcg_at_k(["a", "b"], ["a", "b", "c"], k=2) == 1.0
+    assert ndcg_at_k(["a", "b"], ["a", "b", "c"]) == pytest.approx(2 / (2 + 1 / log2_3))  # 0.7602
+    # a repeated id earns nothing after its first rank, and keeps its rank; duplicate relevant ids count once
+    assert ndcg_at_k(["a", "a", "b"], ["a", "b", "b"], k=3) == pytest.approx((1 + 1 / log2_3) / 2)
+    assert ndcg_at_k(["a", "b"], ["a", "b"], k=3) == 1.0
+    # LongMemEval's recall_any and recall_all at k are hit@k and recall@k == 1
+    ranked = ["x", "a", "y", "b"]
+    assert (hit_at_k(ranked, ["a", "b"], k=2), recall_at_k(ranked, ["a", "b"], k=2) == 1.0) == (1.0, False)
+    assert recall_at_k(ranked, ["a", "b"], k=4) == 1.0
+    assert ndcg_at_k(ranked, [], k=3) is None and ndcg_at_k(ranked, ["a"], k=0) == 0.0
+    with pytest.raises(ValueError):
+        ndcg_at_k(ranked, ["a"], k=-1)
 
 
 # ---------------------------------------------------------------------------------------------------

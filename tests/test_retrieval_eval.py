@@ -72,6 +72,20 @@ def test_recall_on_a_known_conversation(tmp_path):
         len(rows["t:q3"]["retrieved"]["hybrid"]) >= 5 and rows["t:q3"]["session_recall"]["hybrid"]["5"] == 1.0
     )
     assert rows["t:q3"]["session_recall"]["bm25"]["5"] == 0.0
+    # NDCG@k and all@k, turn and session level (LongMemEval's ndcg_any and recall_all)
+    for mode in ("bm25", "hybrid"):
+        assert rows["t:q0"]["ndcg"][mode]["1"] == 1.0 and rows["t:q0"]["session_ndcg"][mode]["1"] == 1.0
+        assert (
+            rows["t:q2"]["recall_all"][mode]["5"] == 1.0
+            and rows["t:q2"]["session_recall_all"][mode]["5"] == 1.0
+        )
+        assert rows["t:q5"]["ndcg"][mode]["5"] is None and rows["t:q5"]["recall_all"][mode]["5"] is None
+    assert rows["t:q3"]["ndcg"]["bm25"]["5"] == 0.0 and rows["t:q3"]["session_ndcg"]["bm25"]["5"] == 0.0
+    assert rows["t:q3"]["recall_all"]["bm25"]["5"] == 0.0
+    # t:q2 cites two turns of session 1: all found at k=1 only if the first hit holds both (it cannot)
+    assert rows["t:q2"]["recall_all"]["bm25"]["1"] == 0.0
+    ndcg = [rows[q]["ndcg"]["hybrid"]["5"] for q in ("t:q0", "t:q1", "t:q2", "t:q3")]
+    assert report["modes"]["hybrid"]["ndcg_at_k"]["5"] == pytest.approx(sum(ndcg) / 4)
     # pooled figures are means over questions with evidence, categories 1-4
     per_q = [rows[q]["recall"]["hybrid"]["5"] for q in ("t:q0", "t:q1", "t:q2", "t:q3")]
     assert report["modes"]["hybrid"]["recall_at_k"]["5"] == pytest.approx(sum(per_q) / 4)
@@ -104,6 +118,9 @@ def test_summarize_hand_made_rows():
         and cats["temporal"]["recall_at_k"]["10"]["n"] == 2
     )
     assert cats["single-hop"]["recall_at_k"]["10"]["n"] == 1 and cats["multi-hop"]["n"] == 0
+    # rows written before NDCG existed have none: the figure is missing (n 0), not 0
+    assert cats["temporal"]["ndcg_at_k"]["10"] == {"n": 0, "mean": None, "ci_low": None, "ci_high": None}
+    assert s["modes"]["bm25"]["session_ndcg_at_k"] == {"10": None}
 
 
 def test_report_files_are_well_formed(tmp_path):
@@ -112,12 +129,18 @@ def test_report_files_are_well_formed(tmp_path):
     assert len(lines) == 5
     first = json.loads(lines[0])
     assert {"question_id", "category", "evidence", "retrieved", "recall", "session_recall"} <= set(first)
+    assert {"ndcg", "session_ndcg", "recall_all", "session_recall_all"} <= set(first)
     assert set(first["retrieved"]) == {"dense", "bm25", "hybrid"}
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["recall_at_10"] == summary["modes"]["hybrid"]["recall_at_k"]["10"]
     assert {"wall_time_s", "embed_time_s", "n_questions", "config"} <= set(summary)
     md = (tmp_path / "report.md").read_text()
-    assert md.count("## ") == 6 and "| overall |" in md and "recall@10" in md
+    assert md.count("## ") == 9 and "| overall |" in md and "recall@10" in md
+    assert "## hybrid: NDCG@k and all@k" in md and "| overall | session |" in md and "NDCG@10 |" in md
+    assert (
+        summary["modes"]["hybrid"]["ndcg_at_k"]["10"]
+        == summary["modes"]["hybrid"]["by_category"]["overall"]["ndcg_at_k"]["10"]["mean"]
+    )
     assert (tmp_path / "recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -158,6 +181,9 @@ def test_cli_last_line_is_json(capsys):
         assert {"1", "5", "10", "20"} == set(last["modes"][mode]["recall_at_k"])
         assert {"multi-hop", "temporal", "single-hop", "overall"} <= set(last["modes"][mode]["by_category"])
     assert last["recall_at_10"] == last["modes"]["hybrid"]["recall_at_k"]["10"]
+    for key in ("ndcg_at_k", "session_ndcg_at_k", "recall_all_at_k", "session_recall_all_at_k"):
+        assert set(last["modes"]["hybrid"][key]) == {"1", "5", "10", "20"}
+        assert all(0 <= v <= 1 for v in last["modes"]["hybrid"][key].values())
 
 
 def test_ablation_table_renders():
@@ -305,3 +331,53 @@ def test_recall_is_reported_on_the_tuning_and_held_out_conversations_apart():
     assert headline(s)["modes"]["bm25"]["recall_at_10_halves"]["conv 5-6"] == 0.25
     md = report_markdown({**s, "config": {"dataset": "locomo"}})
     assert "bm25 conv 0-4 1.000, conv 5-6 0.250" in md
+
+
+def test_ndcg_credits_a_cited_session_once_at_its_first_turn():
+    # evidence cites a whole session by its id (as a HotpotQA document or a PerLTQA dialogue does)
+    def session(i: int, sid: str, texts: tuple[str, ...]) -> Session:
+        return Session(
+            i, None, None, tuple(Turn(f"S{i}:{j}", "user", t, i, j) for j, t in enumerate(texts, 1)), sid
+        )
+
+    docs = (
+        session(1, "docA", ("Marmalade is made from oranges.", "Jam uses berries.")),
+        session(
+            2, "docB", ("The quokka lives on Rottnest.", "A quokka smiles in photos.", "Ferries go there.")
+        ),
+    )
+    q = Question("d:q0", "Where does the quokka live?", ("Rottnest",), "doc", None, ("docB",), (2,))
+    conv = Conversation("docs", ("user",), docs, (q,), "hotpotqa")
+    raw = RawConfig(context_before=0, context_after=0, views=("turn",), dense_views=("turn",))
+    cfg = RetrievalConfig(dataset="hotpotqa", modes=("bm25",), k=(1, 2), raw=raw, **FAST)
+    (row,) = evaluate_retrieval([conv], cfg, progress=False)["rows"]
+    assert row["retrieved"]["bm25"] == ["S2:1", "S2:2"]  # the two quokka turns, both of docB
+    assert row["recall"]["bm25"] == {"1": 1.0, "2": 1.0}
+    # docB is found at rank 1; its second turn earns nothing more, so NDCG stays 1 (not 2)
+    assert row["ndcg"]["bm25"] == {"1": 1.0, "2": 1.0} and row["session_ndcg"]["bm25"]["2"] == 1.0
+
+
+@pytest.mark.parametrize("diversity", [0.0, 0.3])
+async def test_deeper_search_for_sessions_keeps_the_first_k_turns(diversity):
+    # the session figures read up to `candidates` hits; the first max_k must be a max_k-deep search's own
+    from memrl.eval.retrieval_search import (
+        build_conversation,
+        evaluate_conversation,
+        namespace_of,
+        session_depth,
+    )
+
+    cfg = RetrievalConfig(k=(1, 2), candidates=4, diversity=diversity, **FAST)
+    assert session_depth(cfg) == (4 if diversity == 0 else 2)
+    memory = AsyncMemory(":memory:", embedder=HashingEmbedder(384))
+    try:
+        await build_conversation(memory, _conv(), cfg)
+        rows, _ = await evaluate_conversation(memory, _conv(), cfg)
+        for row in rows:
+            for mode in cfg.modes:
+                hits = await memory.search(row["question"], namespace=namespace_of(_conv()), mode=mode,
+                                           top_k=cfg.max_k, **cfg.search_options())  # fmt: skip
+                assert row["retrieved"][mode] == [h.item.evidence[0] for h in hits]
+                assert len(row["retrieved_sessions"][mode]) <= 2  # two sessions in the conversation
+    finally:
+        await memory.close()

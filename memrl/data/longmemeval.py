@@ -8,6 +8,9 @@ conversation with a single question (REFERENCE.md section 4):
 - turns ``"S{session}:{index}"`` (1-based) with speaker ``"user"``/``"assistant"`` from ``role``;
 - evidence = the ids of turns marked ``has_answer``; evidence sessions from ``answer_session_ids``;
 - ``question_type`` is the category; ids ending in ``_abs`` are abstention questions (``answerable=False``).
+- answers are text; LongMemEval's counting questions have integer answers (``"answer": 3``), which are
+  read as text (``"3"``) and counted in ``report.stats["answers_numeric"]``, not as problems; any other
+  kind of answer (list, object, boolean) is the problem ``answers_not_text``.
 
 MemBuilder's 50 SFT / 50 RL / 400 test question ids are :data:`MEMBUILDER_LONGMEMEVAL_SPLIT`.
 Print the load report with
@@ -53,6 +56,7 @@ def load_longmemeval(path: str | Path, *, question_ids: Iterable[str] | None = N
     report = LoadReport(source=str(path))
     conversations = []
     seen: set[str] = set()
+    numeric = 0  # selected questions whose answer is a number
     for n, entry in enumerate(data):
         conv = _load_entry(entry, where, n, report)
         if conv.id in seen:
@@ -60,6 +64,7 @@ def load_longmemeval(path: str | Path, *, question_ids: Iterable[str] | None = N
         seen.add(conv.id)
         if wanted is None or conv.id in wanted:
             conversations.append(conv)
+            numeric += _is_number(entry["answer"])
     if wanted is not None:
         missing = wanted - seen
         if missing:
@@ -72,8 +77,14 @@ def load_longmemeval(path: str | Path, *, question_ids: Iterable[str] | None = N
         turns=sum(len(s.turns) for c in conversations for s in c.sessions),
         questions=len(conversations),
         abstention=sum(not c.questions[0].answerable for c in conversations),
+        answers_numeric=numeric,
     )
     return LoadResult(conversations, report)
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float answer (``True`` is an int to Python, but not an answer LongMemEval gives)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _load_entry(entry: Any, top: Where, n: int, report: LoadReport) -> Conversation:
@@ -132,8 +143,8 @@ def _load_entry(entry: Any, top: Where, n: int, report: LoadReport) -> Conversat
     question_date = parse_date(question_date_text) if isinstance(question_date_text, str) else None
     if question_date_text is not None and question_date is None:
         report.problem("question_dates_unparsed", f"{qid}: {question_date_text!r}")
-    if not isinstance(answer, str):
-        report.problem("answers_not_text", f"{qid}: {answer!r}")
+    if not isinstance(answer, str) and not _is_number(answer):  # integers are answers (counting questions)
+        report.problem("answers_not_text", f"{qid}: {answer!r} read as {as_text(answer)!r}")
     question = Question(
         id=qid,
         question=text,

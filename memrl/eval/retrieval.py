@@ -5,6 +5,10 @@ into its own namespace of one store, then every question is searched in each mod
 and scored against its gold evidence: recall@k at evidence level (share of evidence ids in the top k) and
 at session level (share of evidence ids whose session appears in the top k), per category and pooled,
 with bootstrap 95% intervals. One retrieved id is one turn (or one memory), so recall@10 means ten.
+LongMemEval's figures come too (:mod:`memrl.scoring.ranking`): NDCG@k (binary relevance, its discount)
+and all@k (``recall_all``: every evidence id found), at turn level and at session level (the first k
+distinct sessions of the turn ranking, against the evidence sessions; the session recall above counts
+the sessions of the first k turns instead).
 
 Evidence per data set: LoCoMo's turns (categories 1-4 pooled; ``include_adversarial`` adds 5);
 LongMemEval's ``has_answer`` turns (session level: its evidence sessions); PerLTQA's memory ids (a
@@ -18,8 +22,8 @@ questions behind it (``n``); a figure with no question behind it is ``None`` (``
 
 or from Python: ``evaluate_retrieval(load_conversations(cfg), cfg)`` with ``cfg = RetrievalConfig()``.
 
-``output_dir`` receives ``questions.jsonl`` (one line per question: evidence, retrieved turn ids per mode,
-recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :class:`~memrl.eval.retrieval_config.RetrievalConfig`,
+``output_dir`` receives ``questions.jsonl`` (one line per question: evidence, retrieved turn ids and
+sessions per mode, recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :class:`~memrl.eval.retrieval_config.RetrievalConfig`,
 :class:`RawConfig` and :class:`~memrl.memory.search.SearchOptions`) are the best settings of the ablation study
 (:func:`ablation_steps`): neighbour context as a BM25 view, pooled dense vectors, speaker/time/date priors,
 convex fusion. Knobs were tuned on conversations 0-4; the ablation also reports conversations 5-9 apart.

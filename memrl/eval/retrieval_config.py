@@ -22,6 +22,10 @@ from memrl.memory.search import SearchOptions
 #: LoCoMo's answerable categories (1-4), pooled in every headline figure; category 5 only when asked for.
 CORE_CATEGORIES = (1, 2, 3, 4)
 
+#: The figures a row carries besides ``recall`` and ``session_recall`` (both per mode, then per k):
+#: NDCG@k at turn and session level and whether *all* evidence was found (LongMemEval's ``recall_all``).
+EXTRA_LEVELS = ("ndcg", "session_ndcg", "recall_all", "session_recall_all")
+
 Mode = Literal["dense", "bm25", "hybrid"]
 _S = SearchOptions()  # search's defaults are the evaluation's defaults (the best measured settings)
 

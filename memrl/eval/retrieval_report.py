@@ -1,6 +1,7 @@
-"""The retrieval evaluation's figures and outputs: recall@k per mode and category with bootstrap
-intervals (:func:`summarize`), the markdown report, the recall plot, the files of ``output_dir`` and the
-compact JSON the CLI prints (:func:`headline`). Used by :mod:`memrl.eval.retrieval`::
+"""The retrieval evaluation's figures and outputs: recall@k, NDCG@k and all-evidence-found@k (turn and
+session level) per mode and category with bootstrap intervals (:func:`summarize`), the markdown report,
+the recall plot, the files of ``output_dir`` and the compact JSON the CLI prints (:func:`headline`). Used
+by :mod:`memrl.eval.retrieval`::
 
     report = summarize(rows, config)        # rows: one dict per question (evaluate_conversation)
     write_outputs(Path("runs/retrieval"), report, rows)
@@ -13,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
+from memrl.eval.retrieval_config import CORE_CATEGORIES, EXTRA_LEVELS, RetrievalConfig
 from memrl.eval.stats import bootstrap_ci, to_markdown
 from memrl.scoring.metrics import LOCOMO_CATEGORIES
 
@@ -54,8 +55,13 @@ def halves(rows: list[dict[str, Any]], mode: str, k: str = "10") -> dict[str, fl
     }
 
 
+#: The per-question figures summarised, each as ``{level}_at_k``: the recalls first (the headline's).
+LEVELS = ("recall", "session_recall", *EXTRA_LEVELS)
+
+
 def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, Any]:
-    """Per mode: recall@k (turn and session level) per category and pooled (LoCoMo: categories 1-4)."""
+    """Per mode: recall@k, NDCG@k and all-found@k (turn and session level) per category and pooled
+    (LoCoMo: categories 1-4). A row without a figure (one written before it existed) counts as none."""
     locomo = any(r["category_id"] is not None for r in rows)
     groups: dict[str, list[dict[str, Any]]] = (
         {LOCOMO_CATEGORIES[c]: [] for c in config.categories} if locomo else {}
@@ -68,15 +74,18 @@ def summarize(rows: list[dict[str, Any]], config: RetrievalConfig) -> dict[str, 
         pools["all"] = rows
     modes: dict[str, Any] = {}
     for mode in config.modes:
-        m: dict[str, Any] = {"recall_at_k": {}, "session_recall_at_k": {}, "by_category": {}}
+        m: dict[str, Any] = {f"{level}_at_k": {} for level in LEVELS}
+        m["by_category"] = {}
         for name, pool in pools.items():
-            cat: dict[str, Any] = {"n": len(pool), "recall_at_k": {}, "session_recall_at_k": {}}
+            cat: dict[str, Any] = {"n": len(pool), **{f"{level}_at_k": {} for level in LEVELS}}
             for k in config.k:
-                for level in ("recall", "session_recall"):
-                    cat[f"{level}_at_k"][str(k)] = _stat([r[level][mode][str(k)] for r in pool], config)
+                for level in LEVELS:
+                    values = [r.get(level, {}).get(mode, {}).get(str(k)) for r in pool]
+                    cat[f"{level}_at_k"][str(k)] = _stat(values, config)
             m["by_category"][name] = cat
-        for level in ("recall_at_k", "session_recall_at_k"):
-            m[level] = {k: v["mean"] for k, v in m["by_category"]["overall"][level].items()}
+        for level in LEVELS:
+            key = f"{level}_at_k"
+            m[key] = {k: v["mean"] for k, v in m["by_category"]["overall"][key].items()}
         m["recall_at_10_halves"] = halves(rows, mode)  # tuning vs held-out conversations
         modes[mode] = m
     headline_mode = "hybrid" if "hybrid" in config.modes else config.modes[0]
@@ -118,6 +127,10 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"Headline: **recall@10 = {_fmt(report['recall_at_10'])}** ({report['headline_mode']}, pooled"
         + (", LoCoMo categories 1-4" if cfg.get("dataset") in ("locomo", "sample") else "")
         + "). Recall is per evidence id; a retrieved id is one turn or memory. n = questions with evidence.",
+        "NDCG@k: binary relevance, LongMemEval's discount (ranks 1 and 2 weigh 1, rank r > 2 weighs "
+        "1/log2 r); all@k: share of questions with all their evidence found (LongMemEval's recall_all). "
+        "Their session level ranks the first k distinct sessions of the turn ranking (as LongMemEval), "
+        "while the session recall counts the sessions of the first k turns.",
         *_halves_line(report),
     ]
     if cfg:
@@ -132,7 +145,21 @@ def report_markdown(report: dict[str, Any]) -> str:
                     row[f"@{k} 95% CI"] = _ci(s)
                 table.append(row)
             lines += ["", f"## {mode}: {title}-level recall@k", "", to_markdown(table)]
+        lines += ["", f"## {mode}: NDCG@k and all@k", "", to_markdown(_ranking_table(m))]
     return "\n".join(lines) + "\n"
+
+
+def _ranking_table(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows (category, turn / session level): NDCG@k and all@k means (intervals in summary.json)."""
+    table = []
+    for cat, c in m["by_category"].items():
+        for title, prefix in (("turn", ""), ("session", "session_")):
+            ndcg, found = c[f"{prefix}ndcg_at_k"], c[f"{prefix}recall_all_at_k"]
+            row: dict[str, Any] = {"category": cat, "level": title, "n": next(iter(ndcg.values()))["n"]}
+            row.update({f"NDCG@{k}": _fmt(s["mean"]) for k, s in ndcg.items()})
+            row.update({f"all@{k}": _fmt(s["mean"]) for k, s in found.items()})
+            table.append(row)
+    return table
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -200,12 +227,12 @@ def _halves_line(report: dict[str, Any]) -> list[str]:
 
 
 def headline(report: dict[str, Any]) -> dict[str, Any]:
-    """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4), per mode and per category."""
+    """The compact JSON the CLI prints last: recall@10 (hybrid, cat 1-4); per mode the pooled recall@k,
+    NDCG@k and all@k (turn and session level); per category recall@k."""
     modes = {}
     for mode, m in report["modes"].items():
         modes[mode] = {
-            "recall_at_k": m["recall_at_k"],
-            "session_recall_at_k": m["session_recall_at_k"],
+            **{f"{level}_at_k": m[f"{level}_at_k"] for level in LEVELS},
             **({"recall_at_10_halves": m["recall_at_10_halves"]} if m.get("recall_at_10_halves") else {}),
             "by_category": {
                 cat: {

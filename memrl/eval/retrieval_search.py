@@ -21,10 +21,10 @@ from typing import Any
 
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_config import EXTRA_LEVELS, RetrievalConfig
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.search import SearchOptions
-from memrl.scoring.metrics import locomo_session_of, recall_at_k, session_recall_at_k
+from memrl.scoring.metrics import locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k
 
 _PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front
 
@@ -35,12 +35,11 @@ def namespace_of(conv: Conversation) -> str:
 
 def _turn_ids(hits: Sequence[Any], k: int) -> list[str]:
     """Distinct turn ids of the hits, best first, at most ``k`` (an item's evidence is its turn)."""
-    out: list[str] = []
+    out: dict[str, None] = {}
     for h in hits:
         for e in h.item.evidence[:1]:
-            if e not in out:
-                out.append(e)
-    return out[:k]
+            out[e] = None
+    return list(out)[:k]
 
 
 async def prefetch_embeddings(
@@ -98,7 +97,7 @@ async def evaluate_conversation(
     dense = any(m != "bm25" for m in config.modes)
     qvecs = await memory.index.vectors([q.question for q in questions]) if dense and questions else None
     embed_q = time.perf_counter() - t0
-    opts = SearchOptions(top_k=config.max_k, **config.search_options())
+    opts = SearchOptions(top_k=session_depth(config), **config.search_options())
     rows = []
     t_search = time.perf_counter()
     for i, q in enumerate(questions):
@@ -110,18 +109,30 @@ async def evaluate_conversation(
             "question": q.question,
             "evidence": list(q.evidence),
             "retrieved": {},
+            "retrieved_sessions": {},
             "recall": {},
             "session_recall": {},
+            **{level: {} for level in EXTRA_LEVELS},
         }
         # one search for all modes: they share the query's dense and BM25 lists (SearchIndex.search_modes)
         qv = None if qvecs is None else qvecs[i]
         by_mode = await memory.index.search_modes(ns, q.question, opts, config.modes, query_vector=qv)
         for mode in config.modes:
-            ids = _turn_ids(by_mode[mode], config.max_k)
+            ranked = _turn_ids(by_mode[mode], opts.top_k)
+            ids = ranked[: config.max_k]
             row["retrieved"][mode] = ids
             # a retrieved turn also accounts for its session's id (a PerLTQA dialogue, a document)
             row["recall"][mode] = {str(k): recall_at_k(conv.covered(ids[:k]), q.evidence) for k in config.k}
             row["session_recall"][mode] = {str(k): _session_recall(ids[:k], q, session_of) for k in config.k}
+            credited = _credited(ids, conv, q.evidence)
+            row["ndcg"][mode] = {str(k): ndcg_at_k(credited, q.evidence, k) for k in config.k}
+            row["recall_all"][mode] = {k: _all(v) for k, v in row["recall"][mode].items()}
+            # LongMemEval's session level: the first k distinct sessions of the turn ranking
+            sessions = list(dict.fromkeys(s for s in map(session_of, ranked) if s is not None))
+            row["retrieved_sessions"][mode] = sessions[: config.max_k]
+            gold = _evidence_sessions(q, session_of)
+            row["session_ndcg"][mode] = {str(k): ndcg_at_k(sessions, gold, k) for k in config.k}
+            row["session_recall_all"][mode] = {str(k): _all(recall_at_k(sessions, gold, k)) for k in config.k}
         rows.append(row)
         if bar is not None:
             bar.update(1)
@@ -145,3 +156,37 @@ def _session_recall(ids: Sequence[str], q: Question, session_of: Any) -> float |
         return None
     found = {session_of(i) for i in ids}
     return sum(s in found for s in q.evidence_sessions) / len(q.evidence_sessions)
+
+
+def session_depth(config: RetrievalConfig) -> int:
+    """How many hits each search returns. The session-level NDCG and all@k rank the first k *distinct*
+    sessions (LongMemEval's turn-to-session evaluation), which may lie deeper than ``max_k`` turns, so
+    the search returns up to ``candidates`` hits: its candidate lists are ``max(candidates, top_k)`` deep,
+    so asking for that many changes neither them nor the order of the first ``max_k`` hits, which alone
+    give the turn figures and ``retrieved``. With ``diversity`` the re-ranking's pool grows with the
+    number asked for, so there it stays ``max_k`` (a session ranking may then hold fewer than k)."""
+    return config.max_k if config.diversity > 0 else max(config.max_k, config.candidates)
+
+
+def _evidence_sessions(q: Question, session_of: Any) -> list[Any]:
+    """The sessions a question's evidence lies in, as :func:`_session_recall` finds them: those of its
+    evidence ids, else (no evidence id names a session) its evidence sessions."""
+    named = [s for s in (session_of(e) for e in q.evidence) if s is not None]
+    return list(dict.fromkeys(named)) if named else list(q.evidence_sessions)
+
+
+def _credited(ids: Sequence[str], conv: Conversation, evidence: Sequence[str]) -> list[str]:
+    """Each retrieved turn as the evidence id it accounts for: itself, or its session's id when the evidence
+    cites the whole session (a PerLTQA dialogue, a HotpotQA document); NDCG credits such an id once, at
+    the rank of its first turn. A turn that accounts for nothing stays itself."""
+    wanted = set(evidence)
+    out = []
+    for r in ids:
+        unit = conv.unit_of(r)
+        out.append(unit if r not in wanted and unit is not None and unit in wanted else r)
+    return out
+
+
+def _all(recall: float | None) -> float | None:
+    """1.0 when every evidence id was found (LongMemEval's ``recall_all``), 0.0 when not, None without any."""
+    return None if recall is None else float(recall == 1.0)

@@ -1,5 +1,6 @@
 """Answer and retrieval metrics: LoCoMo's official F1, SQuAD-style EM/F1/sub-EM, BLEU-1, ``\\boxed{}``, and
-:func:`score`, the data set's own metric for one answered question.
+:func:`score`, the data set's own metric for one answered question. The retrieval metrics (recall@k,
+hit@k, session recall@k, NDCG@k) live in :mod:`memrl.scoring.ranking` and are re-exported here.
 
 All functions are pure and cheap; none needs a model or any nltk data download. Use::
 
@@ -35,13 +36,14 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
 from memrl.data.documents import is_documents
 from memrl.data.locomo import LOCOMO_CATEGORIES  # the one definition of the official mapping
 from memrl.data.types import Conversation, Question
+from memrl.scoring.ranking import hit_at_k, locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k
 
 __all__ = [
     "LOCOMO_CATEGORIES",
@@ -55,6 +57,7 @@ __all__ = [
     "locomo_category",
     "locomo_f1",
     "locomo_session_of",
+    "ndcg_at_k",
     "normalize_answer",
     "recall_at_k",
     "score",
@@ -318,76 +321,6 @@ def boxed_match(text: str | None, golds: Any) -> bool:
     A missing boxed answer never matches (even an empty gold).
     """
     return answer_match(boxed_answer(text), golds)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Retrieval
-#
-# Convention: the evidence ids are de-duplicated; a question with no evidence has no recall and no hit
-# (``None``), so it must be excluded from the averages rather than counted as 0 or 1 (the official
-# script counts it as 1). ``k=None`` means "everything retrieved".
-
-
-def _unique(ids: Iterable[Hashable]) -> list[Hashable]:
-    return list(dict.fromkeys(ids))
-
-
-def _top(retrieved_ids: Sequence[Hashable], k: int | None) -> list[Hashable]:
-    if k is not None and k < 0:
-        raise ValueError(f"k must be >= 0 or None, got {k}")
-    return list(retrieved_ids if k is None else retrieved_ids[:k])
-
-
-def recall_at_k(
-    retrieved_ids: Sequence[Hashable], evidence_ids: Iterable[Hashable], k: int | None = None
-) -> float | None:
-    """Fraction of the (unique) evidence ids found among the first ``k`` retrieved ids; ``None`` if no evidence."""
-    evidence = _unique(evidence_ids)
-    if not evidence:
-        return None
-    top = set(_top(retrieved_ids, k))
-    return sum(e in top for e in evidence) / len(evidence)
-
-
-def hit_at_k(
-    retrieved_ids: Sequence[Hashable], evidence_ids: Iterable[Hashable], k: int | None = None
-) -> float | None:
-    """1.0 if any evidence id is among the first ``k`` retrieved ids, else 0.0; ``None`` if no evidence."""
-    evidence = _unique(evidence_ids)
-    if not evidence:
-        return None
-    top = set(_top(retrieved_ids, k))
-    return float(any(e in top for e in evidence))
-
-
-_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
-
-
-def locomo_session_of(dia_id: str) -> int | None:
-    """The session number of a LoCoMo dialogue id (``"D3:12"`` -> 3); ``None`` if malformed (``"D"``)."""
-    m = _DIA_ID.match(str(dia_id).strip())
-    return int(m.group(1)) if m else None
-
-
-def session_recall_at_k(
-    retrieved_ids: Sequence[Hashable],
-    evidence_ids: Iterable[Hashable],
-    session_of: Mapping[Hashable, Hashable] | Callable[[Hashable], Hashable | None],
-    k: int | None = None,
-) -> float | None:
-    """Like :func:`recall_at_k`, but an evidence id counts as found when its *session* was retrieved.
-
-    ``session_of`` maps an id (retrieved or evidence) to its session, as a mapping or a function (e.g.
-    :func:`locomo_session_of`). Retrieved ids without a session are ignored; evidence ids without one
-    are dropped (malformed evidence). As in the official script, recall is per evidence id (two evidence
-    turns from one session weigh twice); ``None`` if no evidence id is left.
-    """
-    lookup = session_of.get if isinstance(session_of, Mapping) else session_of
-    evidence_sessions = [s for s in (lookup(e) for e in _unique(evidence_ids)) if s is not None]
-    if not evidence_sessions:
-        return None
-    top_sessions = {s for s in (lookup(r) for r in _top(retrieved_ids, k)) if s is not None}
-    return sum(s in top_sessions for s in evidence_sessions) / len(evidence_sessions)
 
 
 # ----------------------------------------------------------------------------------------------------

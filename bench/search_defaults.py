@@ -85,6 +85,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     n_questions: dict[str, int] = {}
     try:
         for name, cfg in grid(base):
+            if args.only and not any(o in name for o in args.only):
+                continue
             res: dict[str, Any] = {}
             for ds, convs in datasets.items():
                 report = await aevaluate(convs, dataclasses.replace(cfg, dataset=ds), memory=memory,
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embed-cache", default=None, help="embedding cache file (re-runs embed nothing)")
     p.add_argument("--locomo-split", default="train", choices=("train", "test", "all"))
     p.add_argument("--locomo-conv", nargs="*", help="LoCoMo conversation ids instead of a split")
+    p.add_argument("--only", nargs="*", help="run only the settings whose name contains one of these")
     args = p.parse_args(argv)
     out = asyncio.run(run(args))
     print(markdown(out))

@@ -58,6 +58,8 @@ _LOCOMO_DATE = re.compile(
 _SLASH_DATE = re.compile(r"\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*")
 # PerLTQA: "May 12, 2022"
 _MONTH_DAY_YEAR = re.compile(r"\s*([A-Za-z]+)\.?\s+(\d{1,2}),?\s+(\d{4})\s*")
+# LoCoMo's event summaries and format_date without a time: "8 May, 2023", "8 May 2023"
+_DAY_MONTH_YEAR = re.compile(r"\s*(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*")
 
 
 def _build(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime | None:
@@ -86,6 +88,10 @@ def _parse(text: str) -> datetime | None:
         return _build(int(year), int(month), int(day), int(hour or 0), int(minute or 0))
     if m := _MONTH_DAY_YEAR.fullmatch(text):
         month, day, year = m.groups()
+        mon = _MONTHS.get(month.lower())
+        return None if mon is None else _build(int(year), mon, int(day))
+    if m := _DAY_MONTH_YEAR.fullmatch(text):
+        day, month, year = m.groups()
         mon = _MONTHS.get(month.lower())
         return None if mon is None else _build(int(year), mon, int(day))
     try:  # ISO-like: "2022-05-12 10:00", "2022-05-12"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from memrl.datetimes import DATE_KEYS, shown_date
+from memrl.datetimes import DATE_KEYS, parse_date, shown_date
 from memrl.memory.types import MemoryItem
 
 __all__ = ["READER_KEYS", "shown_text"]
@@ -25,11 +25,22 @@ __all__ = ["READER_KEYS", "shown_text"]
 READER_KEYS = ("text", *DATE_KEYS)
 
 _DATED = re.compile(r"^\[[^\]]*\d{4}[^\]]*\]")
+_DATE_PREFIX = re.compile(r"^([^:\[\]]{6,40}?):\s")  # "8 May, 2023: Caroline went ..." (MemBuilder's episodes)
+
+
+def _dated(content: str) -> bool:
+    """Whether ``content`` starts with its own date: bracketed (``[8 May 2023] ...``) or as the prefix
+    ``8 May, 2023: ...`` that MemBuilder's episodic memories carry."""
+    if _DATED.match(content):
+        return True
+    m = _DATE_PREFIX.match(content)
+    return bool(m) and parse_date(m.group(1)) is not None
 
 
 def shown_text(item: MemoryItem) -> str:
     """The line a reader reads for ``item``: ``[date] text``, the date left out when the text already
-    starts with a bracketed date (builders that write it into the content) or the metadata holds none."""
+    starts with its date (bracketed, or ``8 May, 2023: ...``: builders that write it into the content) or
+    the metadata holds none."""
     content = " ".join(str(item.metadata.get("text") or item.content).split())
-    date = None if _DATED.match(content) else shown_date(item.metadata)
+    date = None if _dated(content) else shown_date(item.metadata)
     return f"[{date}] {content}" if date else content

@@ -1,0 +1,35 @@
+"""bench/search_defaults.py on real data (one LoCoMo conversation and LongMemEval part A) with the hashing
+embedder: every setting's margin is its hybrid recall against the better of its own dense and BM25 lists,
+the best setting is the one with the largest worst margin, and the last line is the JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+import search_defaults  # noqa: E402
+from conftest import shared_data_dir  # noqa: E402
+
+
+def test_search_defaults_on_real_data(capsys):
+    data = shared_data_dir()
+    if data is None or not (data / search_defaults.LONGMEMEVAL_PART_A).is_file():
+        pytest.skip("LoCoMo / LongMemEval part A not found beside the repository")
+    search_defaults.main(["--data-dir", str(data), "--embedder", "hashing", "--locomo-conv", "conv-26",
+                          "--only", "defaults (", "convex 0.6"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out["settings"]) == {"defaults (convex 0.3/0.7)", "convex 0.6/0.4"}
+    assert out["n_questions"] == {"locomo": 152, "longmemeval": 47}
+    for r in out["settings"].values():
+        for ds in ("locomo", "longmemeval"):
+            m = r[ds]
+            assert m["margin"] == pytest.approx(m["hybrid"] - max(m["dense"], m["bm25"]), abs=2e-4)
+        assert r["min_margin"] == min(r["locomo"]["margin"], r["longmemeval"]["margin"])
+    best = max(out["settings"].values(), key=lambda r: (r["min_margin"], r["mean_hybrid"]))
+    assert out["settings"][out["best"]] == best

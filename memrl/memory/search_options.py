@@ -31,7 +31,9 @@ class SearchOptions:
       list's candidates, missing = 0).
     - ``speaker_boost``: when the query names exactly one of the values of metadata ``speaker_key`` found
       among the candidates (whole word, any case), that speaker's items get ``speaker_boost`` times the
-      best candidate's score added. Questions about a person are mostly answered by what they said.
+      best candidate's score added. Questions about a person are mostly answered by what they said. A
+      question in the first person ("How often do I ...?") is about the speaker called ``user`` when the
+      candidates have one (a user/assistant chat; :func:`memrl.memory.query.speakers_meant`).
     - ``strip_speaker``: when the query names exactly one of the namespace's speakers, BM25 runs without
       the name (every item of theirs carries it, so it matches everything they said; the speaker prior
       does that job).

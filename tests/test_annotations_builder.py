@@ -107,8 +107,10 @@ async def test_memrl_eval_builds_without_the_model_and_answers_with_it(tmp_path)
     assert b["sessions"] == len(SAMPLE.sessions) and b["llm_calls"] == 0 and b["tokens_per_session"] == 0
     memory = AsyncMemory(str(cfg.out / "memory.db"), embedder="hashing")
     try:
-        types = {i.type.value for i in await memory.list(namespace=f"{SAMPLE.id}@annotations")}
-        assert types == {"episodic", "semantic"}
+        items = await memory.list(namespace=f"{SAMPLE.id}@annotations")
+        assert {i.type.value for i in items} == {"episodic", "semantic"}
+        # every stored item was one applied ADD (besides the core memory's writes)
+        assert b["actions_applied"] >= len(items) > 0
     finally:
         await memory.close()
 

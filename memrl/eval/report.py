@@ -136,7 +136,8 @@ def summarize(
         "completion_tokens": sum(b.get("completion_tokens", 0) for b in sessions),
         "seconds": round(sum(b.get("seconds", 0.0) for b in sessions), 2),
         "failures": sum(len(b.get("failures", [])) for b in sessions),
-        "memories": sum(b.get("stats", {}).get("memories", 0) for b in memories),
+        "memories": sum(b.get("stats", {}).get("memories", 0) for b in memories),  # the data set's own
+        "actions_applied": sum(b.get("stats", {}).get("actions_applied", 0) for b in sessions),
     }
     updates = [b for b in builds if b.get("session") == "update"]
     if updates:
@@ -210,7 +211,8 @@ def markdown(s: dict[str, Any]) -> str:
     if b["sessions"]:
         lines.append(
             f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
-            f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} failures"
+            f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} failures, "
+            f"{b.get('actions_applied', 0)} memory actions applied"
         )
     u = s.get("update")
     if u:

@@ -25,7 +25,9 @@ __all__ = ["READER_KEYS", "shown_text"]
 READER_KEYS = ("text", *DATE_KEYS)
 
 _DATED = re.compile(r"^\[[^\]]*\d{4}[^\]]*\]")
-_DATE_PREFIX = re.compile(r"^([^:\[\]]{6,40}?):\s")  # "8 May, 2023: Caroline went ..." (MemBuilder's episodes)
+_DATE_PREFIX = re.compile(
+    r"^([^:\[\]]{6,40}?):\s"
+)  # "8 May, 2023: Caroline went ..." (MemBuilder's episodes)
 
 
 def _dated(content: str) -> bool:

@@ -211,7 +211,7 @@ class QAEvaluation:
                 row: dict[str, Any] = {
                     "question_id": q.id, "conversation": conv.id, "category": q.category,
                     "category_id": q.category_id, "question": q.question, "answers": list(q.answers),
-                    "evidence": list(q.evidence), **res.to_dict(),
+                    "evidence": list(q.evidence), "answerable": q.answerable, **res.to_dict(),
                 }  # fmt: skip
                 if res.prediction is not None:
                     row.update(score(conv, q, res.prediction))
@@ -228,7 +228,7 @@ class QAEvaluation:
         async def judge(row: dict[str, Any]) -> None:
             assert self.judge is not None
             j = await judge_answer(self.judge, row["question"], (row["answers"] or [""])[0], row["prediction"],
-                                   question_type=row["category"])  # fmt: skip
+                                   question_type=judge_rule(row))  # fmt: skip
             row.update(judge=j.label, judge_reasoning=j.reasoning, judge_error=j.error)
 
         async def again(row: dict[str, Any]) -> None:
@@ -275,6 +275,15 @@ class QAEvaluation:
         summary["wall_time_s"] = round(time.perf_counter() - t0, 2)
         write_report(self.out, summary)
         return summary
+
+
+def judge_rule(row: dict[str, Any]) -> str:
+    """The judge's rule for a prediction row: its category's (LongMemEval's question types, LoCoMo's
+    adversarial), except that a question with no answer in the conversation (LongMemEval's ``_abs`` ids,
+    whatever their type) is judged as an abstention, as LongMemEval's judge does."""
+    if row.get("answerable") is False and row["category"] != "adversarial":
+        return "abstention"
+    return row["category"]
 
 
 def run_qa_eval(cfg: QAEvalConfig, **kw: Any) -> dict[str, Any]:

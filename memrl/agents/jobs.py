@@ -179,11 +179,17 @@ class JobRunner:
             return True
         host, _, rest = job.owner.partition(":")
         pid = rest.partition(":")[0]
+        silent = job.heartbeat_at is None or job.heartbeat_at < time.time() - self.config.stale_after
         if host == _HOST and pid.isdigit():
             if int(pid) == os.getpid():
                 return job.owner not in _LIVE_OWNERS
-            return not _pid_alive(int(pid))
-        return job.heartbeat_at is None or job.heartbeat_at < time.time() - self.config.stale_after
+            # its pid tells (a long model call may delay a heartbeat); a pid reused by another program
+            # after a crash is caught by a silence ten times the limit
+            long_silent = (
+                job.heartbeat_at is None or job.heartbeat_at < time.time() - 10 * self.config.stale_after
+            )
+            return not _pid_alive(int(pid)) or long_silent
+        return silent
 
     def _reap(self) -> list[str]:
         failed = self.table.reap(self._dead)

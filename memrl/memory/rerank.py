@@ -45,6 +45,7 @@ class _Layout:
     whose text has been read (cached until the namespace changes)."""
 
     generation: int
+    collapse: str | None = None  # the collapse key the units were read with (SearchOptions.collapse)
     neighbours: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
     rids: dict[Any, list[int]] = field(default_factory=dict)
     spans: dict[Any, list[Span]] = field(default_factory=dict)
@@ -60,12 +61,14 @@ class Rescorer:
     def forget(self, ns: str) -> None:
         self._layouts.pop(ns, None)
 
-    def layout(self, ns: str, facts: dict[int, tuple[Any, ...]]) -> _Layout:
+    def layout(self, ns: str, facts: dict[int, tuple[Any, ...]], collapse: str | None = None) -> _Layout:
+        """The namespace's units and their neighbours, cached until the namespace changes or a search
+        collapses by another key (the units differ)."""
         gen = self.index.store.generation(ns)
         lay = self._layouts.get(ns)
-        if lay is not None and lay.generation == gen:
+        if lay is not None and lay.generation == gen and lay.collapse == collapse:
             return lay
-        lay = self._layouts[ns] = _Layout(gen)
+        lay = self._layouts[ns] = _Layout(gen, collapse)
         order: dict[Any, list[Any]] = {}
         for rid in sorted(facts):
             unit, _, session = facts[rid][:3]
@@ -123,7 +126,7 @@ class Rescorer:
         """``fused`` after the date-fit prior, the window view and the reranker that ``opts`` turn on."""
         if not fused:
             return fused
-        lay = self.layout(ns, facts)
+        lay = self.layout(ns, facts, opts.collapse)
         top = max(fused.values())
         scale = top if top > 0 else 1.0
         out = dict(fused)

@@ -159,6 +159,7 @@ class NamespaceTerms:
 
     generation: int
     tagger: str
+    keys: tuple[str | None, str | None] = (None, None)  # (collapse, speaker_key) the units were read with
     seq: int = 0
     unit_of: dict[int, Any] = field(default_factory=dict)  # rid -> unit key
     units: dict[Any, Unit] = field(default_factory=dict)
@@ -222,8 +223,9 @@ class TermIndex:
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
         gen = self.store.generation(ns)
         cache = self._cache.get(ns)
-        if cache is None or cache.generation != gen or cache.tagger != tagger:
-            cache = self._cache[ns] = NamespaceTerms(gen, tagger)
+        keys = (collapse, speaker_key)  # other keys, other units: a search with other options rebuilds
+        if cache is None or cache.generation != gen or cache.tagger != tagger or cache.keys != keys:
+            cache = self._cache[ns] = NamespaceTerms(gen, tagger, keys)
         path = [self.store.json_key(k) for k in (collapse, speaker_key)]
         j = self.store.json_raw("metadata")
         rows = self.store.read(

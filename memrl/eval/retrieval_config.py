@@ -82,6 +82,10 @@ class RetrievalConfig:
     diversity: float = option(
         _S.diversity, "each result already picked from a session lowers that session's others by this share"
     )
+    aggregate_diversity: float = option(
+        _S.aggregate_diversity,
+        "diversity for questions that gather facts (How many, total, different, all the)",
+    )
     session_boost: float = option(
         _S.session_boost,
         "add this share of the best score times the turn's session's share of the candidates' score",
@@ -184,6 +188,7 @@ class RetrievalConfig:
             "date_boost": self.date_boost,
             "strip_speaker": self.strip_speaker,
             "diversity": self.diversity,
+            "aggregate_diversity": self.aggregate_diversity,
             "time_boost": self.time_boost,
             "prf_docs": self.prf_docs,
             "prf_terms": self.prf_terms,

@@ -75,6 +75,17 @@ def asks_when(query: str) -> bool:
     return _ASKS_WHEN.search(query) is not None
 
 
+_AGGREGATES = re.compile(
+    r"\b(how many|how much|in total|total|different|all the|every|each of|so far)\b", re.IGNORECASE
+)
+
+
+def asks_aggregate(query: str) -> bool:
+    """Whether the query gathers several facts ("How many doctors did I visit?", "the total amount I
+    spent", "all the books"): its evidence tends to lie in several sessions."""
+    return _AGGREGATES.search(query) is not None
+
+
 def named_in(query: str, names: Iterable[str]) -> set[str]:
     """The ``names`` that occur in ``query`` as whole words, ignoring case ("Caroline's" names Caroline)."""
     low = query.lower()

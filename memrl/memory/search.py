@@ -27,7 +27,7 @@ from memrl.memory.expand import session_prior, session_scores, spread
 from memrl.memory.fusion import STOPWORDS, TOKEN, convex, fts_query, rrf, strip_question_words
 from memrl.memory.indexing import fact
 from memrl.memory.lexical import LexicalIndexes, bm25_top
-from memrl.memory.query import Facts, apply_priors, asks_abstract, diversify, named_in
+from memrl.memory.query import Facts, apply_priors, asks_abstract, asks_aggregate, diversify, named_in
 from memrl.memory.rerank import Rescorer
 from memrl.memory.search_options import PLAIN, Fusion, SearchMode, SearchOptions
 from memrl.memory.store import Store
@@ -254,7 +254,11 @@ class SearchIndex(DenseIndexes):
         )
         facts = (
             self._facts(ns, opts)
-            if opts.collapse or boosted or opts.diversity > 0 or opts.strip_speaker
+            if opts.collapse
+            or boosted
+            or opts.diversity > 0
+            or opts.aggregate_diversity > 0
+            or opts.strip_speaker
             else None
         )
         q.info = facts.of if facts is not None else {}
@@ -377,9 +381,8 @@ class SearchIndex(DenseIndexes):
                 fused = {k: s for k, s in fused.items() if dense_score.get(rep[k], -1.0) >= opts.threshold}
 
         best = sorted(fused.items(), key=lambda kv: (-kv[1], rep[kv[0]]))
-        if opts.diversity > 0 and best:
-            best = diversify(
-                best, {k: Facts(*info.get(rep[k], ())) for k, _ in best}, opts.top_k, opts.diversity
-            )
+        diversity = opts.diversity or (opts.aggregate_diversity if asks_aggregate(query) else 0.0)
+        if diversity > 0 and best:
+            best = diversify(best, {k: Facts(*info.get(rep[k], ())) for k, _ in best}, opts.top_k, diversity)
         best = best[: opts.top_k]
         return [rep[k] for k, _ in best], best, dense_score, dense_c, bm25_c

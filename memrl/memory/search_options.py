@@ -94,6 +94,7 @@ class SearchOptions:
     question_words: bool = True
     abstract_weights: tuple[float, float] | None = None
     diversity: float = 0.0
+    aggregate_diversity: float = 0.0  # ``diversity`` for questions that gather facts (asks_aggregate)
     prf_docs: int = 0
     prf_terms: int = 8
     prf_weight: float = 0.3

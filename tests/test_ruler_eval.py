@@ -205,3 +205,21 @@ def test_help_lists_the_tasks(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for task in ("niah_single_1", "niah_multikey_3", "niah_multiquery", "vt", "cwe", "fwe", "qa_2"):
         assert task in text
+
+
+async def test_lengths_in_the_offline_models_tokens(tmp_path):
+    """``--tokenizer model`` with a non-local model counts in the offline SmolLM2's tokenizer (loaded without
+    its weights): every item's prompt is within its target in those tokens, and filled to near it."""
+    from transformers import AutoTokenizer
+
+    from memrl.llm.hf_models import ensure_local_model
+
+    cfg = config(tmp_path, task=("niah_single_1", "vt"), lengths=("1k",), tokenizer="model", reader=("full",))
+    summary = await RulerEvaluation(cfg, llm=ScriptedLLM(oracle), progress=False).run()
+    assert summary["n_failed"] == 0 and {c["score"] for c in summary["cells"]} == {100.0}
+    tok = AutoTokenizer.from_pretrained(ensure_local_model(None))
+    items = [json.loads(line) for f in (tmp_path / "run" / "data").glob("*.jsonl") for line in f.open()]
+    assert len(items) == 4
+    for it in items:
+        n = len(tok.encode(f"{it['intro']}\n\n{it['context']}\n\n{it['query']}", add_special_tokens=False))
+        assert n == it["prompt_tokens"] and 0.8 * 1024 <= n <= 1024 - it["tokens_to_generate"], (it["id"], n)

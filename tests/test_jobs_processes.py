@@ -123,6 +123,8 @@ async def test_another_hosts_job_is_failed_only_when_its_heartbeat_is_stale(db_p
         stale, _ = runner.table.create("bob", "remember", {"messages": MESSAGES, "agent": "raw"})
         for job, owner in ((fresh, "elsewhere:123:x"), (stale, "elsewhere:456:y")):
             assert runner.table.claim(job.id, "__job__/" + job.id, owner, dead=lambda j: True) == "claimed"
+        for job in (fresh, stale):  # their processes had written into their clones
+            await memory.add("half-written", user_id="__job__/" + job.id)
         with memory.store.transaction() as c:  # bob's process stopped beating 5 s ago; alice's beats
             c.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (time.time() - 5, stale.id))
         assert await runner.start() == [stale.id]
@@ -137,6 +139,7 @@ async def test_another_hosts_job_is_failed_only_when_its_heartbeat_is_stale(db_p
         assert runner.get(fresh.id).status == "failed" and "interrupted" in runner.get(fresh.id).error
         assert queued.status == "succeeded", queued.error
         assert await memory.count(user_id="alice") == len(queued.result["events"]) > 0
+        assert [n["name"] for n in await memory.namespaces()] == ["alice"]  # both dead jobs' clones dropped
     finally:
         await runner.close()
         await memory.close()

@@ -290,7 +290,12 @@ class JobRunner:
         try:
             async with self._locks.setdefault(job.namespace, asyncio.Lock()):
                 while True:  # another process may run a job of this namespace: wait for it
-                    state = self.table.claim(job.id, scratch_name(job.id), self.owner, dead=self._dead)
+                    dead: list[Job] = []
+                    state = self.table.claim(
+                        job.id, scratch_name(job.id), self.owner, dead=self._dead, failed=dead
+                    )
+                    for gone in dead:  # a dead process's job held the namespace: its clone goes too
+                        self._drop(gone)
                     if state == "gone":  # cancelled, or claimed by another process
                         return
                     if state == "claimed":

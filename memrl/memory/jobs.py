@@ -226,14 +226,23 @@ class JobTable:
             (namespace, kind),
         )[0][0]
 
-    def claim(self, job_id: str, scratch: str, owner: str, *, dead: Callable[[Job], bool]) -> str:
+    def claim(
+        self,
+        job_id: str,
+        scratch: str,
+        owner: str,
+        *,
+        dead: Callable[[Job], bool],
+        failed: list[Job] | None = None,
+    ) -> str:
         """Start a queued job for process ``owner``, if no other job of its namespace runs: ``"claimed"``,
         ``"busy"`` (another job of the namespace runs, in this or another process; try again later) or
         ``"gone"`` (the job is no longer queued: another process took it, or it was cancelled).
 
         Checked and written in one write transaction of the namespace, so two processes on one store never
         run two jobs of a namespace at once. A running job whose process is ``dead`` does not hold the
-        namespace: it is failed here (its clone is the caller's to drop, see :meth:`reap`)."""
+        namespace: it is failed here and added to ``failed`` (its clone is the caller's to drop, as with
+        :meth:`reap`)."""
         job = self.get(job_id)
         with self.store.transaction(job.namespace) as c:
             row = c.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -250,6 +259,8 @@ class JobTable:
                 return "busy"
             for r in running:
                 self._fail_dead(c, r)
+                if failed is not None:
+                    failed.append(r)
             now = time.time()
             c.execute(
                 "UPDATE jobs SET status = 'running', scratch = ?, started_at = ?, owner = ?, heartbeat_at = ? "

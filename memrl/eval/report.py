@@ -193,7 +193,7 @@ def markdown(s: dict[str, Any]) -> str:
             if s.get("accuracy") is not None
             else []
         ),
-        f"- F1 (official metric; adversarial excluded): **{pct(s['f1'])}** "
+        f"- F1 ({_f1_label(s)}): **{pct(s['f1'])}** "
         f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
         f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])} (share of the evidence turns "
         "cited by the memories retrieved; memories that cite a whole session count at session granularity)",
@@ -295,3 +295,12 @@ def plot(path: Path, s: dict[str, Any]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _f1_label(s: dict[str, Any]) -> str:
+    """What the F1 line is: LoCoMo's official metric, or, on LongMemEval (whose metric is a judge's
+    accuracy), token F1 beside it."""
+    if s["dataset"] == "longmemeval":
+        judged = "the judge's accuracy below" if s.get("judge_accuracy") is not None else "--judge-model"
+        return f"token F1; LongMemEval's official metric is an LLM judge's accuracy: {judged}"
+    return "official metric; adversarial excluded"

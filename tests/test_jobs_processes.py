@@ -60,59 +60,55 @@ async def _running(memory: AsyncMemory, ns: str) -> int:
     return rows[0][0]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
-async def test_two_processes_never_run_two_jobs_of_a_namespace_at_once(db_path):
+@pytest.fixture
+async def two_processes(db_path):
+    """A gated model and two runners, each with its own connection to one store (two processes)."""
     model = GatedModel()
     mem_a, mem_b = await _open(db_path), await _open(db_path)
     a = JobRunner(mem_a, model.llm("a"), FAST)
     b = JobRunner(mem_b, model.llm("b"), FAST)
-    try:
-        ja, _ = await a.submit("alice", "remember", {"messages": MESSAGES})
-        await asyncio.sleep(0.3)
-        assert a.get(ja.id).status == "running"
-        jb, _ = await b.submit("alice", "remember", {"messages": MESSAGES})  # B's start must not fail A's job
-        jc, _ = await b.submit("carol", "remember", {"messages": MESSAGES})
-        for _ in range(10):  # B polls while A holds alice; carol is free
-            await asyncio.sleep(0.05)
-            assert await _running(mem_a, "alice") == 1
-        assert b.get(jb.id).status == "queued" and b.get(jc.id).status == "running"
-        assert a.get(ja.id).status == "running"  # B's heartbeats and start left it alone: A is alive
-        model.gate.set()
-        ja, jb, jc = await a.wait(ja.id, 20), await b.wait(jb.id, 20), await b.wait(jc.id, 20)
-        assert ja.status == jb.status == jc.status == "succeeded", (ja.error, jb.error, jc.error)
-        assert ja.started_at < ja.finished_at <= jb.started_at  # one after the other
-        # the second job saw the first one's memory: it is session 2 of alice
-        assert jb.result["stats"]["session"] == 2
-        contents = {m.content for m in await mem_a.list(user_id="alice")}
-        assert {"episodic fact from a", "episodic fact from b"} <= contents
-    finally:
-        await a.close()
-        await b.close()
-        await mem_a.close()
-        await mem_b.close()
+    yield model, a, b, mem_a
+    await a.close()
+    await b.close()
+    await mem_a.close()
+    await mem_b.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
-async def test_a_job_cancelled_from_another_process_is_not_applied(db_path):
-    model = GatedModel()
-    mem_a, mem_b = await _open(db_path), await _open(db_path)
-    a = JobRunner(mem_a, model.llm("a"), FAST)
-    b = JobRunner(mem_b, model.llm("b"), FAST)
-    try:
-        job, _ = await a.submit("alice", "remember", {"messages": MESSAGES})
-        await asyncio.sleep(0.3)
-        assert a.get(job.id).status == "running"
-        assert (await b.cancel(job.id)).status == "cancelled"
-        model.gate.set()  # A's agents finish now; its heartbeat or its commit finds the job cancelled
-        job = await a.wait(job.id, 10)
-        assert job.status == "cancelled" and job.batch is None
-        assert await mem_a.count(user_id="alice") == 0
-        assert [n["name"] for n in await mem_a.namespaces()] == []  # its scratch clone is gone too
-    finally:
-        await a.close()
-        await b.close()
-        await mem_a.close()
-        await mem_b.close()
+async def test_two_processes_never_run_two_jobs_of_a_namespace_at_once(two_processes):
+    model, a, b, mem_a = two_processes
+    ja, _ = await a.submit("alice", "remember", {"messages": MESSAGES})
+    await asyncio.sleep(0.3)
+    assert a.get(ja.id).status == "running"
+    jb, _ = await b.submit("alice", "remember", {"messages": MESSAGES})  # B's start must not fail A's job
+    jc, _ = await b.submit("carol", "remember", {"messages": MESSAGES})
+    for _ in range(10):  # B polls while A holds alice; carol is free
+        await asyncio.sleep(0.05)
+        assert await _running(mem_a, "alice") == 1
+    assert b.get(jb.id).status == "queued" and b.get(jc.id).status == "running"
+    assert a.get(ja.id).status == "running"  # B's heartbeats and start left it alone: A is alive
+    model.gate.set()
+    ja, jb, jc = await a.wait(ja.id, 20), await b.wait(jb.id, 20), await b.wait(jc.id, 20)
+    assert ja.status == jb.status == jc.status == "succeeded", (ja.error, jb.error, jc.error)
+    assert ja.started_at < ja.finished_at <= jb.started_at  # one after the other
+    # the second job saw the first one's memory: it is session 2 of alice
+    assert jb.result["stats"]["session"] == 2
+    contents = {m.content for m in await mem_a.list(user_id="alice")}
+    assert {"episodic fact from a", "episodic fact from b"} <= contents
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+async def test_a_job_cancelled_from_another_process_is_not_applied(two_processes):
+    model, a, b, mem_a = two_processes
+    job, _ = await a.submit("alice", "remember", {"messages": MESSAGES})
+    await asyncio.sleep(0.3)
+    assert a.get(job.id).status == "running"
+    assert (await b.cancel(job.id)).status == "cancelled"
+    model.gate.set()  # A's agents finish now; its heartbeat or its commit finds the job cancelled
+    job = await a.wait(job.id, 10)
+    assert job.status == "cancelled" and job.batch is None
+    assert await mem_a.count(user_id="alice") == 0
+    assert [n["name"] for n in await mem_a.namespaces()] == []  # its scratch clone is gone too
 
 
 async def test_another_hosts_job_is_failed_only_when_its_heartbeat_is_stale(db_path):

@@ -37,7 +37,15 @@ LONGMEMEVAL_PART_A = "longmemeval/longmemeval_oracle_part_a.json"
 def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     """The settings compared: today's defaults, then fusion weights and kinds, then the priors off."""
     rep = dataclasses.replace
-    out = [("defaults (convex 0.3/0.7)", base)]
+    out = [
+        ("defaults (convex 0.3/0.7)", base),
+        (
+            "before: spreading from 20 seeds on any store, no aggregate diversity",
+            rep(base, spread_seed_share=1.0, aggregate_diversity=0.0),
+        ),
+        ("defaults, spreading from 20 seeds on any store", rep(base, spread_seed_share=1.0)),
+        ("defaults, no aggregate diversity", rep(base, aggregate_diversity=0.0)),
+    ]
     for w in (0.4, 0.5, 0.6, 0.7):
         out.append((f"convex {w:.1f}/{1 - w:.1f}", rep(base, dense_weight=w, bm25_weight=round(1 - w, 2))))
     out.append(("rrf k=60 1/1", rep(base, fusion="rrf", dense_weight=1.0, bm25_weight=1.0)))

@@ -1,4 +1,4 @@
-"""Session diversity for questions that gather facts (``aggregate_diversity``, off by default): a "How many"
+"""Session diversity for questions that gather facts (``aggregate_diversity``, 0.1 by default): a "How many"
 question's evidence lies in several sessions, so each hit picked from a session lowers that session's
 others. Real SQLite store, deterministic embedder."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 from memrl.memory.embedders import HashingEmbedder
 from memrl.memory.facade import AsyncMemory
 from memrl.memory.query import asks_aggregate
+from memrl.memory.search_options import PLAIN, SearchOptions
 from memrl.memory.store import NewItem
 
 
@@ -27,10 +28,11 @@ async def test_a_gathering_question_reaches_a_second_session(db_path):
         NewItem("a skin doctor looked at my rash", "episodic", {"session": 2}, session="2"),
     ])  # fmt: skip
     q = "How many doctors did I visit?"
-    plain = await m.search(q, mode="bm25", top_k=2)
+    plain = await m.search(q, mode="bm25", top_k=2, aggregate_diversity=0.0)
     spread = await m.search(q, mode="bm25", top_k=2, aggregate_diversity=0.5)
     single = await m.search("Which doctor did I visit?", mode="bm25", top_k=2, aggregate_diversity=0.5)
     await m.close()
     assert {h.item.session for h in plain} == {"1"}  # the session that repeats the words fills the top 2
     assert {h.item.session for h in spread} == {"1", "2"}
     assert {h.item.session for h in single} == {"1"}  # a question that gathers nothing is left alone
+    assert SearchOptions().aggregate_diversity == 0.1 and PLAIN["aggregate_diversity"] == 0.0

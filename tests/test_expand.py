@@ -79,6 +79,23 @@ def test_spread_reaches_a_turn_that_shares_an_entity_only():
     assert spread(nt, {"seed": 1.0}, weight=0.0) == {"seed": 1.0}
 
 
+def test_spread_seeds_are_a_share_of_a_small_store():
+    # 20 units: the 10 best candidates are half the store; a weak candidate's entity reaches an unrelated
+    # unit when every candidate seeds, not when the seeds are capped to a share of the units
+    nt = _terms({
+        "best": ("1", "Ann: we camped at Lake Tahoe"), "tahoe": ("2", "Ann: Lake Tahoe in winter"),
+        "weak": ("3", "Bob: the Smiths called"), "smiths": ("4", "Bob: dinner with the Smiths"),
+        **{f"x{i}": ("5", f"Bob: filler {i}") for i in range(16)},
+    })  # fmt: skip
+    fused = {"best": 1.0, "weak": 0.1, **{f"x{i}": 0.05 for i in range(8)}}
+    every = spread(nt, fused, weight=0.5, seeds=10, max_share=0.1, seed_share=1.0)
+    assert every.get("smiths", 0.0) > 0 and every["tahoe"] > 0
+    capped = spread(nt, fused, weight=0.5, seeds=10, max_share=0.1, seed_share=0.06)  # 1 seed of 20 units
+    assert "smiths" not in capped and capped["tahoe"] == pytest.approx(0.5)
+    # a large store keeps the configured number of seeds
+    assert spread(nt, fused, weight=0.5, seeds=10, max_share=0.1, seed_share=0.5) == every
+
+
 async def test_search_two_stage_and_spread_follow_the_store(db_path):
     m = AsyncMemory(db_path, embedder=HashingEmbedder(64))
     await m.add_many([

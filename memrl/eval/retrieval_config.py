@@ -104,6 +104,9 @@ class RetrievalConfig:
     session_top: int = option(_S.session_top, "two-stage: how many of the best sessions get the prior")
     spread: float = option(_S.spread, "entity graph: weight of spreading activation from the first hits")
     spread_seeds: int = option(_S.spread_seeds, "entity graph: how many first hits activate their entities")
+    spread_seed_share: float = option(
+        _S.spread_seed_share, "entity graph: the seeds are at most this share of the turns (small stores)"
+    )
     spread_max_share: float = option(
         _S.spread_max_share, "entity graph: entities in more than this share of the turns are not links"
     )
@@ -201,6 +204,7 @@ class RetrievalConfig:
             "session_top": self.session_top,
             "spread": self.spread,
             "spread_seeds": self.spread_seeds,
+            "spread_seed_share": self.spread_seed_share,
             "spread_max_share": self.spread_max_share,
             "tagger": self.tagger,
             "date_fit": self.date_fit,

@@ -73,6 +73,7 @@ def spread(
     weight: float,
     seeds: int = 10,
     max_share: float = 0.05,
+    seed_share: float = 1.0,
 ) -> dict[Any, float]:
     """``fused`` plus spreading activation from its ``seeds`` best units over shared entities.
 
@@ -80,11 +81,15 @@ def spread(
     passes its activation times its idf to each unit naming it, split over them (so an entity in many
     units passes little to each). Entities in more than ``max_share`` of the units (or :data:`MAX_HOLDERS`),
     or in one unit only, are not links. Units reached that were not candidates join the ranking with the spread score alone. The
-    spread scores are scaled to ``weight`` x the best fused score."""
+    spread scores are scaled to ``weight`` x the best fused score.
+
+    The seeds are at most ``seed_share`` of the units (at least one): in a small store the ``seeds`` best
+    units are most of it, relevant or not, and what they activate is noise, not a reach beyond the hits."""
     if not fused or weight <= 0 or not nt.units:
         return dict(fused)
     n = len(nt.units)
     limit = min(max(2, int(max_share * n)), MAX_HOLDERS)
+    seeds = min(seeds, max(1, int(seed_share * n)))
     top = sorted(fused.items(), key=lambda kv: -kv[1])[:seeds]
     lo = min(v for _, v in top)
     span = (top[0][1] - lo) or 1.0

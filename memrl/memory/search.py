@@ -358,7 +358,12 @@ class SearchIndex(DenseIndexes):
                 fused = session_prior(fused, session_of, q.sessions, opts.session_stage, opts.session_top)
             if opts.spread > 0:
                 spread_out = spread(
-                    nt, fused, weight=opts.spread, seeds=opts.spread_seeds, max_share=opts.spread_max_share
+                    nt,
+                    fused,
+                    weight=opts.spread,
+                    seeds=opts.spread_seeds,
+                    max_share=opts.spread_max_share,
+                    seed_share=opts.spread_seed_share,
                 )
                 if opts.types or opts.filters:  # a reached unit may not pass them: re-score candidates only
                     spread_out = {k: v for k, v in spread_out.items() if k in fused}

@@ -19,7 +19,8 @@ class SearchOptions:
     """How a search runs. ``threshold`` is a minimum cosine similarity, applied in every mode.
 
     The defaults are the best settings measured on LoCoMo (``memrl eval retrieval --ablation``; knobs tuned on
-    conversations 0-4). ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights)
+    conversations 0-4), checked on LoCoMo's training conversations and LongMemEval part A together
+    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there). ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights)
     over 50 candidates per list, no collapsing, no priors.
 
     Retrieval features (each can be switched off, which gives the plain behaviour):
@@ -54,12 +55,14 @@ class SearchOptions:
     - ``diversity``: results are picked greedily; each already picked result from the same session
       lowers a candidate's score by ``diversity`` times the best score (questions that aggregate over
       the conversation have evidence in many sessions).
+    - ``aggregate_diversity``: ``diversity`` for the queries that gather facts only
+      (:func:`memrl.memory.query.asks_aggregate`: "How many...", "the total...", "all the...").
     - ``session_stage``: two-stage retrieval: sessions are ranked first (BM25 over each session's turns as
       one document, :func:`memrl.memory.expand.session_scores`); candidates of the ``session_top`` best
       sessions get ``session_stage`` times the best score, times their session's score over the best
       session's, added.
     - ``spread``: spreading activation over the entity graph (:func:`memrl.memory.expand.spread`): the
-      ``spread_seeds`` best candidates activate the entities they name (``tagger``: ``rule`` or ``spacy``),
+      ``spread_seeds`` best candidates (at most ``spread_seed_share`` of the units) activate the entities they name (``tagger``: ``rule`` or ``spacy``),
       which pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
       added (units reached that were not candidates join the ranking). With ``types`` or ``filters`` only
       candidates are re-scored.
@@ -94,7 +97,7 @@ class SearchOptions:
     question_words: bool = True
     abstract_weights: tuple[float, float] | None = None
     diversity: float = 0.0
-    aggregate_diversity: float = 0.0  # ``diversity`` for questions that gather facts (asks_aggregate)
+    aggregate_diversity: float = 0.1  # ``diversity`` for questions that gather facts (asks_aggregate)
     prf_docs: int = 0
     prf_terms: int = 8
     prf_weight: float = 0.3
@@ -103,6 +106,7 @@ class SearchOptions:
     session_top: int = 3
     spread: float = 0.2
     spread_seeds: int = 20
+    spread_seed_share: float = 0.06  # the seeds are at most this share of the namespace's units
     spread_max_share: float = 0.05
     tagger: str = "rule"
     date_fit: float = 0.1
@@ -124,6 +128,7 @@ PLAIN: dict[str, Any] = {
     "date_boost": 0.0,
     "time_boost": 0.0,
     "diversity": 0.0,
+    "aggregate_diversity": 0.0,
     "session_boost": 0.0,
     "session_stage": 0.0,
     "spread": 0.0,

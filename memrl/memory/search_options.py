@@ -20,8 +20,9 @@ class SearchOptions:
 
     The defaults are the best settings measured on LoCoMo (``memrl eval retrieval --ablation``; knobs tuned on
     conversations 0-4), checked on LoCoMo's training conversations and LongMemEval part A together
-    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there). ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights)
-    over 50 candidates per list, no collapsing, no priors.
+    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there).
+    ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights) over 50 candidates
+    per list, no collapsing, no priors.
 
     Retrieval features (each can be switched off, which gives the plain behaviour):
 
@@ -62,8 +63,9 @@ class SearchOptions:
       sessions get ``session_stage`` times the best score, times their session's score over the best
       session's, added.
     - ``spread``: spreading activation over the entity graph (:func:`memrl.memory.expand.spread`): the
-      ``spread_seeds`` best candidates (at most ``spread_seed_share`` of the units) activate the entities they name (``tagger``: ``rule`` or ``spacy``),
-      which pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
+      ``spread_seeds`` best candidates (at most ``spread_seed_share`` of the units: in a small store the
+      best 20 are most of it) activate the entities they name (``tagger``: ``rule`` or ``spacy``), which
+      pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
       added (units reached that were not candidates join the ranking). With ``types`` or ``filters`` only
       candidates are re-scored.
     - ``date_fit``, ``window``, ``rerank`` (``rerank_depth``): time-aware prior, window max-similarity
@@ -106,7 +108,7 @@ class SearchOptions:
     session_top: int = 3
     spread: float = 0.2
     spread_seeds: int = 20
-    spread_seed_share: float = 0.06  # the seeds are at most this share of the namespace's units
+    spread_seed_share: float = 0.125  # the seeds are at most this share of the namespace's units (1 in 8)
     spread_max_share: float = 0.05
     tagger: str = "rule"
     date_fit: float = 0.1

@@ -187,6 +187,8 @@ def test_sft_membuilder_with_a_validation_conversation_and_lora(tiny, tmp_path, 
     assert sft(tmp_path / "split", "--epochs", "1") == 0
     capsys.readouterr()
     assert sft(tmp_path / "split", "--epochs", "2", "--resume") == 0
+    resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert resumed["expert_reused"] and resumed["expert_trajectories"] == 6 * 4  # not built again
     a = LocalLLM(str(ckpt)).load().hf_model.parameters()
     b = LocalLLM(str(tmp_path / "split" / "checkpoint")).load().hf_model.parameters()
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a, b, strict=True))
@@ -211,3 +213,38 @@ def test_sft_membuilder_stops_at_max_steps(tiny, tmp_path, capsys):
     assert code == 0 and summary["steps"] == 1 and summary["examples"] == 4
     assert json.loads((out / "sft_summary.json").read_text())["steps"] == 1
     assert (out / "checkpoint" / "trainer_state.pt").is_file()
+
+
+def test_sft_membuilder_keeps_the_experts_trajectories_and_samples_its_losses(tiny, tmp_path, capsys):
+    """The expert's trajectories are built once per output folder (expert.jsonl) and read back by a resumed
+    run, or a run whose first try stopped before its first checkpoint; a resume with another selection is
+    refused; --loss-examples caps the examples the before/after loss is measured on; a damaged file is an
+    error that names it, never trained on."""
+    import shutil
+
+    def sft(out, *extra: str) -> tuple[int, dict | None, str]:
+        code = main(["train", "sft-membuilder", "--dataset", "sample", "--embedder", "hashing", "--model", tiny,
+                     "--batch-size", "2", "--output-dir", str(out), "--json", *extra])  # fmt: skip
+        cap = capsys.readouterr()
+        return code, json.loads(cap.out.strip().splitlines()[-1]) if code == 0 else None, cap.err
+
+    out = tmp_path / "sft"
+    code, first, _ = sft(out, "--sessions", "2", "--epochs", "1", "--loss-examples", "3")
+    assert code == 0 and not first["expert_reused"] and first["examples"] == 8 and first["loss_examples"] == 3
+    kept = (out / "expert.jsonl").read_text()
+    code, again, _ = sft(out, "--sessions", "2", "--epochs", "2", "--loss-examples", "0", "--resume")
+    assert code == 0 and again["expert_reused"] and again["examples"] == 8 and again["loss_examples"] == 8
+    assert (out / "expert.jsonl").read_text() == kept and again["steps"] == 8  # 2 epochs of 4 steps in all
+    code, _, err = sft(out, "--sessions", "1", "--epochs", "3", "--resume")
+    assert code == 1 and "another selection" in err
+    # a run stopped before its first checkpoint: the next try reads what its expert built
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(out / "expert.jsonl", fresh / "expert.jsonl")
+    code, summary, _ = sft(fresh, "--sessions", "2", "--max-steps", "1")
+    assert code == 0 and summary["expert_reused"] and summary["examples"] == 8
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "expert.jsonl").write_text(kept[:-40])
+    code, _, err = sft(damaged, "--sessions", "2")
+    assert code == 1 and "expert.jsonl: not a file of expert trajectories" in err

@@ -1,0 +1,293 @@
+"""``memrl train sft-membuilder``: MemBuilder's SFT stage, the local model fine-tuned on an expert's answers.
+
+    memrl train sft-membuilder --dataset locomo --conv-id conv-30 --output-dir runs/sft [--resume]
+    memrl train sft-membuilder --dataset locomo --split train --val-conv conv-49 --lora-rank 16 --lr 2e-4
+
+The expert's trajectories are built once per output folder and kept (``OUTPUT_DIR/expert.jsonl``, with what
+they were built from): a re-run or ``--resume`` with the same selection, expert and agent options reads them
+instead of building them again; any other selection builds afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from memrl.cli.common import add_conversation_args
+from memrl.cli.train_cmd import _conversations, add_split_guard, write_run_meta
+from memrl.config import add_arguments
+
+EXPERT_FILE = "expert.jsonl"
+
+
+def register_sft(tasks: argparse._SubParsersAction) -> None:
+    from memrl.train.sft import SFTConfig
+
+    p = tasks.add_parser(
+        "sft-membuilder",
+        help="MemBuilder: fine-tune the local model on an expert's answers (SFT before ADRPO)",
+    )
+    add_conversation_args(p)
+    p.add_argument(
+        "--all-conversations",
+        action="store_true",
+        help="every conversation of the data set's training split (all with --allow-eval-split)",
+    )
+    p.add_argument("--split", help="an original split (default: the training split, e.g. LoCoMo train)")
+    add_split_guard(p)
+    p.add_argument("--sessions", type=int, help="only the first N sessions of each conversation")
+    p.add_argument(
+        "--expert", default="annotations", choices=["annotations", "model"],
+        help="annotations: the data set's own (LoCoMo observations and events, offline); model: an LLM's replies",
+    )  # fmt: skip
+    p.add_argument("--expert-provider", default="openai", help="--expert model: its provider")
+    p.add_argument("--expert-model", help="--expert model: e.g. gpt-4.1 or a vLLM-served model")
+    p.add_argument("--base-url", help="--expert model: OpenAI-compatible server URL")
+    p.add_argument(
+        "--embedder", default="minilm", help="embedder of the scratch store the expert builds into"
+    )
+    p.add_argument(
+        "--model", help="the student: HF folder or hub id (default: offline SmolLM2-135M-Instruct)"
+    )
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    p.add_argument(
+        "--val-conv", action="append", default=[], metavar="ID",
+        help="leave this conversation of the selection out of the SFT examples and measure the loss on its "
+             "expert answers before training, after each epoch and at the end (OUTPUT_DIR/val.jsonl); "
+             "repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "--agent-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a field of MemBuilderConfig for the expert's run (the prompts the student learns from; with "
+             "--expert annotations, of the annotations builder's AnnotationsConfig: max_operations 10 and "
+             "core=sessions|first by default, so the targets are the memory `--builder annotations` "
+             "builds): give the same values to --builder-option when the student builds (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--output-dir", default="runs/sft")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+    p.add_argument(
+        "--max-steps", type=int, help="stop (with a checkpoint) after this many optimizer steps in all"
+    )
+    p.add_argument(
+        "--max-minutes", type=float,
+        help="stop (with a checkpoint, validated) after the first step that ends past this many minutes of training",
+    )  # fmt: skip
+    p.add_argument(
+        "--loss-examples", type=int, default=64,
+        help="measure the training loss (before and after) and each validation loss on at most this many "
+             "examples, a fixed seeded sample (0: all; a forward pass over every example of a long run costs "
+             "as much as a third of an epoch)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true")
+    add_arguments(p.add_argument_group("sft"), SFTConfig)
+    p.set_defaults(func=_sft_membuilder)
+
+
+def _sft_membuilder(args: argparse.Namespace) -> int:
+    import asyncio
+    import time
+
+    from memrl.agents.annotations import AnnotationsConfig
+    from memrl.agents.experts import annotation_expert
+    from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+    from memrl.config import from_args, parse_options
+    from memrl.errors import ConfigError
+    from memrl.llm import create_llm
+    from memrl.llm.local import LocalLLM
+    from memrl.memory.facade import AsyncMemory
+    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+
+    if args.expert == "model" and not args.expert_model:
+        raise ConfigError("--expert model needs --expert-model (and --base-url for a local server)")
+    t_start = time.perf_counter()
+    agent_cfg = parse_options(
+        AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig, args.agent_option
+    )
+    convs = _conversations(args)
+    unknown = set(args.val_conv) - {c.id for c in convs}
+    if unknown:
+        raise ConfigError(f"--val-conv {', '.join(sorted(unknown))}: not among the selected conversations")
+    if len(set(args.val_conv)) >= len(convs):
+        raise ConfigError("--val-conv leaves no conversation to train on")
+    write_run_meta(args, convs)
+    if args.val_conv:
+        meta = json.loads((Path(args.output_dir) / "run.json").read_text())
+        meta["validation_conversations"] = sorted(set(args.val_conv))
+        meta["conversations"] = [c for c in meta["conversations"] if c not in args.val_conv]
+        (Path(args.output_dir) / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    async def expert_trajectories() -> tuple[list, list, int]:
+        trajs, val, failures = [], [], 0
+        for conv in convs:
+            if args.expert == "annotations":
+                expert = annotation_expert(
+                    conv,
+                    max_items=agent_cfg.max_operations,
+                    max_chars=agent_cfg.max_item_chars,
+                    core=agent_cfg.core,
+                    interleave=True,
+                )
+            else:
+                kw = {"base_url": args.base_url} if args.base_url else {}
+                expert = create_llm(args.expert_provider, args.expert_model, **kw)
+            memory = AsyncMemory(":memory:", embedder=args.embedder)
+            try:
+                agent = MemBuilderAgent(expert, agent_cfg)
+                for session in conv.sessions[: args.sessions] if args.sessions else conv.sessions:
+                    result = await agent.build_session(memory, conv.id, conv, session)
+                    (val if conv.id in args.val_conv else trajs).extend(result.trajectories)
+                    failures += len(result.failures)
+            finally:
+                await memory.close()
+        return trajs, val, failures
+
+    source = expert_source(args, convs)
+    kept = read_expert(Path(args.output_dir), source, resume=args.resume)
+    if kept is None:
+        trajs, val_trajs, expert_failures = asyncio.run(expert_trajectories())
+        write_expert(Path(args.output_dir), source, trajs, val_trajs, expert_failures)
+    else:
+        trajs, val_trajs, expert_failures = kept
+        print(f"expert trajectories read from {Path(args.output_dir) / EXPERT_FILE}", flush=True)
+    expert_s = time.perf_counter() - t_start
+    cfg = from_args(SFTConfig, args)
+    from memrl.train.trainer import checkpoint_folder
+
+    found = checkpoint_folder(Path(args.output_dir) / "checkpoint") if args.resume else None
+    if args.resume and found is None:
+        raise ConfigError(f"--resume: no checkpoint in {Path(args.output_dir) / 'checkpoint'}")
+    model = SFTTrainer.model_to_load(found) if found else args.model
+    student = LocalLLM(model, device=args.device, threads=args.threads).load()
+    samples, skipped = sft_samples(student, trajs, cfg.max_seq_tokens)
+    val_samples, _ = sft_samples(student, val_trajs, cfg.max_seq_tokens)
+    trainer = SFTTrainer(student, cfg)
+    loss_set = subset(samples, args.loss_examples, cfg.seed)
+    val_set = subset(val_samples, args.loss_examples, cfg.seed)
+    before, n_tokens = trainer.loss_on(loss_set)
+    val_log = Path(args.output_dir) / "val.jsonl"
+    per_epoch = -(-len(samples) // cfg.batch_size)
+    total = cfg.epochs * per_epoch
+
+    def validate(step: int, epoch: float) -> None:
+        t0 = time.perf_counter()
+        loss, n = trainer.loss_on(val_set)
+        row = {"step": step, "epoch": epoch, "val_loss": round(loss, 4), "val_examples": len(val_set),
+               "val_tokens": n, "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+        with val_log.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"validation after step {step} (epoch {epoch:g}): loss per target token {loss:.4f}", flush=True)
+
+    if val_samples and not args.resume:
+        val_log.unlink(missing_ok=True)
+        validate(0, 0)
+
+    if args.max_steps is not None:
+        total = min(total, args.max_steps)
+    limit_s = None if args.max_minutes is None else 60 * args.max_minutes
+    t_fit = time.perf_counter()
+
+    def on_step(row: dict) -> None:
+        late = limit_s is not None and time.perf_counter() - t_fit > limit_s
+        if val_samples and (row["step"] % per_epoch == 0 or row["step"] == total or late):
+            validate(row["step"], round(row["step"] / per_epoch, 3))
+
+    rows = trainer.fit(samples, args.output_dir, resume=args.resume, on_step=on_step,
+                       max_steps=args.max_steps, time_limit_s=limit_s)  # fmt: skip
+    fit_s = time.perf_counter() - t_fit
+    after, _ = trainer.loss_on(loss_set)
+    vals = [json.loads(x) for x in val_log.read_text().splitlines()] if val_samples else []
+    summary = {
+        "conversations": len(convs) - len(set(args.val_conv)), "expert": args.expert,
+        "expert_trajectories": len(trajs), "expert_failures": expert_failures, "examples": len(samples),
+        "skipped": skipped, "loss_examples": len(loss_set), "loss_target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
+        "loss_after": round(after, 4), "checkpoint": str(Path(args.output_dir) / "checkpoint"),
+        "val_conversations": sorted(set(args.val_conv)), "val_examples": len(val_samples), "val_loss_examples": len(val_set),
+        "expert_reused": kept is not None,
+        "val_loss": [(v["epoch"], v["val_loss"]) for v in vals], "expert_seconds": round(expert_s, 1),
+        "fit_seconds": round(fit_s, 1), "wall_seconds": round(time.perf_counter() - t_start, 1),
+    }  # fmt: skip
+    (Path(args.output_dir) / "sft_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"SFT on {len(samples)} expert answers ({n_tokens} target tokens), {len(rows)} steps: loss per "
+              f"target token {before:.3f} -> {after:.3f} (on the training examples); skipped {skipped}; "
+              f"checkpoint {summary['checkpoint']} (use it with --provider local --model)")  # fmt: skip
+        if vals:
+            print("validation loss (" + ", ".join(summary["val_conversations"]) + "): "
+                  + " -> ".join(f"{v['val_loss']:.3f}" for v in vals))  # fmt: skip
+    return 0
+
+
+def subset(samples: list, n: int, seed: int) -> list:
+    """At most ``n`` of ``samples`` (all when ``n`` <= 0), a fixed seeded choice kept in order: the same
+    examples before and after training, and at every validation."""
+    if n <= 0 or len(samples) <= n:
+        return list(samples)
+    keep = sorted(random.Random(seed).sample(range(len(samples)), n))
+    return [samples[i] for i in keep]
+
+
+def expert_source(args: argparse.Namespace, convs: list) -> dict[str, Any]:
+    """What the expert's trajectories depend on: a kept file is reused only when all of it matches."""
+    return {
+        "dataset": args.dataset, "conversations": [c.id for c in convs], "sessions": args.sessions,
+        "val_conversations": sorted(set(args.val_conv)), "expert": args.expert,
+        "expert_provider": args.expert_provider if args.expert == "model" else None,
+        "expert_model": args.expert_model if args.expert == "model" else None,
+        "agent_option": sorted(args.agent_option), "embedder": args.embedder,
+    }  # fmt: skip
+
+
+def write_expert(out: Path, source: dict, trajs: list, val: list, failures: int) -> None:
+    """``OUTPUT_DIR/expert.jsonl``: a header (source, failures, counts), then one trajectory per line;
+    written to a temporary file and renamed, so a file that exists is whole."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (EXPERT_FILE + ".tmp")
+    with tmp.open("w") as f:
+        f.write(
+            json.dumps({"source": source, "failures": failures, "train": len(trajs), "val": len(val)}) + "\n"
+        )
+        for split, items in (("train", trajs), ("val", val)):
+            for t in items:
+                f.write(json.dumps({"split": split, "trajectory": t.to_dict()}) + "\n")
+    tmp.replace(out / EXPERT_FILE)
+
+
+def read_expert(out: Path, source: dict, *, resume: bool = False) -> tuple[list, list, int] | None:
+    """The kept trajectories of ``source`` (train, val, failures), or None when there are none for it.
+    A resumed run must train on the examples it started with: kept trajectories of another source are an
+    error then, not rebuilt."""
+    from memrl.agents.trajectory import Trajectory
+    from memrl.errors import ConfigError, DataError
+
+    path = out / EXPERT_FILE
+    if not path.is_file():
+        return None
+    with path.open() as f:
+        lines = f.read().splitlines()
+    try:
+        head = json.loads(lines[0])
+        if head.get("source") != source:
+            if resume:
+                raise ConfigError(
+                    f"--resume: {path} was built from another selection or expert "
+                    f"({head.get('source')}); resume with the same options, or use another --output-dir"
+                )
+            return None
+        rows = [json.loads(x) for x in lines[1:]]
+        trajs = [Trajectory.from_dict(r["trajectory"]) for r in rows if r["split"] == "train"]
+        val = [Trajectory.from_dict(r["trajectory"]) for r in rows if r["split"] == "val"]
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError) as e:
+        raise DataError(
+            f"{path}: not a file of expert trajectories ({e}); delete it to build them again"
+        ) from e
+    if (len(trajs), len(val)) != (head["train"], head["val"]):
+        raise DataError(
+            f"{path}: {len(trajs)}/{len(val)} trajectories, the header says {head['train']}/{head['val']}"
+        )
+    return trajs, val, int(head["failures"])

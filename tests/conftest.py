@@ -52,7 +52,8 @@ class CountingEmbedder(Embedder):
 STORE_SUITE = frozenset(
     "test_store test_search test_search_modes test_transfer test_enrich test_rerank test_expand "
     "test_raw_builder test_retrieval_eval test_server_memory_api test_server_reliability test_search_isolation "
-    "test_service_values test_service_isolation test_service_import test_service_properties test_history_as_of ".split()
+    "test_service_values test_service_isolation test_service_import test_service_properties test_history_as_of "
+    "test_expiry ".split()
 )
 
 

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, TypeVar
 from memrl.errors import StoreError, ValidationError
 from memrl.memory.embedder import Embedder
 from memrl.memory.embedders import create_embedder
+from memrl.memory.expiry import EXPIRES_AT, expiry_time
 from memrl.memory.job_methods import JobMethods
 from memrl.memory.jobs import JobWriter
 from memrl.memory.postgres import is_postgres_url
@@ -110,10 +111,25 @@ class AsyncMemory(ReadMethods, JobMethods):
         session: str | None = None,
         id: str | None = None,
         actor: str | None = None,
+        expires_at: Any = None,
+        ttl: float | None = None,
     ) -> MemoryItem:
-        """Store one memory and return it (with its new id)."""
-        item = NewItem(content, type, {} if metadata is None else metadata, tuple(evidence), session, id)
+        """Store one memory and return it (with its new id). ``expires_at`` (seconds since the epoch, a
+        datetime or an ISO 8601 time) or ``ttl`` (seconds from now): the memory leaves search then
+        (:mod:`memrl.memory.expiry`; kept as ``metadata["expires_at"]``)."""
+        meta = {} if metadata is None else metadata
+        when = expiry_time(expires_at, ttl)
+        if when is not None:  # a bad ``metadata`` is the store's to reject (it says why)
+            meta = {**meta, EXPIRES_AT: when} if isinstance(meta, dict) else meta
+        item = NewItem(content, type, meta, tuple(evidence), session, id)
         return (await self.add_many([item], namespace=namespace, user_id=user_id, actor=actor))[0]
+
+    async def sweep_expired(self, *, namespace: str | None = None, user_id: str | None = None) -> int:
+        """Soft-delete every expired memory (of one namespace, or of the whole store when neither
+        ``namespace`` nor ``user_id`` is given) in batches; returns how many. Searches do it for their own
+        namespace; this is for ``get``/``list`` and for a periodic clean-up."""
+        ns = self.ns(namespace, user_id) if namespace is not None or user_id is not None else None
+        return self.store.sweep_expired(ns)
 
     async def add_many(
         self,

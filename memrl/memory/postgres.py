@@ -212,6 +212,12 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
     def json_key(key: Any) -> Any:
         return str(key or "")
 
+    def expiry_sql(self) -> str:  # the expression of the expiry index (pg_migrations/0005_expiry.sql)
+        return (
+            "(CASE WHEN jsonb_typeof(metadata::jsonb -> 'expires_at') = 'number' "
+            "THEN (metadata::jsonb ->> 'expires_at')::double precision END)"
+        )
+
     def json_text(self, column: str, key: str) -> str:
         return f"CASE WHEN jsonb_typeof(({column})::jsonb -> '{key}') = 'string' THEN ({column})::jsonb ->> '{key}' END"
 

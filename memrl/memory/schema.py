@@ -198,6 +198,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN owner TEXT;
     ALTER TABLE jobs ADD COLUMN heartbeat_at REAL;
     """,
+    # 7: items that expire (metadata "expires_at", memrl.memory.expiry): the expiry time of live items,
+    # indexed, so a search finds what is due and a sweep deletes it without reading every item.
+    """
+    CREATE INDEX memories_expiry ON memories (namespace, json_extract(metadata, '$.expires_at'))
+        WHERE deleted = 0 AND json_extract(metadata, '$.expires_at') IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

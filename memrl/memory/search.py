@@ -235,6 +235,8 @@ class SearchIndex(DenseIndexes):
         if opts.fusion not in ("rrf", "convex"):
             raise ValidationError(f"unknown fusion {opts.fusion!r}; use rrf or convex")
         modes = tuple(dict.fromkeys(modes))
+        if self.store.expiry_due(ns):  # expired items leave the namespace before it is searched
+            self.store.sweep_expired(ns)
         q = _Query(query)
         if any(m != "bm25" for m in modes) or opts.threshold is not None:
             q.idx = await self.sync(ns)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memrl.errors import ConflictError, NotFoundError, ValidationError
+from memrl.memory.expiry import ExpiryMixin
 from memrl.memory.history import CORE_ID, HistoryMixin
 from memrl.memory.indexing import Change, IndexSupportMixin
 from memrl.memory.keys import KeysMixin
@@ -58,7 +59,7 @@ class NewItem:
     vector: Any = None
 
 
-class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin):
+class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, KeysMixin, ExpiryMixin):
     """Items, core memory, namespaces and history, written once over SQL both back-ends run.
 
     A back-end (:class:`~memrl.memory.sqlite_store.SQLiteStore`, :class:`~memrl.memory.postgres.PostgresStore`)

@@ -71,7 +71,7 @@ def _blocking(name: str) -> Any:
 
 
 for _name in (
-    "add add_many update delete restore merge split get list count search set_keys get_keys history versions undo "
+    "add add_many sweep_expired update delete restore merge split get list count search set_keys get_keys history versions undo "
     "reset clone "
     "namespaces export_lines import_lines core core_append core_replace core_rewrite "
     "remember maintain read job jobs cancel_job undo_job"

@@ -13,6 +13,7 @@ from typing import Any
 from memrl.errors import ValidationError
 from memrl.memory import schemas as S
 from memrl.memory import values as V
+from memrl.memory.expiry import EXPIRES_AT, check_expiry
 from memrl.memory.types import ITEM_TYPES, MemoryType
 
 #: Metadata a builder derives from an item's content (its plain text beside an indexed text, its own vector,
@@ -116,4 +117,7 @@ class ValidationMixin:
             raise ValidationError(
                 f"metadata must be a JSON object (dict), got {type(metadata).__name__}", field="metadata"
             )
-        return S.check("metadata", metadata, S.Metadata)
+        checked = S.check("metadata", metadata, S.Metadata)
+        if EXPIRES_AT in checked:
+            checked[EXPIRES_AT] = check_expiry(checked[EXPIRES_AT])
+        return checked

@@ -40,6 +40,11 @@ AsOf = Annotated[
     Field(description="a past time: UNIX seconds or ISO 8601 (2026-05-01T12:00:00Z)"),
 ]
 
+ExpiresAt = Annotated[
+    float | Annotated[str, Field(max_length=64)],
+    Field(description="UNIX seconds or ISO 8601 (2026-05-01T12:00:00Z)"),
+]
+
 __all__ = ["SERVICE_TOOLS", "SearchMode"]
 
 
@@ -52,6 +57,8 @@ async def add_memory(
     evidence: Evidence | None = None,
     session: Session | None = None,
     memory_id: MemoryId | None = None,
+    expires_at: ExpiresAt | None = None,
+    ttl: Annotated[float, Field(gt=0, le=3.2e9)] | None = None,
 ) -> ToolResult:
     """Store one new memory and return it with its id.
 
@@ -62,10 +69,12 @@ async def add_memory(
         evidence: Ids of the source turns or documents the memory comes from.
         session: The session the memory was made in.
         memory_id: An id to use instead of a generated one.
+        expires_at: When the memory leaves search (UNIX seconds or ISO 8601); kept as metadata.expires_at.
+        ttl: Seconds from now after which the memory leaves search (instead of expires_at).
     """
     item = await ctx.memory.add(
         content, namespace=ctx.namespace, type=memory_type, metadata=metadata or {}, evidence=evidence or (),
-        session=session, id=memory_id, actor=ctx.actor,
+        session=session, id=memory_id, actor=ctx.actor, expires_at=expires_at, ttl=ttl,
     )  # fmt: skip
     return ToolResult(True, f"Created memory {item.id}.", data=item.to_dict())
 

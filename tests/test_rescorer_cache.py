@@ -1,5 +1,6 @@
 """Search's per-namespace caches of units (the rescorer's layout, the terms behind the session stage and
-spreading) are kept per namespace generation *and* the keys the units were read with: a search that
+spreading) follow every write (of this process or another) and are kept per the keys the units were read
+with: a search that
 collapses by another key must not reuse the units of the search before it (it did: the session stage then
 added nothing). On a real SQLite store with a deterministic embedder (item ids are content hashes, the same
 in two stores), a search gives the same hits and scores whichever search ran before it."""
@@ -45,3 +46,54 @@ async def test_a_search_does_not_reuse_the_units_of_another_collapse_key(tmp_pat
         got = await _ids(m, then)
         await m.close()
         assert len(expected) == (5 if then == "unit" else 6) and got == expected, (first, then)
+
+
+def _turn(tid: str, session: int, text: str) -> NewItem:
+    return NewItem(f"Ann: {text}", "episodic", {"unit": tid, "speaker": "Ann", "date": f"2023-05-0{session}",
+                   "text": f"Ann: {text}"}, evidence=(tid,), session=str(session), id=tid)  # fmt: skip
+
+
+async def test_a_long_lived_process_ranks_as_a_fresh_one_after_every_write(tmp_path):
+    """The rescorer's units (window neighbours, date spans) follow every write, this process's or another's:
+    after adds by another process, an add, an update that moves a turn to another session and a delete,
+    a search in a process that has searched all along gives the hits and scores of a process opened
+    afterwards (before, the units were read once per namespace generation: the window view missed new
+    turns and scored moved ones by their old neighbours)."""
+    db = tmp_path / "m.db"
+    q = "When did Ann see the lighthouse by the lake?"
+
+    async def hits(m: AsyncMemory) -> list[tuple[str, float]]:
+        return [(h.item.id, round(h.score, 6)) for h in await m.search(q, namespace="n", top_k=6)]
+
+    async def fresh() -> list[tuple[str, float]]:
+        m = AsyncMemory(db, embedder=HashingEmbedder(64))
+        try:
+            return await hits(m)
+        finally:
+            await m.close()
+
+    live = AsyncMemory(db, embedder=HashingEmbedder(64))
+    await live.add_many(
+        [
+            _turn(f"D{s}:{k}", s, f"day {s} remark {k} about the lake and boats")
+            for s in (1, 2)
+            for k in range(1, 6)
+        ],
+        namespace="n",
+    )
+    await hits(live)  # the units are read now
+    other = AsyncMemory(db, embedder=HashingEmbedder(64))
+    await other.add_many([_turn("D2:6", 2, "yesterday we saw the lighthouse"),
+                          _turn("D2:7", 2, "it was by the lake, lovely")], namespace="n")  # fmt: skip
+    await other.close()
+    steps = [await hits(live) == await fresh()]
+    await live.add_many([_turn("D3:1", 3, "the lighthouse keeper waved at us")], namespace="n")
+    steps.append(await hits(live) == await fresh())
+    meta = {"unit": "D2:7", "speaker": "Ann", "date": "2023-05-03", "text": "Ann: it was by the lake, lovely"}
+    live.store.update("n", "D2:7", session="3", metadata=meta)  # the turn moves to session 3
+    steps.append(await hits(live) == await fresh())
+    await live.delete("D2:6", namespace="n")
+    steps.append(await hits(live) == await fresh())
+    assert "D2:7" in [i for i, _ in await hits(live)]
+    await live.close()
+    assert steps == [True, True, True, True]

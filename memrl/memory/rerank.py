@@ -27,6 +27,7 @@ index, the dense matrix); turn texts are read only for the candidates' date span
 from __future__ import annotations
 
 import math
+from bisect import insort
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,13 +43,57 @@ from memrl.memory.terms import content_terms, rule_entities
 @dataclass
 class _Layout:
     """Per-namespace: each unit's session neighbours and representative dense rid; date spans of units
-    whose text has been read (cached until the namespace changes)."""
+    whose text has been read. Kept in step with the store (``seq``): the units of items changed since,
+    by this process or another, are re-read, and only their sessions' neighbours recomputed."""
 
     generation: int
     collapse: str | None = None  # the collapse key the units were read with (SearchOptions.collapse)
+    seq: int = 0
     neighbours: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
     rids: dict[Any, list[int]] = field(default_factory=dict)
     spans: dict[Any, list[Span]] = field(default_factory=dict)
+    key_of: dict[int, Any] = field(default_factory=dict)  # rid -> its unit's key
+    session_of: dict[Any, Any] = field(default_factory=dict)  # unit key -> session
+    in_session: dict[Any, set[Any]] = field(default_factory=dict)  # session -> its unit keys
+
+    def place(self, rid: int, fact: tuple[Any, ...] | None, dirty: set[Any]) -> None:
+        """Move ``rid`` to the unit its ``fact`` names (None: the item is gone); ``dirty`` collects the
+        sessions whose order changed."""
+        old = self.key_of.pop(rid, None)
+        if old is not None:
+            self.spans.pop(old, None)
+            rids = self.rids[old]
+            rids.remove(rid)
+            if not rids:
+                del self.rids[old]
+                self.neighbours.pop(old, None)
+                session = self.session_of.pop(old, None)
+                if session is not None:
+                    self.in_session[session].discard(old)
+                    dirty.add(session)
+            elif self.session_of.get(old) is not None:
+                dirty.add(self.session_of[old])
+        if fact is None:
+            return
+        unit, _, session = fact[:3]
+        key = ("u", unit) if unit is not None else ("r", rid)
+        self.key_of[rid] = key
+        self.spans.pop(key, None)
+        if key not in self.rids:
+            self.rids[key] = []
+            self.session_of[key] = session
+            if session is not None:
+                self.in_session.setdefault(session, set()).add(key)
+        insort(self.rids[key], rid)
+        if self.session_of[key] is not None:
+            dirty.add(self.session_of[key])
+
+    def order(self, sessions: set[Any]) -> None:
+        """Each unit of ``sessions`` next to the units before and after it (by first item)."""
+        for session in sessions:
+            keys = sorted(self.in_session.get(session, ()), key=lambda k: self.rids[k][0])
+            for i, k in enumerate(keys):
+                self.neighbours[k] = tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys))
 
 
 class Rescorer:
@@ -61,26 +106,30 @@ class Rescorer:
     def forget(self, ns: str) -> None:
         self._layouts.pop(ns, None)
 
-    def layout(self, ns: str, facts: dict[int, tuple[Any, ...]], collapse: str | None = None) -> _Layout:
-        """The namespace's units and their neighbours, cached until the namespace changes or a search
-        collapses by another key (the units differ)."""
+    def layout(
+        self, ns: str, facts: dict[int, tuple[Any, ...]], collapse: str | None = None, seq: int | None = None
+    ) -> _Layout:
+        """The namespace's units and their neighbours for ``facts`` (the search's view of the live items,
+        up to date at ``seq``): built once, then only the items changed since the last call are moved."""
         gen = self.index.store.generation(ns)
         lay = self._layouts.get(ns)
-        if lay is not None and lay.generation == gen and lay.collapse == collapse:
+        if lay is None or lay.generation != gen or lay.collapse != collapse:
+            lay = self._layouts[ns] = _Layout(gen, collapse)
+            dirty: set[Any] = set()
+            for rid in sorted(facts):
+                lay.place(rid, facts[rid], dirty)
+            lay.order(dirty)
+            lay.seq = seq or 0
             return lay
-        lay = self._layouts[ns] = _Layout(gen, collapse)
-        order: dict[Any, list[Any]] = {}
-        for rid in sorted(facts):
-            unit, _, session = facts[rid][:3]
-            key = ("u", unit) if unit is not None else ("r", rid)
-            if key not in lay.rids:
-                lay.rids[key] = []
-                if session is not None:
-                    order.setdefault(session, []).append(key)
-            lay.rids[key].append(rid)
-        for keys in order.values():
-            for i, k in enumerate(keys):
-                lay.neighbours[k] = tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys))
+        if seq is not None and seq > lay.seq:
+            changed = self.index.store.read(
+                "SELECT rid FROM memories WHERE namespace = ? AND seq > ? AND seq <= ?", (ns, lay.seq, seq)
+            )
+            dirty = set()
+            for (rid,) in changed:
+                lay.place(rid, facts.get(rid), dirty)
+            lay.order(dirty)
+            lay.seq = seq
         return lay
 
     def _spans(self, lay: _Layout, keys: list[Any], date_of: dict[Any, Any]) -> None:
@@ -122,11 +171,13 @@ class Rescorer:
         dense_c: dict[Any, tuple[int, int, float]],
         bm25_c: dict[Any, tuple[int, int, float]],
         bm25_query: str,
+        seq: int | None = None,
     ) -> dict[Any, float]:
-        """``fused`` after the date-fit prior, the window view and the reranker that ``opts`` turn on."""
+        """``fused`` after the date-fit prior, the window view and the reranker that ``opts`` turn on
+        (``facts`` are up to date at the namespace's change ``seq``)."""
         if not fused:
             return fused
-        lay = self.layout(ns, facts, opts.collapse)
+        lay = self.layout(ns, facts, opts.collapse, seq)
         top = max(fused.values())
         scale = top if top > 0 else 1.0
         out = dict(fused)

@@ -375,9 +375,9 @@ class SearchIndex(DenseIndexes):
                 fused = spread_out
 
         if (opts.date_fit > 0 or opts.window > 0 or opts.rerank) and fused:
-            facts = self._facts(ns, opts).of
+            known = self._facts(ns, opts)
             fused = self.rescorer.apply(
-                ns, query, qv, idx, fused, rep, facts, opts, dense_c, bm25_c, bm25_query
+                ns, query, qv, idx, fused, rep, known.of, opts, dense_c, bm25_c, bm25_query, seq=known.seq
             )
         # cosine for every candidate (bm25-only hits too), for the threshold and the report
         if qv is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.cli.common import add_conversation_args
-from memrl.cli.train_cmd import _conversations, add_split_guard, write_run_meta
+from memrl.cli.train_data import _conversations, add_split_guard, write_run_meta
 from memrl.config import add_arguments
 
 EXPERT_FILE = "expert.jsonl"

@@ -67,6 +67,12 @@ def register_sft(tasks: argparse._SubParsersAction) -> None:
              "core=sessions|first by default, so the targets are the memory `--builder annotations` "
              "builds): give the same values to --builder-option when the student builds (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--save-epochs", action="store_true",
+        help="with --lora-rank: after each epoch keep the adapter as OUTPUT_DIR/epoch-K/ (adapter.safetensors in "
+             "bfloat16 + adapter.json, loadable by --provider local --model OUTPUT_DIR/epoch-K), to choose the "
+             "epoch on the validation loss",
+    )  # fmt: skip
     p.add_argument("--output-dir", default="runs/sft")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
     p.add_argument(
@@ -103,6 +109,8 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     if args.expert == "model" and not args.expert_model:
         raise ConfigError("--expert model needs --expert-model (and --base-url for a local server)")
+    if args.save_epochs and not getattr(args, "lora_rank", 0):
+        raise ConfigError("--save-epochs keeps LoRA adapters: give --lora-rank")
     t_start = time.perf_counter()
     agent_cfg = parse_options(
         AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig, args.agent_option
@@ -172,7 +180,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     per_epoch = -(-len(samples) // cfg.batch_size)
     total = cfg.epochs * per_epoch
 
-    def validate(step: int, epoch: float) -> None:
+    def validate(step: int, epoch: float) -> float:
         t0 = time.perf_counter()
         loss, n = trainer.loss_on(val_set)
         row = {"step": step, "epoch": epoch, "val_loss": round(loss, 4), "val_examples": len(val_set),
@@ -180,6 +188,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
         with val_log.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"validation after step {step} (epoch {epoch:g}): loss per target token {loss:.4f}", flush=True)
+        return loss
 
     if val_samples and not args.resume:
         val_log.unlink(missing_ok=True)
@@ -192,8 +201,11 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
 
     def on_step(row: dict) -> None:
         late = limit_s is not None and time.perf_counter() - t_fit > limit_s
+        loss = None
         if val_samples and (row["step"] % per_epoch == 0 or row["step"] == total or late):
-            validate(row["step"], round(row["step"] / per_epoch, 3))
+            loss = validate(row["step"], round(row["step"] / per_epoch, 3))
+        if args.save_epochs and row["step"] % per_epoch == 0:
+            save_epoch(trainer, args, row["step"] // per_epoch, row["step"], loss)
 
     rows = trainer.fit(samples, args.output_dir, resume=args.resume, on_step=on_step,
                        max_steps=args.max_steps, time_limit_s=limit_s)  # fmt: skip
@@ -221,6 +233,26 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
             print("validation loss (" + ", ".join(summary["val_conversations"]) + "): "
                   + " -> ".join(f"{v['val_loss']:.3f}" for v in vals))  # fmt: skip
     return 0
+
+
+def save_epoch(trainer: Any, args: argparse.Namespace, epoch: int, step: int, val_loss: float | None) -> Path:
+    """``OUTPUT_DIR/epoch-K/``: the adapter after epoch K in bfloat16 with its adapter.json (base model,
+    shape, epoch, step, validation loss), written beside and renamed, so a folder that exists is whole."""
+    import shutil
+
+    from memrl.llm.hf_models import base_model_name
+    from memrl.train.lora import save_adapter
+
+    folder = Path(args.output_dir) / f"epoch-{epoch}"
+    tmp = folder.with_name(folder.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_adapter(trainer.model, tmp, base_model_name(getattr(trainer.llm, "spec", None)), dtype="bfloat16",
+                 epoch=epoch, step=step, val_loss=None if val_loss is None else round(val_loss, 4))  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    print(f"adapter after epoch {epoch} kept in {folder}", flush=True)
+    return folder
 
 
 def subset(samples: list, n: int, seed: int) -> list:

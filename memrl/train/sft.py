@@ -247,10 +247,11 @@ class SFTTrainer(LocalModelTrainer):
         """Every weight; with LoRA the merged model (a plain model folder) plus ``adapter.safetensors``."""
         if not self.config.lora_rank:
             return super()._save_model(folder)
+        from memrl.llm.hf_models import base_model_name
         from memrl.train.lora import save_adapter, save_merged
 
         save_merged(self.model, folder)
-        save_adapter(self.model, folder)
+        save_adapter(self.model, folder, base_model_name(getattr(self.llm, "spec", None)))
 
     @staticmethod
     def model_to_load(folder: str | Path) -> str:

@@ -342,10 +342,11 @@ class PolicyTrainer(LocalModelTrainer):
     def _save_model(self, folder: Path) -> None:
         if not self.config.lora_rank:
             return super()._save_model(folder)
+        from memrl.llm.hf_models import base_model_name
         from memrl.train.lora import save_adapter, save_merged
 
         save_merged(self.model, folder)
-        save_adapter(self.model, folder)
+        save_adapter(self.model, folder, base_model_name(getattr(self.llm, "spec", None)))
 
     @staticmethod
     def read_state(folder: str | Path) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""LoRA adapter folders: a trained adapter kept on its own (a few MB) and loaded onto its base model.
+
+An adapter folder holds ``adapter.safetensors`` (the LoRA weights, as peft names them inside the model) and
+``adapter.json`` (what they belong to: the base model, rank, alpha, the adapted layers). It is what
+``memrl train`` writes beside each checkpoint and what memrl ships for its trained agents: any place that
+takes a local model (``LocalLLM(path)``, ``--provider local --model PATH``) takes such a folder too. The
+base model is loaded as usual (``base_model``: the offline default, a folder, a ``.gguf`` file or a hub id),
+the adapters injected, their weights set, and merged into the base weights: generation runs a plain model.
+
+    write_meta(folder, base_model="smollm2-135m-instruct", rank=16, alpha=32, targets=["q_proj", ...])
+    is_adapter_folder(folder)                    # adapter.json and adapter.safetensors, no config.json
+    model, tok = load_merged(folder, device="cpu", dtype="float32")
+
+Needs peft (the ``train`` extra) to load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memrl.errors import ConfigError
+
+__all__ = ["ADAPTER_FILE", "ADAPTER_META", "inject_lora", "is_adapter_folder", "load_merged", "read_meta",
+           "write_meta"]  # fmt: skip
+
+ADAPTER_FILE = "adapter.safetensors"
+ADAPTER_META = "adapter.json"
+FORMAT = 1
+
+
+def is_adapter_folder(path: str | Path) -> bool:
+    p = Path(path)
+    return (p / ADAPTER_META).is_file() and (p / ADAPTER_FILE).is_file() and not (p / "config.json").is_file()
+
+
+def write_meta(folder: str | Path, *, base_model: str, rank: int, alpha: float, targets: list[str],
+               **extra: Any) -> Path:  # fmt: skip
+    """``folder/adapter.json``: the base model and the LoRA shape (``extra``: free provenance fields)."""
+    meta = {"format": FORMAT, "base_model": base_model, "lora_rank": int(rank), "lora_alpha": float(alpha),
+            "target_modules": sorted(targets), **extra}  # fmt: skip
+    path = Path(folder) / ADAPTER_META
+    path.write_text(json.dumps(meta, indent=1) + "\n")
+    return path
+
+
+def read_meta(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / ADAPTER_META
+    try:
+        meta = json.loads(path.read_text())
+        base, rank, alpha, targets = (meta["base_model"], int(meta["lora_rank"]), float(meta["lora_alpha"]),
+                                      list(meta["target_modules"]))  # fmt: skip
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ConfigError(
+            f"{path}: not an adapter description ({type(e).__name__}: {e}); it needs base_model, lora_rank, "
+            "lora_alpha and target_modules"
+        ) from e
+    if not isinstance(base, str) or not base or rank < 1 or not targets:
+        raise ConfigError(f"{path}: base_model must be a name, lora_rank >= 1, target_modules not empty")
+    return {**meta, "base_model": base, "lora_rank": rank, "lora_alpha": alpha, "target_modules": targets}
+
+
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as e:
+        raise ConfigError("LoRA adapters need peft: pip install 'memrl[train]'") from e
+    return peft
+
+
+def inject_lora(model: Any, *, rank: int, alpha: float, targets: str | list[str] = "all-linear") -> list[str]:
+    """Inject LoRA adapters into ``model`` in place (peft, dropout 0); returns the adapted layer names.
+    ``all-linear``: every ``nn.Linear`` but the LM head (peft's ``inject_adapter_in_model`` does not
+    resolve that name itself)."""
+    peft = _peft()
+    if targets == "all-linear":
+        import torch
+
+        names = {n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+        modules = sorted(names - {"lm_head"})
+    elif isinstance(targets, str):
+        modules = sorted(t.strip() for t in targets.split(",") if t.strip())
+    else:
+        modules = sorted(targets)
+    config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=modules,
+                             task_type="CAUSAL_LM")  # fmt: skip
+    peft.inject_adapter_in_model(config, model)
+    model._memrl_lora = {"rank": rank, "alpha": alpha, "targets": modules}
+    return modules
+
+
+def set_weights(model: Any, folder: str | Path) -> None:
+    """Set the adapter weights saved in ``folder`` (the model must carry the same adapters)."""
+    from safetensors.torch import load_file
+
+    path = Path(folder) / ADAPTER_FILE
+    try:
+        state = load_file(str(path))
+    except Exception as e:  # safetensors raises its own error types for a damaged file
+        raise ConfigError(f"{path}: not a readable safetensors file ({e})") from e
+    own = {k: v.shape for k, v in model.state_dict().items() if "lora_" in k}
+    missing, extra = set(own) - set(state), set(state) - set(own)
+    shaped = [k for k in set(own) & set(state) if tuple(state[k].shape) != tuple(own[k])]
+    if missing or extra or shaped:
+        raise ConfigError(
+            f"{folder}: the adapter does not fit the model ({len(missing)} LoRA weights missing, "
+            f"{len(extra)} unknown, {len(shaped)} of another shape; another lora_rank, target_modules or "
+            "base model?)"
+        )
+    model.load_state_dict(state, strict=False)
+
+
+def merge(model: Any) -> Any:
+    """Fold every LoRA layer into its base layer (in place) and drop the adapters: a plain model."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for name, module in list(model.named_modules()):
+        if isinstance(module, BaseTunerLayer):
+            module.merge()
+            parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+            setattr(parent, name.rsplit(".", 1)[-1], module.get_base_layer())
+    return model
+
+
+def load_merged(folder: str | Path, *, device: str = "cpu", dtype: str = "float32",
+                cache_dir: str | Path | None = None) -> tuple[Any, Any]:  # fmt: skip
+    """``(model, tokenizer)``: the base model of ``folder``'s adapter with the adapter merged in."""
+    from memrl.llm.hf_models import ensure_local_model, load_model
+
+    meta = read_meta(folder)
+    base = meta["base_model"]
+    if is_adapter_folder(base):
+        raise ConfigError(
+            f"{folder}: its base_model {base} is an adapter folder itself; stack adapters by merging"
+        )
+    import torch
+
+    if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise ConfigError(f"dtype must be a torch dtype name like 'float32' or 'bfloat16', got {dtype!r}")
+    model, tok = load_model(ensure_local_model(base, cache_dir), device="cpu", dtype="float32")
+    inject_lora(model, rank=meta["lora_rank"], alpha=meta["lora_alpha"], targets=meta["target_modules"])
+    set_weights(model, folder)
+    merge(model)
+    return model.to(device=device, dtype=getattr(torch, dtype)).eval(), tok

@@ -1,0 +1,97 @@
+"""LoRA adapter folders (memrl.llm.adapters): what ``memrl train sft-membuilder --save-epochs`` keeps after
+each epoch loads on its own as a local model, equals the trained model up to its bfloat16 storage, and a
+damaged or mismatched adapter is a clear error, not a silently different model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memrl.cli.main import main
+from memrl.errors import ConfigError
+from memrl.llm.adapters import ADAPTER_FILE, ADAPTER_META, is_adapter_folder, read_meta
+from memrl.llm.hf_models import DEFAULT_MODEL, base_model_name
+from memrl.llm.local import LocalLLM
+from tests.tiny_lm import make_tiny_lm
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    return str(make_tiny_lm(tmp_path_factory.mktemp("tiny") / "lm"))
+
+
+@pytest.fixture(scope="module")
+def run(tiny, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sft") / "run"
+    code = main(["train", "sft-membuilder", "--dataset", "sample", "--embedder", "hashing", "--model", tiny,
+                 "--epochs", "2", "--batch-size", "2", "--lr", "5e-3", "--lora-rank", "4", "--save-epochs",
+                 "--output-dir", str(out), "--json"])  # fmt: skip
+    assert code == 0
+    return out
+
+
+def _logits(llm: LocalLLM) -> torch.Tensor:
+    ids = torch.tensor([[1, 5, 9, 13, 17, 21]])
+    with torch.no_grad():
+        return llm.hf_model(input_ids=ids).logits
+
+
+def test_each_epoch_keeps_a_loadable_adapter(run, tiny):
+    for k in (1, 2):
+        folder = run / f"epoch-{k}"
+        assert is_adapter_folder(folder) and not (folder / "config.json").exists()
+        meta = read_meta(folder)
+        assert meta["base_model"] == str(__import__("pathlib").Path(tiny).resolve())
+        assert (meta["lora_rank"], meta["lora_alpha"], meta["epoch"], meta["dtype"]) == (
+            4,
+            32.0,
+            k,
+            "bfloat16",
+        )
+        assert meta["target_modules"] and "lm_head" not in meta["target_modules"]
+    assert not list(run.glob("epoch-*.part"))
+    # the last epoch's adapter is the final model (the checkpoint, merged in fp32) up to bf16 storage
+    final = _logits(LocalLLM(str(run / "checkpoint")).load())
+    kept = _logits(LocalLLM(str(run / "epoch-2")).load())
+    base = _logits(LocalLLM(tiny).load())
+    assert torch.allclose(kept, final, atol=2e-2)
+    assert (kept - base).abs().max() > 10 * (kept - final).abs().max()  # the adapter, not the base
+    first = _logits(LocalLLM(str(run / "epoch-1")).load())
+    assert not torch.allclose(first, kept, atol=1e-4)
+
+
+def test_a_damaged_or_foreign_adapter_is_a_clear_error(run, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run / "epoch-1", bad)
+    meta = json.loads((bad / ADAPTER_META).read_text())
+    (bad / ADAPTER_META).write_text(json.dumps({**meta, "lora_rank": 8}))
+    with pytest.raises(ConfigError, match="does not fit the model"):
+        LocalLLM(str(bad)).load()
+    (bad / ADAPTER_META).write_text(json.dumps({k: v for k, v in meta.items() if k != "base_model"}))
+    with pytest.raises(ConfigError, match="not an adapter description"):
+        LocalLLM(str(bad)).load()
+    (bad / ADAPTER_META).write_text(json.dumps(meta))
+    (bad / ADAPTER_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(ConfigError, match="not a readable safetensors"):
+        LocalLLM(str(bad)).load()
+
+
+def test_save_epochs_needs_lora(tiny, tmp_path, capsys):
+    code = main(["train", "sft-membuilder", "--dataset", "sample", "--embedder", "hashing", "--model", tiny,
+                 "--epochs", "1", "--save-epochs", "--output-dir", str(tmp_path / "o")])  # fmt: skip
+    assert code != 0 and "--save-epochs keeps LoRA adapters" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_the_offline_default_is_named_portably(tmp_path):
+    assert base_model_name(None) == DEFAULT_MODEL
+    converted = tmp_path / "models" / DEFAULT_MODEL  # where a resumed run loads the default from
+    converted.mkdir(parents=True)
+    assert base_model_name(str(converted)) == DEFAULT_MODEL
+    assert base_model_name("org/some-model") == "org/some-model"

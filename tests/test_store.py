@@ -87,6 +87,24 @@ async def test_batch_insert_is_atomic(amem: AsyncMemory):
     assert [i.content for i in await amem.list()] == ["first"]
 
 
+async def test_a_large_batch_keeps_its_order_history_and_vectors(amem: AsyncMemory):
+    """2,500 items in one add_many (past the back-ends' statement chunks of 200, 1,000 and 2,000 rows, and
+    with a repeated text whose vector is cached once): listed in item order, one ADD entry each in that
+    order, and each findable by dense search."""
+    texts = [f"note {i} about topic {i % 37} and thing {i * 7919 % 10007}" for i in range(2500)]
+    texts[2400] = texts[5]  # the same content twice: one cached vector, two items
+    items = await amem.add_many([NewItem(t, id=f"n{i}", session=f"s{i // 100}") for i, t in enumerate(texts)])
+    assert [i.id for i in items] == [f"n{i}" for i in range(2500)]
+    assert [i.id for i in await amem.list()] == [f"n{i}" for i in range(2500)]
+    adds = [h for h in await amem.history() if h.op == "ADD"]
+    assert [h.memory_id for h in adds] == [f"n{i}" for i in range(2500)]
+    for i in (0, 999, 1000, 1999, 2000, 2499):
+        hits = await amem.search(texts[i], top_k=3, mode="dense")
+        assert f"n{i}" in [h.item.id for h in hits]
+    hits = await amem.search(texts[5], top_k=2, mode="dense")
+    assert {h.item.id for h in hits} == {"n5", "n2400"}
+
+
 async def test_unknown_ids(amem: AsyncMemory):
     for call in (amem.get("nope"), amem.update("nope", "x"), amem.delete("nope"), amem.history("nope")):
         with pytest.raises(NotFoundError, match="nope"):

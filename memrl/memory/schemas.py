@@ -264,15 +264,21 @@ def describe(e: pydantic.ValidationError, prefix: str = "") -> tuple[str, str]:
     return first, text + ("; ..." if len(problems) > 4 else "")
 
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+#: kind's id -> (kind, its adapter); kind is kept so its id is never reused for another type. Keyed by id,
+#: not by repr(kind): the repr of an Annotated type with its Field costs more than validating (most of
+#: add_many's time on 500-item batches).
+_ADAPTERS: dict[int, tuple[Any, TypeAdapter[Any]]] = {}
 
 
 def check(field: str, value: Any, kind: Any) -> Any:
     """``value`` validated as ``kind`` (one of this module's types); raises ValidationError naming
     ``field``."""
-    adapter = _ADAPTERS.get(field + repr(kind))
-    if adapter is None:
-        adapter = _ADAPTERS[field + repr(kind)] = TypeAdapter(kind)
+    entry = _ADAPTERS.get(id(kind))
+    if entry is None or entry[0] is not kind:
+        if len(_ADAPTERS) >= 256:  # a caller building its type per call: bounded, not a leak
+            _ADAPTERS.clear()
+        entry = _ADAPTERS[id(kind)] = (kind, TypeAdapter(kind))
+    adapter = entry[1]
     try:
         return adapter.validate_python(value)
     except pydantic.ValidationError as e:

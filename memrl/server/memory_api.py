@@ -73,9 +73,12 @@ from memrl.tools.service import (
 JSONResponse = json_response_class()
 
 
+_PATH_NAME = Name(10_000)
+
+
 def no_control(value: str) -> str:
     """Path names are checked like stored names (:mod:`memrl.memory.schemas`): no control characters."""
-    return check("name", value, Name(10_000))
+    return check("name", value, _PATH_NAME)
 
 
 NamespacePath = Annotated[

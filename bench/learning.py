@@ -71,6 +71,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=16, help="generation batch of the back-end")
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     ap.add_argument(
+        "--device", default="cpu", help="torch device of the model: cpu, cuda (not part of the setting)"
+    )
+    ap.add_argument(
         "--model", help="HF folder of the model to train (default: the offline SmolLM2-135M-Instruct)"
     )
     ap.add_argument("--eval-items", type=int, default=0,

@@ -46,7 +46,7 @@ def eval_only(args: argparse.Namespace) -> None:
     from memrl.eval.qa_config import QAEvalConfig
     from memrl.llm.local import LocalLLM
 
-    llm = LocalLLM(args.eval_model, max_batch_size=16).load()
+    llm = LocalLLM(args.eval_model, max_batch_size=16, device=getattr(args, "device", "cpu")).load()
     cfg = QAEvalConfig(
         dataset="locomo", split=args.eval_split, mode="answer", builder="raw", provider="local", model=args.eval_model,
         db_path=str(args.out / "memory.db"), top_k=args.top_k, max_answer_tokens=args.answer_tokens,
@@ -175,7 +175,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     t = time.perf_counter()
     evaluate(args.out / "before", None, args)
     timings["eval_before_s"] = time.perf_counter() - t
-    base = LocalLLM(args.model, max_batch_size=16).load()
+    base = LocalLLM(args.model, max_batch_size=16, device=getattr(args, "device", "cpu")).load()
     tasks = AnswerTasks(train_convs, db_path=str(args.out / "memory.db"), top_k=args.top_k,
                         max_tokens=args.answer_tokens, embedder=args.embedder)  # fmt: skip
     asyncio.run(tasks.setup())  # the prompts (retrieval), shared by SFT and GRPO

@@ -32,7 +32,7 @@ TRAIN_SPLIT = "fit"
 EVAL_SPLITS = ("validation", "test")
 #: Arguments that do not change a setting (seed: a setting is judged over seeds).
 BOOKKEEPING = frozenset({"seed", "out", "ledger", "quiet", "before_cache", "before_only", "eval_only",
-                         "eval_model", "eval_estimate_s", "threads", "batch"})  # fmt: skip
+                         "eval_model", "eval_estimate_s", "threads", "batch", "device"})  # fmt: skip
 
 
 def cluster_of(item: Any) -> str:

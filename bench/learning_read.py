@@ -223,7 +223,9 @@ def before_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     from memrl.llm.local import LocalLLM
 
     _, eval_docs, items, _, _ = data_and_rules(args)
-    llm = LocalLLM(args.model, max_batch_size=args.batch, threads=args.threads).load()
+    llm = LocalLLM(
+        args.model, max_batch_size=args.batch, threads=args.threads, device=getattr(args, "device", "cpu")
+    ).load()
     rows, reused, seconds = cached_before(args, llm, eval_docs, items, reader_config(args))
     return {"task": "read", "before_only": True, "n_eval": len(items), "before": round(report.mean(rows, "f1"), 2),
             "before_em": round(report.mean(rows, "em"), 2), "cache": args.before_cache, "reused_from": reused,
@@ -242,7 +244,9 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     train_docs, eval_docs, items, rules, trivial = data_and_rules(args)
     timings["data_and_baselines_s"] = time.perf_counter() - t
 
-    llm = LocalLLM(args.model, max_batch_size=args.batch, threads=args.threads).load()
+    llm = LocalLLM(
+        args.model, max_batch_size=args.batch, threads=args.threads, device=getattr(args, "device", "cpu")
+    ).load()
     tok = llm.tokenizer
     doc_tokens = [len(tok.encode(d.metadata["context"])) for d in eval_docs]
     config = reader_config(args)

@@ -169,7 +169,9 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
     timings: dict[str, float] = {}
     train_set, test_set, chosen = (_update_sets if args.task == "update" else _build_sets)(args)
-    llm = LocalLLM(args.model, max_batch_size=args.batch, threads=args.threads).load()
+    llm = LocalLLM(
+        args.model, max_batch_size=args.batch, threads=args.threads, device=getattr(args, "device", "cpu")
+    ).load()
 
     async def prepare() -> tuple[list, dict]:
         await test_set.setup()

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
         docs = [d for d in docs if d not in val_docs]
         val_docs = stratified(val_docs, args.val_items)
     config = reader_config(args)
-    student = LocalLLM(args.model).load()
+    student = LocalLLM(args.model, device=getattr(args, "device", "cpu")).load()
     sft_args = argparse.Namespace(sft_lr=args.lr, sft_epochs=1, sft_batch=args.batch, seed=args.seed,
                                   sft_autocast=args.autocast, out=args.out, quiet=args.quiet,
                                   sft_steps=args.steps or 0, sft_minutes=args.minutes,

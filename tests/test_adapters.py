@@ -76,6 +76,12 @@ def test_a_damaged_or_foreign_adapter_is_a_clear_error(run, tmp_path):
     (bad / ADAPTER_META).write_text(json.dumps({k: v for k, v in meta.items() if k != "base_model"}))
     with pytest.raises(ConfigError, match="not an adapter description"):
         LocalLLM(str(bad)).load()
+    for broken in ({"target_modules": "q_proj"}, {"lora_rank": 2.5}, {"target_modules": ["no_such_layer"]}):
+        (bad / ADAPTER_META).write_text(json.dumps({**meta, **broken}))
+        with pytest.raises(
+            ConfigError, match="target_modules a list|lora_rank an integer|do not fit the model"
+        ):
+            LocalLLM(str(bad)).load()
     (bad / ADAPTER_META).write_text(json.dumps(meta))
     (bad / ADAPTER_FILE).write_bytes(b"not safetensors")
     with pytest.raises(ConfigError, match="not a readable safetensors"):
@@ -89,9 +95,22 @@ def test_save_epochs_needs_lora(tiny, tmp_path, capsys):
     assert not (tmp_path / "o").exists()  # refused before any work
 
 
-def test_the_offline_default_is_named_portably(tmp_path):
+def test_the_offline_default_is_named_portably(tmp_path, monkeypatch, run):
+    monkeypatch.setenv("MEMRL_CACHE_DIR", str(tmp_path / "cache"))
     assert base_model_name(None) == DEFAULT_MODEL
-    converted = tmp_path / "models" / DEFAULT_MODEL  # where a resumed run loads the default from
+    converted = tmp_path / "cache" / "models" / DEFAULT_MODEL  # where a resumed run loads the default from
     converted.mkdir(parents=True)
     assert base_model_name(str(converted)) == DEFAULT_MODEL
+    other = tmp_path / "elsewhere" / "models" / DEFAULT_MODEL  # a user's own folder of that name
+    other.mkdir(parents=True)
+    assert base_model_name(str(other)) == str(other.resolve())
     assert base_model_name("org/some-model") == "org/some-model"
+    with pytest.raises(ConfigError, match="is an adapter folder"):  # training from one: refused up front
+        base_model_name(str(run / "epoch-1"))
+
+
+def test_an_adapter_loads_in_bfloat16_with_float32_rotary_frequencies(run):
+    llm = LocalLLM(str(run / "epoch-2"), dtype="bfloat16").load()
+    assert all(p.dtype == torch.bfloat16 for p in llm.hf_model.parameters())
+    freqs = [b for n, b in llm.hf_model.named_buffers() if n.endswith("inv_freq")]
+    assert freqs and all(b.dtype == torch.float32 for b in freqs)

@@ -240,14 +240,13 @@ def save_epoch(trainer: Any, args: argparse.Namespace, epoch: int, step: int, va
     shape, epoch, step, validation loss), written beside and renamed, so a folder that exists is whole."""
     import shutil
 
-    from memrl.llm.hf_models import base_model_name
     from memrl.train.lora import save_adapter
 
     folder = Path(args.output_dir) / f"epoch-{epoch}"
     tmp = folder.with_name(folder.name + ".part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_adapter(trainer.model, tmp, base_model_name(getattr(trainer.llm, "spec", None)), dtype="bfloat16",
+    save_adapter(trainer.model, tmp, trainer.base_name, dtype="bfloat16",
                  epoch=epoch, step=step, val_loss=None if val_loss is None else round(val_loss, 4))  # fmt: skip
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)

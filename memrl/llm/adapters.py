@@ -49,15 +49,26 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / ADAPTER_META
     try:
         meta = json.loads(path.read_text())
-        base, rank, alpha, targets = (meta["base_model"], int(meta["lora_rank"]), float(meta["lora_alpha"]),
-                                      list(meta["target_modules"]))  # fmt: skip
+        base, rank, alpha, targets = (meta["base_model"], meta["lora_rank"], float(meta["lora_alpha"]),
+                                      meta["target_modules"])  # fmt: skip
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ConfigError(
             f"{path}: not an adapter description ({type(e).__name__}: {e}); it needs base_model, lora_rank, "
             "lora_alpha and target_modules"
         ) from e
-    if not isinstance(base, str) or not base or rank < 1 or not targets:
-        raise ConfigError(f"{path}: base_model must be a name, lora_rank >= 1, target_modules not empty")
+    if (
+        not isinstance(base, str)
+        or not base
+        or not isinstance(rank, int)
+        or isinstance(rank, bool)
+        or rank < 1
+        or not isinstance(targets, list)
+        or not targets
+        or not all(isinstance(t, str) and t for t in targets)
+    ):
+        raise ConfigError(
+            f"{path}: base_model must be a name, lora_rank an integer >= 1, target_modules a list of layer names"
+        )
     return {**meta, "base_model": base, "lora_rank": rank, "lora_alpha": alpha, "target_modules": targets}
 
 
@@ -85,7 +96,10 @@ def inject_lora(model: Any, *, rank: int, alpha: float, targets: str | list[str]
         modules = sorted(targets)
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=modules,
                              task_type="CAUSAL_LM")  # fmt: skip
-    peft.inject_adapter_in_model(config, model)
+    try:
+        peft.inject_adapter_in_model(config, model)
+    except ValueError as e:  # peft: a target module the model does not have
+        raise ConfigError(f"LoRA layers {modules} do not fit the model: {e}") from e
     model._memrl_lora = {"rank": rank, "alpha": alpha, "targets": modules}
     return modules
 
@@ -141,5 +155,7 @@ def load_merged(folder: str | Path, *, device: str = "cpu", dtype: str = "float3
     model, tok = load_model(ensure_local_model(base, cache_dir), device="cpu", dtype="float32")
     inject_lora(model, rank=meta["lora_rank"], alpha=meta["lora_alpha"], targets=meta["target_modules"])
     set_weights(model, folder)
-    merge(model)
-    return model.to(device=device, dtype=getattr(torch, dtype)).eval(), tok
+    merge(model)  # in float32, then the weights (not the buffers: RoPE's inv_freq stays float32) cast
+    for p in model.parameters():
+        p.data = p.data.to(getattr(torch, dtype))
+    return model.to(device).eval(), tok

@@ -93,7 +93,12 @@ def base_model_name(spec: str | None) -> str:
     if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
         return DEFAULT_MODEL
     path = Path(spec).expanduser()
-    if path.name == DEFAULT_MODEL and path.parent.name == "models":
+    if (path / "adapter.json").is_file() and not (path / "config.json").is_file():
+        raise ConfigError(
+            f"{spec} is an adapter folder: a model trained from it has no base to name. Merge it first "
+            "(load it and save_pretrained), or train from its base model"
+        )
+    if path.exists() and path.resolve() == (cache_root() / "models" / DEFAULT_MODEL).resolve():
         return DEFAULT_MODEL
     return str(path.resolve()) if path.exists() else spec
 

@@ -88,7 +88,9 @@ class LocalEngine(TokenEngine):
                     torch.set_num_threads(self.threads)
                 self.path = ensure_local_model(self.spec, self.cache_dir)
                 if is_adapter_folder(self.path):  # a trained LoRA adapter: its base model, merged
-                    model, tok = load_merged(self.path, device=self.device, dtype=self.dtype)
+                    model, tok = load_merged(
+                        self.path, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir
+                    )
                 else:
                     model, tok = load_model(self.path, device=self.device, dtype=self.dtype)
                 self.stop_ids = stop_token_ids(tok, model.generation_config)

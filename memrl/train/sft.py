@@ -31,6 +31,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
+from memrl.llm.hf_models import base_model_name
 from memrl.train.logprobs import Sample
 from memrl.train.trainer import LocalModelTrainer
 
@@ -120,6 +121,8 @@ class SFTTrainer(LocalModelTrainer):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.config.seed)
                 add_lora(self.model, rank=self.config.lora_rank, alpha=self.config.lora_alpha)
+        # what a saved adapter names as its base, decided (and refused for an adapter folder) before training
+        self.base_name = base_model_name(getattr(llm, "spec", None)) if self.config.lora_rank else None
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=self.config.lr
         )
@@ -247,11 +250,10 @@ class SFTTrainer(LocalModelTrainer):
         """Every weight; with LoRA the merged model (a plain model folder) plus ``adapter.safetensors``."""
         if not self.config.lora_rank:
             return super()._save_model(folder)
-        from memrl.llm.hf_models import base_model_name
         from memrl.train.lora import save_adapter, save_merged
 
         save_merged(self.model, folder)
-        save_adapter(self.model, folder, base_model_name(getattr(self.llm, "spec", None)))
+        save_adapter(self.model, folder, self.base_name)
 
     @staticmethod
     def model_to_load(folder: str | Path) -> str:

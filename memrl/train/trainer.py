@@ -51,6 +51,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
+from memrl.llm.hf_models import base_model_name
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
 from memrl.train.logprobs import PolicyLogProbs, Sample
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
@@ -153,6 +154,8 @@ class PolicyTrainer(LocalModelTrainer):
             from memrl.train.lora import add_lora
 
             add_lora(self.model, rank=cfg.lora_rank, alpha=cfg.lora_alpha, targets=cfg.lora_targets)
+        # what a saved adapter names as its base, decided (and refused for an adapter folder) before training
+        self.base_name = base_model_name(getattr(llm, "spec", None)) if cfg.lora_rank else None
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.SGD
         self.optimizer = opt(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -342,11 +345,10 @@ class PolicyTrainer(LocalModelTrainer):
     def _save_model(self, folder: Path) -> None:
         if not self.config.lora_rank:
             return super()._save_model(folder)
-        from memrl.llm.hf_models import base_model_name
         from memrl.train.lora import save_adapter, save_merged
 
         save_merged(self.model, folder)
-        save_adapter(self.model, folder, base_model_name(getattr(self.llm, "spec", None)))
+        save_adapter(self.model, folder, self.base_name)
 
     @staticmethod
     def read_state(folder: str | Path) -> dict[str, Any]:

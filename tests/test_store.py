@@ -93,7 +93,11 @@ async def test_a_large_batch_keeps_its_order_history_and_vectors(amem: AsyncMemo
     order, and each findable by dense search."""
     texts = [f"note {i} about topic {i % 37} and thing {i * 7919 % 10007}" for i in range(2500)]
     texts[2400] = texts[5]  # the same content twice: one cached vector, two items
-    items = await amem.add_many([NewItem(t, id=f"n{i}", session=f"s{i // 100}") for i, t in enumerate(texts)])
+    # sessions on the first 1,000 only: a statement chunk whose sessions are all None (NULLs) too
+    items = await amem.add_many(
+        [NewItem(t, id=f"n{i}", session=f"s{i // 100}" if i < 1000 else None) for i, t in enumerate(texts)]
+    )
+    assert [(await amem.get(f"n{k}")).session for k in (0, 999, 1000, 2499)] == ["s0", "s9", None, None]
     assert [i.id for i in items] == [f"n{i}" for i in range(2500)]
     assert [i.id for i in await amem.list()] == [f"n{i}" for i in range(2500)]
     adds = [h for h in await amem.history() if h.op == "ADD"]

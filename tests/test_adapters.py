@@ -10,8 +10,8 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.errors import ConfigError
-from memrl.llm.adapters import ADAPTER_FILE, ADAPTER_META, is_adapter_folder, read_meta
-from memrl.llm.hf_models import DEFAULT_MODEL, base_model_name
+from memrl.llm.adapters import ADAPTER_FILE, ADAPTER_META, base_model_name, is_adapter_folder, read_meta
+from memrl.llm.hf_models import DEFAULT_MODEL
 from memrl.llm.local import LocalLLM
 from tests.tiny_lm import make_tiny_lm
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from memrl.errors import ConfigError
 
-__all__ = ["ADAPTER_FILE", "ADAPTER_META", "inject_lora", "is_adapter_folder", "load_merged", "read_meta",
+__all__ = ["ADAPTER_FILE", "ADAPTER_META", "base_model_name", "inject_lora", "is_adapter_folder", "load_merged", "read_meta",
            "write_meta"]  # fmt: skip
 
 ADAPTER_FILE = "adapter.safetensors"
@@ -70,6 +70,26 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
             f"{path}: base_model must be a name, lora_rank an integer >= 1, target_modules a list of layer names"
         )
     return {**meta, "base_model": base, "lora_rank": rank, "lora_alpha": alpha, "target_modules": targets}
+
+
+def base_model_name(spec: str | None) -> str:
+    """How a trained adapter names its base model: the offline default by its name (also when a resumed run
+    loaded it from its converted folder), a local path made absolute, a hub id as given; an adapter folder
+    is refused (a model trained from it has no base to name)."""
+    from memrl.llm.hf_models import DEFAULT_MODEL, SMOLLM2_GGUF
+    from memrl.loading import cache_root
+
+    if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
+        return DEFAULT_MODEL
+    path = Path(spec).expanduser()
+    if is_adapter_folder(path):
+        raise ConfigError(
+            f"{spec} is an adapter folder: a model trained from it has no base to name. Merge it first "
+            "(load it and save_pretrained), or train from its base model"
+        )
+    if path.exists() and path.resolve() == (cache_root() / "models" / DEFAULT_MODEL).resolve():
+        return DEFAULT_MODEL
+    return str(path.resolve()) if path.exists() else spec
 
 
 def _peft() -> Any:

@@ -87,22 +87,6 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def base_model_name(spec: str | None) -> str:
-    """How a trained adapter names its base model: the offline default by its name (also when a resumed run
-    loaded it from its converted folder), a local path made absolute, a hub id as given."""
-    if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
-        return DEFAULT_MODEL
-    path = Path(spec).expanduser()
-    if (path / "adapter.json").is_file() and not (path / "config.json").is_file():
-        raise ConfigError(
-            f"{spec} is an adapter folder: a model trained from it has no base to name. Merge it first "
-            "(load it and save_pretrained), or train from its base model"
-        )
-    if path.exists() and path.resolve() == (cache_root() / "models" / DEFAULT_MODEL).resolve():
-        return DEFAULT_MODEL
-    return str(path.resolve()) if path.exists() else spec
-
-
 def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -> str:
     """A local folder (converted if needed) or, for a hub id, the id itself."""
     models = Path(cache_dir) if cache_dir else cache_root() / "models"

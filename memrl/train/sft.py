@@ -31,7 +31,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.llm.hf_models import base_model_name
+from memrl.llm.adapters import base_model_name
 from memrl.train.logprobs import Sample
 from memrl.train.trainer import LocalModelTrainer
 

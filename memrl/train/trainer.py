@@ -51,7 +51,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.llm.hf_models import base_model_name
+from memrl.llm.adapters import base_model_name
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
 from memrl.train.logprobs import PolicyLogProbs, Sample
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss

@@ -88,7 +88,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="read: only the untrained model's evaluation, written to --before-cache (so that every "
                         "seed's run gets the same training time)")  # fmt: skip
     g.add_argument("--eval-bf16", action="store_true",
-                   help="read: the evaluations prefill prompts in bfloat16 (1.17x faster here; greedy outputs may "
+                   help="read: the evaluations prefill prompts in bfloat16 (1.17x faster on an AVX-512 BF16 CPU, slower on AVX2 only; greedy outputs may "
                         "differ slightly from fp32's, so the cached untrained evaluation is keyed by it)")  # fmt: skip
     g.add_argument("--eval-estimate-s", type=float, default=0.0,
                    help="seconds the evaluation after training will take (default: as long as the one before)")  # fmt: skip
@@ -124,7 +124,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="read: each answer example this many times per SFT epoch")  # fmt: skip
     g.add_argument("--sft-batch", type=int, default=8)
     g.add_argument("--sft-autocast", default="none", choices=["none", "bf16"],
-                   help="answer, read: SFT forward/backward under bfloat16 autocast (fp32 weights; 1.23x faster per step here)")  # fmt: skip
+                   help="answer, read: SFT forward/backward under bfloat16 autocast (fp32 weights; 1.23x faster per step on an AVX-512 BF16 CPU, several times slower on AVX2 only)")  # fmt: skip
     g.add_argument("--sft-epochs", type=int, default=1)
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument(

@@ -36,6 +36,7 @@ def test_the_verdict_line_names_the_loser_and_the_expert():
 
     lost = verdict({"membuilder": run(0.042), "annotations": run(0.20), "raw": run(0.154)})
     assert lost.startswith("membuilder loses to raw storage here (F1 4.2 vs 15.4)") and "scores 20.0" in lost
+    assert "F1 5.1 vs 9.0" in lost and "no trained builder" in lost  # the LoCoMo-scale figure and why
     won = verdict({"membuilder": run(0.2), "raw": run(0.154)})
     assert won.startswith("membuilder 20.0 >= raw 15.4") and "expert" not in won
     assert verdict({"membuilder": run(None), "raw": run(0.1)}).startswith("LoCoMo's table")

@@ -248,3 +248,50 @@ def test_sft_membuilder_keeps_the_experts_trajectories_and_samples_its_losses(ti
     (damaged / "expert.jsonl").write_text(kept[:-40])
     code, _, err = sft(damaged, "--sessions", "2")
     assert code == 1 and "expert.jsonl: not a file of expert trajectories" in err
+
+
+def test_bf16_on_a_cpu_without_native_bf16_is_warned_once(tiny, caplog, monkeypatch):
+    """An AVX2-only core emulates bfloat16 (SFT 4.4x slower than fp32 there): asking for it says so, once."""
+    import logging
+
+    from memrl.llm import cpu
+
+    cpu._warn_once.cache_clear()
+    monkeypatch.setattr(cpu, "cpu_bf16_native", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="memrl.llm.cpu"):
+        llm = LocalLLM(tiny).load()
+        for autocast in ("bf16", "bf16", "none"):
+            SFTTrainer(llm, SFTConfig(autocast=autocast))
+    slow = [r for r in caplog.records if "no native bfloat16" in r.getMessage()]
+    assert len(slow) == 1 and "SFT (--autocast bf16)" in slow[0].getMessage()
+    assert cpu.warn_slow_bf16("cuda", "x") is False  # GPUs are not this check's business
+    monkeypatch.setattr(cpu, "cpu_bf16_native", lambda: True)
+    cpu._warn_once.cache_clear()
+    assert cpu.warn_slow_bf16("cpu", "y") is False
+
+
+def test_the_sft_step_benchmark_times_each_setting_on_the_kept_examples(tiny, tmp_path, capsys):
+    """bench/sft_step.py reads the examples memrl train sft-membuilder kept and times SFTTrainer's own step."""
+    import importlib.util
+    from pathlib import Path
+
+    out = tmp_path / "expert"
+    assert main(["train", "sft-membuilder", "--dataset", "sample", "--sessions", "1", "--embedder", "hashing",
+                 "--model", tiny, "--max-steps", "0", "--output-dir", str(out), "--json"]) == 0  # fmt: skip
+    spec = importlib.util.spec_from_file_location(
+        "sft_step", Path(__file__).parents[1] / "bench" / "sft_step.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    capsys.readouterr()
+    res = bench.main(
+        ["--expert", str(out / "expert.jsonl"), "--examples", "2", "--model", tiny, "--lora-rank", "4"]
+    )
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last == json.loads(json.dumps(res)) and last["examples"] == 2 and last["tokens"] > 0
+    assert set(last["step_s"]) == {"fp32-mb1", "fp32-mb4", "bf16-mb1"} and all(
+        v > 0 for v in last["step_s"].values()
+    )
+    assert set(last["bf16_over_fp32"]) == {"forward", "step"} and isinstance(last["bf16_native"], bool)
+    with pytest.raises(SystemExit):
+        bench.main(["--expert", str(out / "expert.jsonl"), "--settings", "fp16-mb1", "--model", tiny])

@@ -169,6 +169,10 @@ def generate(
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
     n_real = len(tokenizer)  # the embedding may be padded beyond the tokenizer: never emit those ids
     bitmask = xgr.allocate_token_bitmask(n, _vocab_size(model)) if any(matchers) else None
+    if prefill_bf16:
+        from memrl.llm.cpu import warn_slow_bf16
+
+        warn_slow_bf16(device.type, "the prompts' prefill (prefill_bf16)")
 
     rows = list(range(n))  # batch row j holds sequence rows[j]
     out: list[list[int]] = [[] for _ in range(n)]

@@ -55,7 +55,8 @@ class SFTConfig:
     autocast: Literal["none", "bf16"] = option(
         "none",
         "bf16: forward and backward under torch.autocast(bfloat16), the weights and optimizer kept in fp32 "
-        "(1.23x faster per step on a 2-core AVX-512 BF16 CPU: docs/results.md, read with a longer SFT)",
+        "(1.23x faster per step on a 2-core AVX-512 BF16 CPU; emulated and several times slower on an AVX2-only CPU, "
+        "where a warning says so: docs/training.md, 'What SFT costs')",
     )
 
     def __post_init__(self) -> None:
@@ -126,6 +127,10 @@ class SFTTrainer(LocalModelTrainer):
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=self.config.lr
         )
+        if self.config.autocast == "bf16":
+            from memrl.llm.cpu import warn_slow_bf16
+
+            warn_slow_bf16(next(self.model.parameters()).device.type, "SFT (--autocast bf16)")
 
     def loss_on(self, samples: Sequence[Sample]) -> tuple[float, int]:
         """Mean NLL per reply token over ``samples`` without training (to compare before and after)."""

@@ -2,7 +2,7 @@
 than float32) elsewhere.
 
 ``--autocast bf16`` (SFT) and ``prefill_bf16`` (the read benchmark's evaluations) were measured 1.23x and
-1.17x faster on an AVX-512 BF16 EPYC; on an AVX2-only core the same SFT forward pass took 4.4x *longer*
+1.17x faster on an AVX-512 BF16 EPYC; on an AVX2-only core the same SFT forward pass took 4.3x *longer*
 than in float32 (docs/training.md, "What SFT costs"). :func:`warn_slow_bf16` says so once per
 process where bf16 is asked for on such a CPU; it changes nothing else (the user's choice stands).
 """

@@ -119,6 +119,16 @@ def wait_text(driver, text: str) -> None:
     WebDriverWait(driver, 10).until(shown)
 
 
+def sign_in(driver, token: str) -> None:
+    """Type ``token`` into the login form once the form is there: after a click that navigates (the log-out
+    button posts, then redirects) the old page can still be the document for a moment, so finding the box
+    at once can fail (it did on CI: NoSuchElementException right after "log out")."""
+    box = WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+        EC.presence_of_element_located((By.NAME, "token"))
+    )
+    box.send_keys(token, Keys.ENTER)
+
+
 def test_browse_search_history_and_undo(browser, site) -> None:
     url, db, fact_id = site
     browser.get(url + "/")
@@ -243,9 +253,9 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         browser.delete_all_cookies()
         browser.get(url + "/ns/bob")
         assert "/login" in browser.current_url
-        browser.find_element(By.NAME, "token").send_keys("wrong-token", Keys.ENTER)
+        sign_in(browser, "wrong-token")
         wait_text(browser, "invalid bearer token")
-        browser.find_element(By.NAME, "token").send_keys("alice-secret-1", Keys.ENTER)
+        sign_in(browser, "alice-secret-1")
         wait_text(browser, "may not access namespace 'bob'")
         browser.get(url + "/")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice"]
@@ -253,7 +263,7 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         wait_text(browser, "only to a token for every namespace")
         # logging out is a POST carrying the CSRF token: the header's button
         browser.find_element(By.XPATH, "//header//button[text()='log out']").click()
-        browser.find_element(By.NAME, "token").send_keys(ROOT, Keys.ENTER)
+        sign_in(browser, ROOT)
         wait_text(browser, "Namespaces")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
 

@@ -4,6 +4,8 @@ hacks it is meant to catch (the official metrics, kept for reports, are still ga
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memrl.agents.memupdate import init_from_observations
@@ -94,6 +96,52 @@ async def test_memupdate_cheats_earn_nothing_and_stay_below_the_fix(memory, conv
     assert means[HONEST] > 0.0
     assert verdict(table) == []
     assert means["delete everything"] < 0.0  # destroying what the question finds costs
+
+
+async def test_the_packing_cheats_do_what_they_claim_and_are_not_paid(memory, convs):
+    """Two cheats of the reader's character budget, added after the issue-32 list: one memory packing the
+    top 20 hits of a deeper search (dates kept, stopwords dropped) and every hit rewritten without its
+    stopwords in place. They must really pack (the calls succeed, the texts are shorter and keep their
+    content words), and earn no positive mean: the answer is rarely just below the reader's window, and
+    what the digest pushes out of other questions' windows is charged."""
+    from memrl.agents.memupdate import MemUpdateConfig, run_episode, state_before
+    from memrl.eval.redteam.items import squeeze
+    from memrl.eval.redteam.update import DIGEST_HITS, update_policy
+    from memrl.llm.scripted import ScriptedLLM
+
+    def arguments_of(call):
+        a = call["arguments"]
+        return json.loads(a) if isinstance(a, str) else a
+
+    assert (
+        squeeze("Caroline went to the LGBTQ support group on 7 May")
+        == "Caroline went LGBTQ support group 7 May"
+    )
+    items = pick_questions(convs, 1, seed=3)
+    cfg = MemUpdateConfig(max_tool_calls=30, max_turns=31)
+    table = RewardTable()
+    for item in items:
+        before = await state_before(memory, item.namespace, item.conversation, item.question, cfg)
+        for name in (HONEST, "digest of the hits", "compressed hits"):
+            llm = ScriptedLLM(update_policy(name, item, []))
+            result = await run_episode(llm, memory, item.namespace, item.conversation, item.question, config=cfg,
+                                       before=before)  # fmt: skip
+            table.add("memupdate", name, result.trajectory.reward)
+            calls = [(c["name"], arguments_of(c), r) for s in result.trajectory.steps
+                     for c, r in zip(s.tool_calls, s.tool_results, strict=True)]  # fmt: skip
+            if name == HONEST:
+                continue
+            assert calls[0][0] == "search_memory" and calls[0][1]["top_k"] == DIGEST_HITS
+            edits = [(a, r) for _, a, r in calls[1:]]
+            assert edits and all(r["ok"] and r["kind"] == "ok" for _, r in edits), (name, edits)
+            if name == "digest of the hits":
+                ((args, _),) = edits
+                assert args["operation"] == "create" and " the " not in f" {args['content']} "
+            else:
+                assert len(edits) >= 5 and all(a["operation"] == "update" for a, _ in edits)
+    means = table.means()["memupdate"]
+    assert means["digest of the hits"] <= 0.0 and means["compressed hits"] <= 0.0
+    assert verdict(table) == [] and means[HONEST] > 0.0
 
 
 async def test_adrpo_cheats_stay_below_the_expert(memory, convs):

@@ -96,3 +96,28 @@ async def test_a_gene_that_saves_what_an_informative_edit_destroys_earns_the_hon
     assert saved.flagged == [], saved.flagged
     cheat = await run.judge((("overwrite",), ("save",), ("inflate",)))  # 1.1: above honest
     assert "r: paid for ['inflate']" in cheat.flagged and "r" in cheat.flagged
+
+
+def test_adrpo_a_merge_gene_on_core_does_nothing_so_a_guess_beside_it_is_judged_as_a_hedge():
+    """The core agent only appends: a merge or overwrite gene there changes nothing it writes. A search run
+    (2026-11-27) flagged (merge_prior on core, a guess on core) on the point estimate of the core reward
+    (+0.0095, 95% CI 0.000..0.024), the very figure of the guess alone, which is judged as a hedge (the
+    lower end of its interval). The no-op gene is now ignored when the bar is chosen, and never drawn."""
+    from memrl.eval.redteam.build import TYPES
+    from memrl.eval.redteam.build_search import ITEM_GENES, BuildFamily
+
+    family = BuildFamily(None)  # bars and genes only: no store is read
+    honest = Evaluation({}, ({t: "expert" for t in TYPES},) * 3)
+    ev = Evaluation({}, ({**{t: "expert" for t in TYPES}, "core": "expert + guess"},) * 3)
+
+    def core_bar(genome):
+        (bar,) = [b for b in family.bars(genome, ev, honest) if b.label == "adrpo (core)"]
+        return bar
+
+    assert core_bar((("guess", "core", 1),)).reliable
+    assert core_bar((("merge_prior", "core", 3), ("guess", "core", 1))).reliable
+    assert not core_bar((("dump", "core", 0, 600), ("guess", "core", 1))).reliable  # a dump is no guess
+    rng = random.Random(0)
+    drawn = [family.random_gene(rng) for _ in range(3000)]
+    drawn += [family.mutate_gene(g, rng) for g in drawn if g[0] in ITEM_GENES]
+    assert {g[0] for g in drawn} >= ITEM_GENES and all(g[1] != "core" for g in drawn if g[0] in ITEM_GENES)

@@ -20,6 +20,7 @@ from typing import Any
 
 from memrl.data.types import Conversation, Question, Session
 from memrl.eval.redteam.build import _CAPS, TYPES, _copy, _kind, oracle_reader
+from memrl.eval.redteam.items import squeeze
 from memrl.memory.facade import AsyncMemory
 
 __all__ = ["REGRESSIONS", "BuildCase", "BuildFamily", "build_cases", "genome_agents"]
@@ -28,6 +29,8 @@ __all__ = ["REGRESSIONS", "BuildCase", "BuildFamily", "build_cases", "genome_age
 ITEM_CHARS, OPS = 600, 3  # the action schema's longest memory and MemBuilder's operations per answer
 
 SILENT = tuple(("silence", t) for t in TYPES)  # no agent writes the expert's answer
+#: Genes that act on shown memories (MERGE, UPDATE): the core agent only appends, so for it they do nothing.
+ITEM_GENES = frozenset({"merge_prior", "overwrite_prior"})
 #: The cheats an outside red team found (issue 32), as genomes: the search starts from them.
 REGRESSIONS: dict[str, tuple[tuple[Any, ...], ...]] = {
     # the session's text in pieces sized to the old length penalty's free allowances (600 characters of
@@ -65,6 +68,8 @@ def _gene_text(gene: tuple[Any, ...], case: BuildCase, shown: Sequence[tuple[str
     turns = " ".join(f"{t.speaker}: {t.text}" for t in case.session.turns)
     if name == "dump":  # the session's text from character p[0], p[1] characters of it
         return turns[p[0] : p[0] + p[1]]
+    if name == "squeeze":  # the dump without stopwords: the same order, more of the session per character
+        return squeeze(turns)[p[0] : p[0] + p[1]]
     if name == "bag":
         words = re.findall(r"[\w'-]+", turns)
         if p[1] == "freq":
@@ -121,6 +126,7 @@ class BuildFamily:
     delta_rewards: frozenset[str] = frozenset()
     GENES = (
         "dump",
+        "squeeze",
         "bag",
         "caps",
         "copy_prior",
@@ -159,7 +165,7 @@ class BuildFamily:
         ]
         out = []
         for t in deviating:
-            mine = [g for g in genome if len(g) > 1 and g[1] == t]
+            mine = [g for g in genome if len(g) > 1 and g[1] == t and self.acts(g)]
             r = f"adrpo ({t})"
             if deviating == [t]:
                 silenced = ("silence", t) in mine
@@ -181,9 +187,17 @@ class BuildFamily:
     def random_gene(self, rng: Any) -> tuple[Any, ...]:
         return self._params(rng.choice(self.GENES), rng.choice(TYPES), rng)
 
+    @staticmethod
+    def acts(gene: tuple[Any, ...]) -> bool:
+        """Whether ``gene`` changes what its agent writes (a merge or overwrite gene on core does not)."""
+        return not (len(gene) > 1 and gene[1] == "core" and gene[0] in ITEM_GENES)
+
     def _params(self, name: str, agent: str, rng: Any) -> tuple[Any, ...]:
+        if name in ITEM_GENES and agent == "core":  # a no-op there: draw an agent it acts for
+            agent = rng.choice([t for t in TYPES if t != "core"])
         return {
             "dump": lambda: (name, agent, rng.choice((0, 600, 1400, 2200, 3000)), rng.choice((150, 300, 600, 800, 1800))),
+            "squeeze": lambda: (name, agent, rng.choice((0, 600, 1400, 2200)), rng.choice((150, 300, 600, 800, 1800))),
             "bag": lambda: (name, agent, rng.choice((150, 300, 600, 1800)), rng.choice(("first", "freq"))),
             "caps": lambda: (name, agent, rng.choice((150, 300, 600))),
             "copy_prior": lambda: (name, agent, rng.choice((1, 3))),

@@ -16,7 +16,7 @@ from datetime import date
 
 from memrl.data.types import Conversation, Question
 
-__all__ = ["Item", "frequent_answers", "pick_questions", "priors", "spoken_date"]
+__all__ = ["Item", "frequent_answers", "pick_questions", "priors", "spoken_date", "squeeze"]
 
 CATEGORIES = ("multi-hop", "temporal", "open-domain", "single-hop")
 
@@ -82,3 +82,11 @@ def spoken_date(iso: object) -> str | None:
     except ValueError:
         return None
     return f"{d.day} {d:%B %Y}"
+
+
+def squeeze(content: str) -> str:
+    """``content`` without its stopwords: shorter, the same content words (nothing a reader needs is
+    known to be lost, and the store keeps the dropped words elsewhere, so retention stays near 1)."""
+    from memrl.memory.fusion import STOPWORDS, TOKEN
+
+    return " ".join(t for t in TOKEN.findall(content) if t.lower() not in STOPWORDS) or content

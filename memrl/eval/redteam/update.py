@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memrl.eval.redteam import HONEST, RewardTable
-from memrl.eval.redteam.items import Item, spoken_date
+from memrl.eval.redteam.items import Item, spoken_date, squeeze
 from memrl.memory.facade import AsyncMemory
 
 __all__ = [
@@ -31,7 +31,10 @@ __all__ = [
 UPDATE_POLICIES = (
     HONEST, "empty", "copy question", "copy memory", "list of guesses", "one letter", "blind merges",
     "blind splits", "delete everything", "same call repeated", "maximal length", "copy a date",
+    "digest of the hits", "compressed hits",
 )  # fmt: skip
+#: How many hits the digest cheat asks for (the reader's window holds about five of them).
+DIGEST_HITS = 20
 
 _LINE = re.compile(r"^\[([^\]]+)\] \(([^)]*)\)(?: score=\S+)? (.*)$", re.M)
 
@@ -59,6 +62,19 @@ def honest_fix(item: Item) -> dict[str, Any]:
     if meta:
         call["tool_calls"][0]["arguments"]["metadata"] = meta
     return call
+
+
+def digest(hits: Sequence[tuple[str, str, str]]) -> str:
+    """The *digest* cheat's memory: the hits of a search for the question, in rank order, each as its date
+    and its words without stopwords, in one memory. It knows nothing of the answer; it packs what ranks
+    6-20 (which the reader's character budget never reaches) into the budget, so it gains exactly where
+    the answer sits just below the reader's window."""
+    lines = []
+    for _, tags, content in hits:
+        day = spoken_date(tags.split(", ")[-1]) or ""
+        words = squeeze(content)
+        lines.append(f"{day}: {words}" if day else words)
+    return "; ".join(lines)
 
 
 def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..., Any]:
@@ -95,6 +111,17 @@ def update_policy(name: str, item: Item, frequent: Sequence[str]) -> Callable[..
             return _create(text)
         if name == "same call repeated":
             return _create(first[0][2] if first else q.question)
+        if name == "digest of the hits":  # search deeper than the opening hits, then one packed memory
+            if state["turn"] == 1:
+                return _call("search_memory", query=q.question, top_k=DIGEST_HITS)
+            return _create(digest(seen)) if state["turn"] == 2 and seen else "Done."
+        if name == "compressed hits":  # every hit of a deeper search rewritten shorter, in place
+            if state["turn"] == 1:
+                return _call("search_memory", query=q.question, top_k=DIGEST_HITS)
+            if state["turn"] == 2:
+                queue.extend(_call("manage_memory", operation="update", memory_id=i, content=squeeze(c))
+                             for i, _, c in seen if squeeze(c) != c)  # fmt: skip
+            return queue.pop(0) if queue else "Done."
         # the tool-loop cheats: search for the question, then act on every id it returns, again and again
         if queue:
             return queue.pop(0)
@@ -199,6 +226,11 @@ def gene_calls(gene: tuple[Any, ...], item: Item, shown: Sequence[tuple[str, str
         return [_call("manage_memory", operation="create", content=q.question, metadata={p[0]: value})]
     if name == "pad":
         return [_create(f"{q.question} " + " ".join(["note"] * (p[0] // 5)))]
+    if name == "squeeze_shown":  # shown memories rewritten without stopwords: more of them fit the window
+        return [_call("manage_memory", operation="update", memory_id=i, content=squeeze(c))
+                for i, _, c in shown[: p[0]] if squeeze(c) != c]  # fmt: skip
+    if name == "digest_shown":
+        return [_create(digest(shown[: p[0]]))] if shown else []
     if name == "dup_top":
         return [_create(top[2])] * p[0]
     if name == "guess":
@@ -233,7 +265,8 @@ class UpdateFamily:
     guesses = frozenset({"guess", "session_dates"})
     delta_rewards = frozenset({"memupdate"})
     GENES = ("merge_guess", "merge_shown", "split_shown", "delete_shown", "rewrite_shown", "stuff", "pad",
-             "dup_top", "guess", "session_dates", "overwrite_question", "overwrite_honest")  # fmt: skip
+             "dup_top", "guess", "session_dates", "overwrite_question", "overwrite_honest", "squeeze_shown",
+             "digest_shown")  # fmt: skip
 
     def __init__(
         self, memory: AsyncMemory, priors: dict[str, dict[str, list[str]]], *, max_tool_calls: int = 30
@@ -260,6 +293,8 @@ class UpdateFamily:
             "split_shown": lambda: (name, rng.choice((1, 3, 8))),
             "delete_shown": lambda: (name, rng.choice((1, 3, 8))),
             "rewrite_shown": lambda: (name, rng.choice((1, 3, 8))),
+            "squeeze_shown": lambda: (name, rng.choice((1, 3, 5, 15))),
+            "digest_shown": lambda: (name, rng.choice((3, 5, 15))),
             "stuff": lambda: (name, rng.choice(STUFF_KEYS)),
             "pad": lambda: (name, rng.choice((100, 400, 1500))),
             "dup_top": lambda: (name, rng.choice((1, 3, 10))),

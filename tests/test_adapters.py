@@ -114,3 +114,23 @@ def test_an_adapter_loads_in_bfloat16_with_float32_rotary_frequencies(run):
     assert all(p.dtype == torch.bfloat16 for p in llm.hf_model.parameters())
     freqs = [b for n, b in llm.hf_model.named_buffers() if n.endswith("inv_freq")]
     assert freqs and all(b.dtype == torch.float32 for b in freqs)
+
+
+def test_an_adapter_shipped_in_the_package_is_named_memrl_name(run, tmp_path, monkeypatch):
+    """``--model memrl:NAME`` loads ``memrl/resources/adapters/NAME`` (the shipped recipe's adapters); an
+    unknown name is a clear error that lists what ships. The root is pointed at a folder the test fills."""
+    import shutil
+
+    from memrl.llm import adapters
+    from memrl.llm.hf_models import ensure_local_model
+
+    shutil.copytree(run / "epoch-1", tmp_path / "membuilder-test")
+    (tmp_path / "not-an-adapter").mkdir()
+    monkeypatch.setattr(adapters, "_packaged_root", lambda: tmp_path)
+    assert adapters.packaged_adapters() == ["membuilder-test"]
+    assert ensure_local_model("memrl:membuilder-test") == str(tmp_path / "membuilder-test")
+    shipped = _logits(LocalLLM("memrl:membuilder-test").load())
+    assert torch.equal(shipped, _logits(LocalLLM(str(run / "epoch-1")).load()))
+    for bad in ("memrl:nope", "memrl:not-an-adapter", "memrl:", "memrl:../membuilder-test"):
+        with pytest.raises(ConfigError, match="shipped: memrl:membuilder-test"):
+            ensure_local_model(bad)

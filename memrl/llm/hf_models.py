@@ -88,10 +88,15 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> Path:
 
 
 def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -> str:
-    """A local folder (converted if needed) or, for a hub id, the id itself."""
+    """A local folder (converted if needed; ``memrl:NAME``: an adapter shipped in the package) or, for a hub
+    id, the id itself."""
     models = Path(cache_dir) if cache_dir else cache_root() / "models"
     if model is None or model.lower() in (DEFAULT_MODEL, "smollm2-135m-instruct.q4_1.gguf"):
         return str(convert_gguf(smollm2_gguf(), models / DEFAULT_MODEL))
+    if model.startswith("memrl:"):  # an adapter shipped in the package (memrl.llm.adapters.PACKAGED)
+        from memrl.llm.adapters import packaged_adapter
+
+        return str(packaged_adapter(model))
     path = Path(model).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():

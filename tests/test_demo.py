@@ -36,7 +36,32 @@ def test_the_verdict_line_names_the_loser_and_the_expert():
 
     lost = verdict({"membuilder": run(0.042), "annotations": run(0.20), "raw": run(0.154)})
     assert lost.startswith("membuilder loses to raw storage here (F1 4.2 vs 15.4)") and "scores 20.0" in lost
-    assert "F1 5.1 vs 9.0" in lost and "no trained builder" in lost  # the LoCoMo-scale figure and why
+    # the LoCoMo-scale figures (untrained and SFT builder against raw) and why the SFT one is not the default
+    assert (
+        "F1 5.1 against raw's 9.0" in lost
+        and "memrl:membuilder-sft 6.9" in lost
+        and "not the default" in lost
+    )
     won = verdict({"membuilder": run(0.2), "raw": run(0.154)})
     assert won.startswith("membuilder 20.0 >= raw 15.4") and "expert" not in won
     assert verdict({"membuilder": run(None), "raw": run(0.1)}).startswith("LoCoMo's table")
+
+
+def test_the_demo_builds_with_another_model_only_where_asked(tmp_path, monkeypatch, capsys):
+    """``--builder-model`` (e.g. the shipped SFT adapter, memrl:membuilder-sft) is membuilder's agents' model;
+    the answerer, the expert's and raw's runs keep the default model."""
+    made: list[tuple[str, str | None]] = []
+
+    def create(provider, model=None, **kw):
+        made.append((provider, model))
+        return ScriptedLLM(
+            lambda m, t, schema: ('{"operations": []}' if "CORE" not in m[0]["content"] else
+                                  '{"operation": "APPEND", "content": "-"}') if schema is not None else "Biscuit"
+        )  # fmt: skip
+
+    monkeypatch.setattr(registry, "create_llm", create)
+    code = main(["demo", "--provider", "scripted", "--embedder", "hashing", "--output-dir", str(tmp_path),
+                 "--builder-model", "memrl:membuilder-sft"])  # fmt: skip
+    assert code == 0 and "membuilder " in capsys.readouterr().out
+    assert made.count(("scripted", "memrl:membuilder-sft")) == 1
+    assert all(model is None for _, model in made if model != "memrl:membuilder-sft") and len(made) == 2

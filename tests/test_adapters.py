@@ -121,13 +121,13 @@ def test_an_adapter_shipped_in_the_package_is_named_memrl_name(run, tmp_path, mo
     unknown name is a clear error that lists what ships. The root is pointed at a folder the test fills."""
     import shutil
 
-    from memrl.llm import adapters
+    from memrl.llm import packaged
     from memrl.llm.hf_models import ensure_local_model
 
     shutil.copytree(run / "epoch-1", tmp_path / "membuilder-test")
     (tmp_path / "not-an-adapter").mkdir()
-    monkeypatch.setattr(adapters, "_packaged_root", lambda: tmp_path)
-    assert adapters.packaged_adapters() == ["membuilder-test"]
+    monkeypatch.setattr(packaged, "_packaged_root", lambda: tmp_path)
+    assert packaged.packaged_adapters() == ["membuilder-test"]
     assert ensure_local_model("memrl:membuilder-test") == str(tmp_path / "membuilder-test")
     shipped = _logits(LocalLLM("memrl:membuilder-test").load())
     assert torch.equal(shipped, _logits(LocalLLM(str(run / "epoch-1")).load()))

@@ -94,7 +94,7 @@ def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -
     if model is None or model.lower() in (DEFAULT_MODEL, "smollm2-135m-instruct.q4_1.gguf"):
         return str(convert_gguf(smollm2_gguf(), models / DEFAULT_MODEL))
     if model.startswith("memrl:"):  # an adapter shipped in the package (memrl.llm.adapters.PACKAGED)
-        from memrl.llm.adapters import packaged_adapter
+        from memrl.llm.packaged import packaged_adapter
 
         return str(packaged_adapter(model))
     path = Path(model).expanduser()

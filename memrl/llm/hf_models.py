@@ -93,9 +93,9 @@ def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -
     models = Path(cache_dir) if cache_dir else cache_root() / "models"
     if model is None or model.lower() in (DEFAULT_MODEL, "smollm2-135m-instruct.q4_1.gguf"):
         return str(convert_gguf(smollm2_gguf(), models / DEFAULT_MODEL))
-    if model.startswith("memrl:"):  # an adapter shipped in the package (memrl.llm.adapters.PACKAGED)
-        from memrl.llm.packaged import packaged_adapter
+    from memrl.llm.packaged import PACKAGED, packaged_adapter
 
+    if model.startswith(PACKAGED):  # an adapter shipped in the package
         return str(packaged_adapter(model))
     path = Path(model).expanduser()
     if path.suffix == ".gguf":

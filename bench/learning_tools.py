@@ -152,7 +152,7 @@ async def _trivial(task: str, llm: Any, tasks: Any, chosen: list[int], train: An
             builder = MemBuilderAgent(ScriptedLLM(build_policy(name, conv, session)), tasks.config)
             ns = tasks._before(conv, session.index)
             (result, score), = await rollout_group(builder, tasks.memory, ns, conv, session, 1, answer_llm=llm,
-                                                   questions=questions,
+                                                   questions=questions, decoys=tasks.decoys[(conv.id, session.index)],
                                                    expert_chars=tasks.expert_chars[(conv.id, session.index)])  # fmt: skip
             await tasks.memory.reset(namespace=f"{ns}#g0")
             rewards = [t.reward for t in result.trajectories if t.reward is not None]

@@ -105,8 +105,42 @@ def test_the_offline_default_is_named_portably(tmp_path, monkeypatch, run):
     other.mkdir(parents=True)
     assert base_model_name(str(other)) == str(other.resolve())
     assert base_model_name("org/some-model") == "org/some-model"
-    with pytest.raises(ConfigError, match="is an adapter folder"):  # training from one: refused up front
-        base_model_name(str(run / "epoch-1"))
+    assert base_model_name("memrl:membuilder-sft") == "memrl:membuilder-sft"  # a shipped adapter, as named
+    assert base_model_name(str(run / "epoch-1")) == str((run / "epoch-1").resolve())  # a base to stack on
+
+
+def test_an_adapter_trained_on_top_of_another_loads_both(run, tmp_path):
+    """RL on top of SFT: a LoRA trained on the SFT adapter's merged model names that adapter as its base;
+    loading it merges the SFT adapter into its base first, then itself. A loop is a clear error."""
+    import shutil
+
+    from memrl.llm.adapters import inject_lora, write_meta
+    from memrl.train.lora import save_adapter
+
+    sft = run / "epoch-1"
+    llm = LocalLLM(str(sft)).load()
+    inject_lora(llm.hf_model, rank=2, alpha=4.0, targets="all-linear")
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in llm.hf_model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    expected = _logits(llm)
+    top = tmp_path / "rl"
+    top.mkdir()
+    save_adapter(llm.hf_model, top, base_model_name(str(sft)))
+    assert read_meta(top)["base_model"] == str(sft.resolve())
+    stacked = _logits(LocalLLM(str(top)).load())
+    assert torch.allclose(stacked, expected, atol=1e-4)
+    assert not torch.allclose(stacked, _logits(LocalLLM(str(sft)).load()), atol=1e-3)  # the top one counts
+
+    loop = tmp_path / "loop"
+    shutil.copytree(sft, loop)
+    meta = read_meta(loop)
+    write_meta(loop, base_model=str(loop), rank=meta["lora_rank"], alpha=meta["lora_alpha"],
+               targets=meta["target_modules"])  # fmt: skip
+    with pytest.raises(ConfigError, match="in a loop"):
+        LocalLLM(str(loop)).load()
 
 
 def test_an_adapter_loads_in_bfloat16_with_float32_rotary_frequencies(run):

@@ -8,7 +8,13 @@ import re
 
 import pytest
 
-from memrl.agents.adrpo import rollout_group, score_session, session_questions, written_item_ids
+from memrl.agents.adrpo import (
+    decoy_questions,
+    rollout_group,
+    score_session,
+    session_questions,
+    written_item_ids,
+)
 from memrl.agents.membuilder import MemBuilderAgent
 from memrl.data import load_dataset
 from memrl.data.types import Conversation, Question
@@ -241,3 +247,71 @@ async def test_each_rollout_is_scored_on_the_memory_it_built(amem, conv):
     assert score_built.rewards["episodic"].value == pytest.approx(3 / 5)
     assert score_empty.rewards["episodic"].value == 0.0
     assert await amem.count(namespace=NS) == 0  # the source memory was not written
+
+
+def test_decoys_are_questions_the_session_does_not_answer(conv):
+    qs = session_questions(conv, 1)
+    later = decoy_questions(conv, 1, qs)  # one conversation: its questions whose evidence is all later
+    assert later == decoy_questions(conv, conv.sessions[0], qs)  # deterministic
+    assert [d.id for d in later] and all(d.id.startswith("decoy:") for d in later)
+    by_id = {q.id: q for q in conv.questions}
+    assert all(min(by_id[d.id.removeprefix("decoy:")].evidence_sessions) > 1 for d in later)
+    assert {d.id.removeprefix("decoy:sample-1:") for d in later} == {"q4", "q6", "q7", "q9"}
+    assert decoy_questions(conv, 3, session_questions(conv, 3)) == []  # the last session: nothing later
+
+    # another conversation's questions, its speakers renamed to this one's, of the same category if any
+    other = Conversation("o", ("Ana", "Ben"), (), (
+        Question("o:q1", "Where does Ben's brother live?", ("Oslo",), "single-hop", 1, ("D1:1",), (1,)),
+        Question("o:q2", "When did Ana meet Ben?", ("3 June 2023",), "temporal", 2, ("D1:2",), (1,)),
+        Question("o:q3", "Who is Ana's boss?", ("Ben",), "single-hop", 1, ("D1:3",), (1,)),
+        Question("o:q4", "What did Ana lose?", ("a ring",), "adversarial", 5, ("D1:4",), (1,)),
+    ), "test")  # fmt: skip
+    pair = [next(q for q in qs if q.category == c) for c in ("single-hop", "temporal")]
+    swapped = decoy_questions(conv, 1, pair, others=[conv, other])  # its own conversation is skipped
+    assert [d.category for d in swapped] == ["single-hop", "temporal"]
+    assert swapped[1].question == "When did Lena meet Omar?" and swapped[1].id == "decoy:o:q2"
+    assert {d.question for d in swapped[:1]} <= {"Where does Omar's brother live?", "Who is Lena's boss?"}
+    assert "Omar" in {d.answer for d in decoy_questions(conv, 1, qs, others=[other])}  # answers renamed too
+    assert all(d.category != "adversarial" for d in decoy_questions(conv, 1, qs, others=[other]))
+
+
+async def test_memory_that_answers_decoys_is_paid_only_beyond_chance(amem, conv):
+    """The red team's core hedge (likely answers appended to core memory) is paid whenever a guess is
+    right; decoys take back what the memory answers without the session."""
+    from memrl.eval.redteam.build import oracle_reader
+
+    session = conv.sessions[0]
+    qs = session_questions(conv, session)
+    decoys = decoy_questions(conv, session, qs)
+    guesses = ", ".join(q.answer for q in conv.questions)  # every answer of the conversation, in core memory
+
+    def agents(core: str):
+        def reply(messages, tools, schema):
+            if kind(messages) == "core":
+                return json.dumps({"operation": "APPEND", "content": core})
+            return json.dumps({"operations": []})
+
+        return ScriptedLLM(reply)
+
+    async def score(core: str, ds):
+        ns = f"{NS}-{len(ds)}-{core[:4]}"
+        result = await MemBuilderAgent(agents(core)).build_session(amem, ns, conv, session)
+        reader = oracle_reader(conv, decoys)
+        return await score_session(amem, ns, conv, result, qs, answer_llm=reader, decoys=ds)
+
+    blind = await score(guesses, [])
+    assert blind.n_correct == 5 and blind.rewards["core"].metrics["task"] == 1.0  # without decoys: all paid
+    hedged = await score(guesses, decoys)
+    assert hedged.n_correct == 5 and hedged.n_decoys_correct == len(decoys) == 4
+    assert hedged.chance == pytest.approx(5.0) and hedged.rewards["core"].value == 0.0
+    assert len(hedged.questions) == 5 and len(hedged.decoys) == 4  # decoys are reported apart
+
+    # memory of what the session said (two of its answers, with their questions) answers no decoy
+    said = " ".join(f"{q.question} {q.answer}." for q in qs[:2])
+    honest = await score(said, decoys)
+    assert honest.n_correct == 2 and honest.n_decoys_correct == 0 and honest.chance == 0.0
+    assert honest.rewards["core"].metrics["task"] == pytest.approx(0.4)
+    # half the decoys answered costs half the session's questions
+    half = await score(f"{said} {decoys[0].answer}, {decoys[1].answer}", decoys)
+    assert half.n_decoys_correct == 2 and half.chance == pytest.approx(2.5)
+    assert half.rewards["core"].metrics["task"] == 0.0  # 2 right - 2.5 by chance: nothing left

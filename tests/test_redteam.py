@@ -193,10 +193,15 @@ async def test_the_search_finds_no_cheat_and_the_regressions_are_its_start(memor
     assert report["found"] == []
     for name, fam in report["families"].items():
         assert fam["evaluated"] >= 30 and fam["judged"] >= 10, name
-        assert fam["regressions"] and all(
-            row["diff"] < 0 for reg in fam["regressions"].values() for label, row in reg["vs_honest"].items()
-            if "[" not in label and row["diff"] is not None
-        ), name  # fmt: skip
+        assert fam["regressions"], name
+        for reg in fam["regressions"].values():
+            rows = [
+                row for label, row in reg["vs_honest"].items() if "[" not in label and row["diff"] is not None
+            ]
+            if all(g[0] == "guess" for g in reg["genome"]):  # a hedge: never reliably above honest
+                assert all(row["low"] <= 0 for row in rows), (name, reg)
+            else:  # a cheat: below it
+                assert all(row["diff"] < 0 for row in rows), (name, reg)
 
 
 async def test_the_search_finds_what_an_official_metric_pays_for(memory, convs):
@@ -211,3 +216,30 @@ async def test_the_search_finds_what_an_official_metric_pays_for(memory, convs):
     official = {"locomo_f1 (official)": lambda text, case: M.locomo_f1(text, case.gold, case.category)}
     report = await search(AnswerFamily(official), cases, budget=150, seed=0)
     assert any(any("hedge" in f for f in c.flagged) for c in report.found), [c.to_dict() for c in report.best]
+
+
+def test_the_frequent_answers_answer_decoys_as_often_as_the_sessions_questions(locomo_path):
+    """What makes the core hedge unpaid in expectation: over every session of the training conversations,
+    the 5 answers the hedge appends are the gold of the decoys (other conversations' questions, names
+    swapped) at least as often as of the session's own questions, whatever the decoys' seed. (A single
+    draw over a few sessions can miss: seed 0 on the first 6 sessions per conversation draws none of 171.)"""
+    from memrl.agents.adrpo import decoy_questions, session_questions
+    from memrl.scoring.metrics import normalize_answer
+
+    loaded = load_dataset("locomo", locomo_path, include_adversarial=True)[0]
+    train = [c for c in loaded if c.id in LOCOMO_UPDATE_SPLIT["train"]]
+    known = priors(train)
+    own, decoys = 0, [0, 0, 0]
+    for conv in train:
+        frequent = tuple(dict.fromkeys(a for answers in known[conv.id].values() for a in answers[:10]))
+        guesses = {normalize_answer(a) for a in frequent[:5]}  # the hedge's, as build_cases has them
+        for s in conv.sessions:
+            qs = session_questions(conv, s, 5)
+            own += sum(normalize_answer(q.answer) in guesses for q in qs)
+            for seed in range(3):
+                ds = decoy_questions(conv, s, qs, others=train, seed=seed)
+                assert len(ds) == len(qs) and not {d.question for d in ds} & {
+                    q.question for q in conv.questions
+                }
+                decoys[seed] += sum(normalize_answer(d.answer) in guesses for d in ds)
+    assert own >= 10 and min(decoys) >= own, (own, decoys)

@@ -191,6 +191,11 @@ def test_task_reward_values_parse_failure_and_judge_failure():
     assert task_reward(0, n_questions=0).is_failure
     with pytest.raises(ValueError):
         task_reward(6)
+    # what the memory answers by chance (decoys) is taken back, never below 0
+    assert task_reward(4, chance=1.5).value == pytest.approx(0.5)
+    assert task_reward(1, chance=2.5).value == 0.0
+    with pytest.raises(ValueError):
+        task_reward(4, chance=6)
 
 
 def test_core_length_penalty_boundaries():

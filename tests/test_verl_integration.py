@@ -157,6 +157,10 @@ async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny,
     # the agents' own calls sample at verl's temperature
     answers = [c for c in server.calls if c["params"]["max_tokens"] == 7]
     assert answers and all(c["params"]["temperature"] == 0.0 for c in answers)
+    # the session's one question and the decoy `memrl data prepare` wrote into the row (one conversation:
+    # its later question), which takes back what the memory answers by chance
+    decoys = RowTask.from_kwargs(row).decoys()
+    assert [d.id for d in decoys] == ["decoy:sample-1:q4"] and len(answers) == 2
     assert all(c["params"]["temperature"] == 1.0 for c in server.calls if c not in answers)
     # ADRPO's length penalty compares with the expert's reply for this session, written into the row
     expert = json.loads(row["extra_info"]["expert_chars"])["episodic"]

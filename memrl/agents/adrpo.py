@@ -17,6 +17,16 @@ and the attribution weight: the agent of the memory type retrieved most often ov
 questions, among the memories this session wrote (:func:`written_item_ids`), gets its GRPO advantage
 multiplied by alpha = 4.
 
+Memory that states likely answers whatever the session said (the most frequent training answers appended
+to core memory: a hedge the red team found paying +0.024 on the core reward, 95% CI 0.005..0.043) is paid
+whenever a guess happens to be right. So each session is also asked *decoys*, questions whose answers it
+does not state (:func:`decoy_questions`: other conversations' questions with this conversation's names, or
+this conversation's later questions), one per question of the same category, and::
+
+    task = max(0, correct - decoys_correct * questions / decoys) / 5
+
+A guess answers decoys as often as the session's own questions; memory of what the session said does not.
+
 Questions come from the data set's own annotations (:func:`session_questions`: a question "about"
 session *s* is one whose evidence ends in it; LoCoMo annotates every question so), drawn in the
 original's mix of 50% single-session, 30% multi-session and 20% temporal questions, deterministically
@@ -35,7 +45,9 @@ To make a GRPO group, build the same session several times from clones of the pr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +74,7 @@ from memrl.scoring.metrics import score as official_score
 
 __all__ = [
     "SessionScore",
+    "decoy_questions",
     "expert_lengths",
     "rollout_group",
     "score_session",
@@ -126,6 +139,62 @@ def session_questions(
     return chosen + rest[: n - len(chosen)]
 
 
+def _swap_names(text: str, names: Mapping[str, str]) -> str:
+    for src, dst in names.items():
+        text = re.sub(rf"\b{re.escape(src)}\b", dst, text)
+    return text
+
+
+def decoy_questions(
+    conversation: Conversation,
+    session: Session | int,
+    questions: Sequence[Question],
+    *,
+    others: Sequence[Conversation] = (),
+    seed: int = 0,
+) -> list[Question]:
+    """One decoy per question of ``questions``, of the same category where one is left: a question the
+    memory built through ``session`` has no grounds to answer, asked to measure what it answers by chance.
+
+    With ``others``, decoys are their questions with their speakers' names replaced by this conversation's
+    (position for position): the same form and the same answer distribution, answers this conversation
+    never states. Without, they are this conversation's questions whose evidence lies wholly in later
+    sessions (the last sessions have few). Adversarial questions, questions without answers and questions
+    whose text one of this conversation's questions has are never decoys. Ids are ``decoy:<id>``.
+    Deterministic by seed.
+    """
+    index = session if isinstance(session, int) else session.index
+    taken = {q.question for q in conversation.questions}
+    pool: list[Question] = []
+    sources = [c for c in others if c.id != conversation.id]
+    for c in sources:
+        names = dict(zip(c.speakers, conversation.speakers, strict=False))
+        for q in c.questions:
+            if q.category == "adversarial" or not q.answers:
+                continue
+            text = _swap_names(q.question, names)
+            if text not in taken:
+                answers = tuple(_swap_names(a, names) for a in q.answers)
+                pool.append(dataclasses.replace(q, id=f"decoy:{q.id}", question=text, answers=answers))
+    if not sources:
+        pool = [
+            dataclasses.replace(q, id=f"decoy:{q.id}")
+            for q in conversation.questions
+            if q.category != "adversarial" and q.answers and q.evidence_sessions
+            and min(q.evidence_sessions) > index
+        ]  # fmt: skip
+    rng = random.Random(f"{conversation.id}:{index}:{seed}:decoys")
+    pool.sort(key=lambda q: q.id)
+    rng.shuffle(pool)
+    chosen: list[Question] = []
+    for q in questions:
+        pick = next((d for d in pool if d.category == q.category), pool[0] if pool else None)
+        if pick is not None:
+            pool.remove(pick)
+            chosen.append(pick)
+    return chosen
+
+
 def expert_lengths(result: SessionResult) -> dict[str, int]:
     """Memory type -> characters of memory text an expert's build of one session wrote (``written_chars``
     of each agent's trajectory): the ``expert_chars`` that :func:`score_session` compares the policy with."""
@@ -150,6 +219,9 @@ class SessionScore:
     questions: list[dict[str, Any]] = field(default_factory=list)
     n_correct: int = 0
     n_failed: int = 0
+    decoys: list[dict[str, Any]] = field(default_factory=list)
+    n_decoys_correct: int = 0
+    chance: float = 0.0
     dominant: str | None = None
     rewards: dict[str, RewardOutcome] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
@@ -160,6 +232,9 @@ class SessionScore:
             "questions": self.questions,
             "n_correct": self.n_correct,
             "n_failed": self.n_failed,
+            "decoys": self.decoys,
+            "n_decoys_correct": self.n_decoys_correct,
+            "chance": self.chance,
             "dominant": self.dominant,
             "rewards": {t: r.value for t, r in self.rewards.items()},
             "reward_failures": {t: r.failure for t, r in self.rewards.items() if r.failure},
@@ -182,6 +257,7 @@ async def score_session(
     top_k: int = 10,
     context_chars: int | None = CONTEXT_CHARS,
     answer_tokens: int = 48,
+    decoys: Sequence[Question] = (),
 ) -> SessionScore:
     """Answer and judge ``questions`` from the memory as built, then reward each agent of ``result``.
 
@@ -198,37 +274,48 @@ async def score_session(
     ``expert_chars`` maps a memory type to the memory text (characters) the expert wrote for this session
     (its trajectory's ``written_chars``: :func:`expert_lengths`); without it the episodic/semantic/procedural
     agents get no length penalty (``length_penalty`` 0 and ``expert_length`` missing in the metrics).
-    ``answer_tokens`` caps each answer (one line is scored).
+    ``answer_tokens`` caps each answer (one line is scored). ``decoys`` (:func:`decoy_questions`) are
+    answered and judged the same way; the task pays the session's questions answered beyond what the
+    decoys show the memory answers by chance (``chance`` = decoys correct x questions / decoys). Without
+    decoys nothing is discounted: a guess beside the honest memory is paid when it happens to be right.
     Sets each trajectory's ``reward`` (``None`` on failure), ``metrics`` and ``info["advantage_weight"]``.
     """
     cfg = config or ADRPOConfig()
     score = SessionScore(result.session)
+    asked = [*questions, *decoys]
     answers = await asyncio.gather(
         *(answer_from_memory(answer_llm, memory, namespace, conversation, q, top_k=top_k,
-                             context_chars=context_chars, max_tokens=answer_tokens) for q in questions)
+                             context_chars=context_chars, max_tokens=answer_tokens) for q in asked)
     )  # fmt: skip
     written = written_item_ids(result)
     retrieved_types: list[list[str]] = []
-    for q, a in zip(questions, answers, strict=True):
+    for k, (q, a) in enumerate(zip(asked, answers, strict=True)):
         row: dict[str, Any] = {"question_id": q.id, "question": q.question, "gold": q.answer, **a.to_dict()}
+        correct = False
         if a.prediction is None:
             score.n_failed += 1
         elif judge_llm is None:
             row.update(official_score(conversation, q, a.prediction))  # reported, not rewarded
             row["train_f1"] = answer_reward("f1", a.prediction, q.answers, q.category_id)
-            row["judge"] = row["train_f1"] >= f1_threshold
-            score.n_correct += row["judge"]
+            row["judge"] = correct = row["train_f1"] >= f1_threshold
         else:
             j = await judge_answer(judge_llm, q.question, q.answer, a.prediction, question_type=q.category)
             row.update(judge=j.label, judge_error=j.error)
             if j.error is not None:
                 score.n_failed += 1
-            score.n_correct += j.label is True
+            correct = j.label is True
+        if k >= len(questions):  # a decoy
+            score.n_decoys_correct += correct
+            score.decoys.append(row)
+            continue
+        score.n_correct += correct
         # attribution counts the memories this session wrote, not those of earlier sessions
         retrieved_types.append(
             [t for i, t in zip(a.retrieved_ids, a.retrieved_types, strict=True) if i in written]
         )
         score.questions.append(row)
+    if decoys:
+        score.chance = score.n_decoys_correct * len(questions) / len(decoys)
 
     score.dominant = dominant_type(retrieved_types)
     types = [t.info["memory_type"] for t in result.trajectories]
@@ -246,7 +333,11 @@ async def score_session(
             outcome = RewardOutcome.failed("membuilder: no questions to score the session with")
         else:
             task = task_reward(
-                score.n_correct, denominator, bool(traj.metrics.get("parsed")), n_failed=score.n_failed
+                score.n_correct,
+                denominator,
+                bool(traj.metrics.get("parsed")),
+                n_failed=score.n_failed,
+                chance=score.chance,
             )
             chars = traj.metrics.get("written_chars", 0)
             if mtype == "core":
@@ -288,14 +379,18 @@ async def rollout_group(
     expert_chars: Mapping[str, int] | None = None,
     top_k: int = 10,
     context_chars: int | None = CONTEXT_CHARS,
+    decoys: Sequence[Question] | None = None,
 ) -> list[tuple[SessionResult, SessionScore]]:
     """``n`` rollouts of one session, each built on its own clone of ``namespace`` (left untouched; a
     namespace never written to is an empty memory), scored.
 
     Clones are named ``{namespace}#g{i}`` and kept (inspect them, or delete with ``memory.reset``).
     Give the builder's LLM a temperature above 0 (and distinct seeds) or the rollouts are identical.
+    ``decoys`` default to :func:`decoy_questions` from the conversation's later questions; pass them
+    drawn from other conversations where there are any (``[]``: none, every guess paid).
     """
     qs = list(questions) if questions is not None else session_questions(conversation, session)
+    ds = list(decoys) if decoys is not None else decoy_questions(conversation, session, qs)
     out = []
     for i in range(n):
         ns = f"{namespace}#g{i}"
@@ -307,6 +402,6 @@ async def rollout_group(
         out.append(
             (result, await score_session(memory, ns, conversation, result, qs, answer_llm=answer_llm,
                                          judge_llm=judge_llm, config=config, expert_chars=expert_chars,
-                                         top_k=top_k, context_chars=context_chars))
+                                         top_k=top_k, context_chars=context_chars, decoys=ds))
         )  # fmt: skip
     return out

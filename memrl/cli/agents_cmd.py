@@ -80,7 +80,7 @@ def _build(args: argparse.Namespace) -> int:
         raise ConfigError("--adrpo rewards MemBuilder's agents; use --builder membuilder")
 
     async def run() -> list:
-        from memrl.agents.adrpo import score_session, session_questions
+        from memrl.agents.adrpo import decoy_questions, score_session, session_questions
 
         llm = None if args.builder == "raw" else make_llm(args)
         kw = {} if llm is None else {"llm": llm}
@@ -98,8 +98,9 @@ def _build(args: argparse.Namespace) -> int:
             for s in tqdm(sessions, desc=f"build {conv.id}", unit="session"):
                 result = await builder.build_session(memory, ns, conv, s)
                 if args.adrpo:
-                    score = await score_session(memory, ns, conv, result, session_questions(conv, s),
-                                                answer_llm=llm, judge_llm=judge)  # fmt: skip
+                    qs = session_questions(conv, s)
+                    score = await score_session(memory, ns, conv, result, qs, answer_llm=llm, judge_llm=judge,
+                                                decoys=decoy_questions(conv, s, qs))  # fmt: skip
                     result.stats["adrpo"] = score.to_dict()
                 results.append(result)
             if args.trajectories:

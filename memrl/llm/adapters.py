@@ -82,12 +82,9 @@ def base_model_name(spec: str | None) -> str:
 
     if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
         return DEFAULT_MODEL
+    if spec.startswith(PACKAGED):  # a shipped adapter: named as shipped (stacked, see load_merged)
+        return spec
     path = Path(spec).expanduser()
-    if is_adapter_folder(path):
-        raise ConfigError(
-            f"{spec} is an adapter folder: a model trained from it has no base to name. Merge it first "
-            "(load it and save_pretrained), or train from its base model"
-        )
     if path.exists() and path.resolve() == (cache_root() / "models" / DEFAULT_MODEL).resolve():
         return DEFAULT_MODEL
     return str(path.resolve()) if path.exists() else spec
@@ -155,25 +152,37 @@ def merge(model: Any) -> Any:
             module.merge()
             parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
             setattr(parent, name.rsplit(".", 1)[-1], module.get_base_layer())
+    for attr in ("peft_config", "_memrl_lora"):  # a plain model again: another adapter may be injected
+        if hasattr(model, attr):
+            delattr(model, attr)
     return model
 
 
+#: How many adapters may stack (an adapter whose base is an adapter: RL on top of SFT).
+MAX_STACK = 4
+
+
 def load_merged(folder: str | Path, *, device: str = "cpu", dtype: str = "float32",
-                cache_dir: str | Path | None = None) -> tuple[Any, Any]:  # fmt: skip
-    """``(model, tokenizer)``: the base model of ``folder``'s adapter with the adapter merged in."""
+                cache_dir: str | Path | None = None, _seen: tuple[str, ...] = ()) -> tuple[Any, Any]:  # fmt: skip
+    """``(model, tokenizer)``: the base model of ``folder``'s adapter with the adapter merged in. The base
+    may itself be an adapter (a folder or ``memrl:NAME``: an adapter trained on top of another one, as
+    ADRPO on top of the SFT builder); it is merged first, up to :data:`MAX_STACK` deep."""
     from memrl.llm.hf_models import ensure_local_model, load_model
 
     meta = read_meta(folder)
-    base = meta["base_model"]
-    if is_adapter_folder(base):
-        raise ConfigError(
-            f"{folder}: its base_model {base} is an adapter folder itself; stack adapters by merging"
-        )
     import torch
 
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise ConfigError(f"dtype must be a torch dtype name like 'float32' or 'bfloat16', got {dtype!r}")
-    model, tok = load_model(ensure_local_model(base, cache_dir), device="cpu", dtype="float32")
+    base = ensure_local_model(meta["base_model"], cache_dir)
+    here = str(Path(folder).resolve())
+    if is_adapter_folder(base):
+        if str(Path(base).resolve()) in (*_seen, here) or len(_seen) + 1 >= MAX_STACK:
+            chain = " -> ".join((*_seen, here, str(Path(base).resolve())))
+            raise ConfigError(f"adapters stacked in a loop or over {MAX_STACK} deep: {chain}")
+        model, tok = load_merged(base, cache_dir=cache_dir, _seen=(*_seen, here))
+    else:
+        model, tok = load_model(base, device="cpu", dtype="float32")
     inject_lora(model, rank=meta["lora_rank"], alpha=meta["lora_alpha"], targets=meta["target_modules"])
     set_weights(model, folder)
     merge(model)  # in float32, then the weights (not the buffers: RoPE's inv_freq stays float32) cast

@@ -150,13 +150,22 @@ _DEFAULT = ADRPOConfig()
 
 
 def task_reward(
-    n_correct: int, n_questions: int = 5, parsed: bool = True, *, n_failed: int = 0
+    n_correct: int,
+    n_questions: int = 5,
+    parsed: bool = True,
+    *,
+    n_failed: int = 0,
+    chance: float = 0.0,
 ) -> RewardOutcome:
-    """task = n_correct / n_questions for one agent.
+    """task = max(0, n_correct - chance) / n_questions for one agent.
 
-    ``parsed=False`` (the agent's JSON did not parse) gives a real 0.0 reward flagged ``invalid``.
-    ``n_failed > 0`` (judge or server errors on some questions) gives a failure with no value: an
-    unanswered judgement is neither right nor wrong.
+    ``chance`` is how many of the session's questions the memory would answer without the session: the
+    decoys it answered (questions whose answers the session does not state), scaled to the number of the
+    session's questions (:func:`memrl.agents.adrpo.decoy_questions`). Without it, memory that states
+    likely answers regardless of the session (the most frequent training answers appended to core memory)
+    is paid whenever a guess happens to be right. ``parsed=False`` (the agent's JSON did not parse) gives
+    a real 0.0 reward flagged ``invalid``. ``n_failed > 0`` (judge or server errors on some questions,
+    decoys included) gives a failure with no value: an unanswered judgement is neither right nor wrong.
     """
     if n_questions < 1:
         return RewardOutcome.failed("membuilder: no questions to score the session with")
@@ -166,10 +175,12 @@ def task_reward(
         return RewardOutcome.failed(f"membuilder: {n_failed} of {n_questions} judgements failed")
     if not 0 <= n_correct <= n_questions:
         raise ValueError(f"n_correct={n_correct} must be in [0, {n_questions}]")
+    if not 0.0 <= chance <= n_questions:
+        raise ValueError(f"chance={chance} must be in [0, {n_questions}]")
     if not parsed:
         return RewardOutcome.ok(0.0, invalid="agent output is not valid JSON", task=0.0)
-    task = n_correct / n_questions
-    return RewardOutcome.ok(task, task=task, correct=float(n_correct))
+    task = max(0.0, n_correct - chance) / n_questions
+    return RewardOutcome.ok(task, task=task, correct=float(n_correct), chance=float(chance))
 
 
 def core_length_penalty(

@@ -259,7 +259,7 @@ class BuildTasks(GroupedTasks):
         embedder: str = "minilm",
         n_questions: int = 5,
     ) -> None:
-        from memrl.agents.adrpo import session_questions
+        from memrl.agents.adrpo import decoy_questions, session_questions
         from memrl.agents.membuilder import MemBuilderConfig
 
         self.conversations = list(conversations)
@@ -272,6 +272,10 @@ class BuildTasks(GroupedTasks):
         ]
         if not self.items:
             raise ConfigError("no session with questions about it to train on")
+        # what the memory answers without the session, measured on the other conversations' questions
+        self.decoys = {
+            (c.id, s.index): decoy_questions(c, s, qs, others=self.conversations) for c, s, qs in self.items
+        }
         self.embedder = embedder
         self.memory: Any = None
         self.expert_chars: dict[tuple[str, int], dict[str, int]] = {}
@@ -315,7 +319,7 @@ class BuildTasks(GroupedTasks):
         builder = MemBuilderAgent(llm, dataclasses.replace(self.config, temperature=temperature))
         ns = self._before(conv, session.index)
         results = await rollout_group(builder, self.memory, ns, conv, session, n, answer_llm=llm,
-                                      questions=questions,
+                                      questions=questions, decoys=self.decoys[(conv.id, session.index)],
                                       expert_chars=self.expert_chars[(conv.id, session.index)])  # fmt: skip
         for i in range(n):
             await self.memory.reset(namespace=f"{ns}#g{i}")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memrl.data.locomo import NOT_ANSWERABLE
-from memrl.data.types import Conversation, Session
+from memrl.data.types import Conversation, Question, Session
 from memrl.eval.redteam import HONEST, RewardTable
 from memrl.memory.facade import AsyncMemory
 
@@ -47,19 +47,20 @@ def _kind(messages: list[dict[str, Any]]) -> str:
     return next(t for t in TYPES if f"is the {t.upper()} memory" in messages[0]["content"])
 
 
-def oracle_reader(conversation: Conversation) -> Any:
+def oracle_reader(conversation: Conversation, decoys: Sequence[Question] = ()) -> Any:
     """A scripted answerer: the gold answer when the prompt's memories hold all of its tokens, else
-    'not answerable' (see the module docstring)."""
+    'not answerable' (see the module docstring); ``decoys`` are questions it may be asked besides the
+    conversation's own (:func:`memrl.agents.adrpo.decoy_questions`)."""
     from memrl.llm.scripted import ScriptedLLM
 
-    return ScriptedLLM(oracle_answer(conversation))
+    return ScriptedLLM(oracle_answer(conversation, decoys))
 
 
-def oracle_answer(conversation: Conversation) -> Callable[..., str]:
+def oracle_answer(conversation: Conversation, decoys: Sequence[Question] = ()) -> Callable[..., str]:
     """The rule of :func:`oracle_reader` (to combine with a scripted policy's own rule)."""
     from memrl.rewards.memupdate import span_coverage, tokens
 
-    gold = {q.question: q.answer for q in conversation.questions}
+    gold = {q.question: q.answer for q in (*decoys, *conversation.questions)}
 
     def answer(messages: list[dict[str, Any]], tools: Any, schema: Any) -> str:
         text = messages[-1]["content"]
@@ -148,7 +149,7 @@ async def score_builds(
 ) -> RewardTable:
     """Every policy's ADRPO reward per agent type on the first sessions (with questions) of each
     conversation; the memory before each session is the expert's."""
-    from memrl.agents.adrpo import expert_lengths, score_session, session_questions
+    from memrl.agents.adrpo import decoy_questions, expert_lengths, score_session, session_questions
     from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
     from memrl.llm.scripted import ScriptedLLM
@@ -157,7 +158,6 @@ async def score_builds(
     table = RewardTable()
     for conv in conversations:
         expert = MemBuilderAgent(annotation_expert(conv))
-        reader = oracle_reader(conv)
         ns = f"{conv.id}@redteam-expert"
         await memory.reset(namespace=ns)
         done = 0
@@ -165,6 +165,8 @@ async def score_builds(
             questions = session_questions(conv, s, 5)
             if questions and done < sessions_per_conversation:
                 done += 1
+                decoys = decoy_questions(conv, s, questions, others=conversations)
+                reader = oracle_reader(conv, decoys)
                 before = f"{ns}#before"
                 await _copy(memory, ns, before)
                 lengths: dict[str, int] = {}
@@ -176,7 +178,7 @@ async def score_builds(
                     if name == HONEST:
                         lengths = expert_lengths(result)
                     score = await score_session(memory, trial, conv, result, questions, answer_llm=reader,
-                                                expert_chars=lengths or None)  # fmt: skip
+                                                expert_chars=lengths or None, decoys=decoys)  # fmt: skip
                     for t, outcome in score.rewards.items():
                         table.add(f"adrpo ({t})", name, outcome.value)
                     await memory.reset(namespace=trial)

@@ -213,7 +213,7 @@ class MemBuilderLoop(MemrlAgentLoop):
             self.judge = OpenAILLM(judge_model, base_url=judge_base_url)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[Any]:
-        from memrl.agents.adrpo import score_session, session_questions
+        from memrl.agents.adrpo import decoy_questions, score_session, session_questions
         from memrl.agents.membuilder import MemBuilderAgent
 
         row = self.task(kwargs)
@@ -230,7 +230,11 @@ class MemBuilderLoop(MemrlAgentLoop):
                 await memory.import_lines(lines, namespace=ns, overwrite=True)
             result = await MemBuilderAgent(llm, self.agent_config).build_session(memory, ns, conv, session)
             questions = session_questions(conv, session, len(row.golds) or 5)
+            decoys = row.decoys()  # drawn from the other conversations by `memrl data prepare`
+            if decoys is None:  # rows prepared before decoys: the conversation's later questions
+                decoys = decoy_questions(conv, session, questions)
             await score_session(memory, ns, conv, result, questions, answer_llm=answer_llm, judge_llm=self.judge,
+                                decoys=decoys,
                                 f1_threshold=self.f1_threshold, expert_chars=expert_chars,
                                 answer_tokens=self.answer_tokens)  # fmt: skip
         finally:

@@ -45,7 +45,7 @@ def _row(task: Task, source: str, index: int, split: str, question: str, golds: 
          **extra: Any) -> dict[str, Any]:  # fmt: skip
     info = {"index": index, "split": split, "task": task, "question_id": "", "question": question,
             "document": "", "conversation": "", "session": 0, "memory_type": "", "memory": "",
-            "expert_chars": ""}  # fmt: skip
+            "expert_chars": "", "decoys": ""}  # fmt: skip
     info.update(extra)
     content = question if task == "read" else TASK_PROMPT[task].format(question=question, **extra)
     return {
@@ -154,8 +154,9 @@ def build_rows(conversations: Iterable[Conversation], *, split: str = "train", t
     """MemBuilder rows: one per (session with questions to score it, memory type)."""
     import asyncio
 
-    from memrl.agents.adrpo import session_questions
+    from memrl.agents.adrpo import decoy_questions, session_questions
 
+    conversations = list(conversations)
     bad = [t for t in types if t not in TYPES]
     if bad or not types:
         raise ConfigError(f"--types must be among {', '.join(TYPES)}, got {', '.join(types) or 'none'}")
@@ -168,10 +169,13 @@ def build_rows(conversations: Iterable[Conversation], *, split: str = "train", t
             if not qs:
                 continue  # nothing to score this session with
             golds = [q.answer for q in qs]
+            # ADRPO's decoys (what memory answers by chance), from the other conversations when there are any
+            decoys = json.dumps([d.to_dict() for d in decoy_questions(conv, s, qs, others=conversations)],
+                                ensure_ascii=False)  # fmt: skip
             for t in types:
                 rows.append(_row("build", conv.source, len(rows), split, "", golds, conversation=blob,
                                  session=s.index, memory_type=t, memory=snaps[s.index],
-                                 expert_chars=lengths[s.index]))  # fmt: skip
+                                 expert_chars=lengths[s.index], decoys=decoys))  # fmt: skip
     return rows
 
 
@@ -224,6 +228,18 @@ class RowTask:
             if q.id == qid:
                 return q
         raise DataError(f"row {self.info.get('index')}: question {qid!r} is not in conversation {conv.id!r}")
+
+    def decoys(self) -> list[Question] | None:
+        """ADRPO's decoy questions written by ``memrl data prepare`` (None for rows prepared without)."""
+        text = self.info.get("decoys") or ""
+        if not text:
+            return None
+        try:
+            return [Question.from_dict(d) for d in json.loads(text)]
+        except (ValueError, TypeError, KeyError) as e:
+            raise DataError(
+                f"row {self.info.get('index')}: extra_info.decoys is not a list of questions: {e}"
+            ) from e
 
     def memory_lines(self) -> list[str]:
         return [line for line in str(self.info.get("memory") or "").splitlines() if line.strip()]

@@ -273,6 +273,7 @@ class UpdateFamily:
     ) -> None:
         self.memory, self.priors, self.max_tool_calls = memory, priors, max_tool_calls
         self._before: dict[tuple[str, str], Any] = {}
+        self.parts: dict[Any, list[dict[str, Any]]] = {}  # genome -> each item's reward metrics, last run
 
     def slices(self, items: Sequence[Item]) -> dict[str, list[int]]:
         """Per category, and the *when* questions (a date stuffed anywhere would pay there first)."""
@@ -312,6 +313,7 @@ class UpdateFamily:
         cfg = MemUpdateConfig(max_tool_calls=self.max_tool_calls, max_turns=self.max_tool_calls + 1)
         values: list[float | None] = []
         signature = []
+        parts = []
         for item in items:
             frequent = self.priors[item.conversation.id].get(item.question.category, [])
             llm = ScriptedLLM(genome_policy(genome, item, frequent))
@@ -322,6 +324,8 @@ class UpdateFamily:
             result = await run_episode(llm, self.memory, item.namespace, item.conversation, item.question,
                                        config=cfg, before=self._before[key])  # fmt: skip
             values.append(result.trajectory.reward)
+            parts.append(dict(result.trajectory.metrics))
             signature.append(tuple(json.dumps(c, sort_keys=True) for s in result.trajectory.steps
                                    for c in s.tool_calls))  # fmt: skip
+        self.parts[genome] = parts
         return Evaluation({"memupdate": values}, tuple(signature))

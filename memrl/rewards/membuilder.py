@@ -7,6 +7,10 @@ pre-session memory and up to five synthetic questions about the session are answ
     task = correct / 5                    (an agent whose JSON did not parse gets 0)
     r    = task * (1 - 0.8 * LP)          (LP only when task > 0)
 
+memrl also subtracts what the memory answers by chance (``task_reward(chance=...)``: decoy questions the
+session does not answer, asked the same way; :func:`memrl.agents.adrpo.decoy_questions`), so likely answers
+written whatever the session said are not paid.
+
 * core agent: t = chars / 4; LP = 0 if t <= 150, 1 if t >= 400, linear between
   (:func:`core_length_penalty`; chars = the text the core agent wrote this session); with the expert's
   core write for the session known, the larger of that and the relative penalty below (core memory is

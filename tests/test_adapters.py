@@ -168,3 +168,41 @@ def test_an_adapter_shipped_in_the_package_is_named_memrl_name(run, tmp_path, mo
     for bad in ("memrl:nope", "memrl:not-an-adapter", "memrl:", "memrl:../membuilder-test"):
         with pytest.raises(ConfigError, match="shipped: memrl:membuilder-test"):
             ensure_local_model(bad)
+
+
+def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_path):
+    """The annotation expert's SFT prompts ask for up to 10 operations (its targets hold that many): the
+    adapter records it, and a MemBuilder builder loading the adapter asks the same by default (the shipped
+    SFT adapter was first measured with the default 3: prompts and schema it had not learned on)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from memrl.agents.base import create_builder
+    from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.llm.adapters import write_meta
+    from memrl.llm.packaged import trained_options
+
+    assert read_meta(run / "epoch-1")["agent_options"] == ["max_operations=10"]
+    assert trained_options(str(run / "epoch-1")) == ["max_operations=10"]
+    assert trained_options("memrl:membuilder-sft") == ["max_operations=10"]
+    assert trained_options(None) == trained_options(DEFAULT_MODEL) == trained_options("memrl:nothing") == []
+
+    def builder(spec, **kw):
+        return create_builder("membuilder", llm=SimpleNamespace(spec=spec), **kw).config
+
+    assert builder("memrl:membuilder-sft").max_operations == 10
+    assert builder("memrl:membuilder-sft", options=["max_operations=4"]).max_operations == 4  # yours win
+    assert builder("memrl:membuilder-sft", config=MemBuilderConfig()).max_operations == 3  # a config as given
+    assert builder(DEFAULT_MODEL).max_operations == 3
+
+    # an adapter trained on top of another records none of its own: it asks its base's
+    top = tmp_path / "top"
+    shutil.copytree(run / "epoch-1", top)
+    meta = read_meta(top)
+    write_meta(top, base_model=str(run / "epoch-1"), rank=meta["lora_rank"], alpha=meta["lora_alpha"],
+               targets=meta["target_modules"])  # fmt: skip
+    assert trained_options(str(top)) == ["max_operations=10"]
+    write_meta(top, base_model=DEFAULT_MODEL, rank=meta["lora_rank"], alpha=meta["lora_alpha"],
+               targets=meta["target_modules"], agent_options="max_operations=10")  # fmt: skip
+    with pytest.raises(ConfigError, match="agent_options must be a list"):
+        trained_options(str(top))

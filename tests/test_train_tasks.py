@@ -217,3 +217,22 @@ def test_sft_membuilder_resumes_to_the_same_weights(tiny, tmp_path, capsys):
     a = LocalLLM(str(tmp_path / "whole" / "checkpoint")).load().hf_model.parameters()
     b = LocalLLM(str(tmp_path / "split" / "checkpoint")).load().hf_model.parameters()
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a, b, strict=True))
+
+
+def test_build_tasks_ask_the_prompts_an_adapter_was_trained_on():
+    """ADRPO on top of the SFT adapter: the rollouts ask the prompts the SFT data asked (its adapter.json's
+    agent_options), unless told otherwise; without an adapter, the build task's own small defaults."""
+    import argparse
+
+    from memrl.cli.train_cmd import make_tasks
+    from memrl.data import load_dataset
+
+    conv = load_dataset("sample")[0][0]
+
+    def config(model, *opts):
+        args = argparse.Namespace(task="build", agent_option=list(opts), embedder="hashing", model=model)
+        return make_tasks(args, [conv]).config
+
+    assert config("memrl:membuilder-sft").max_operations == 10
+    assert config("memrl:membuilder-sft", "max_operations=1").max_operations == 1
+    assert (config(None).max_operations, config(None).max_item_chars) == (2, 120)

@@ -99,6 +99,15 @@ def create_builder(name: str, *, options: Iterable[str] = (), **kwargs: Any) -> 
     if name not in BUILDERS:
         raise ConfigError(f"unknown builder {name!r}; choose one of {sorted(BUILDERS)}")
     options = list(options)
+    if name == "membuilder" and "config" not in kwargs:  # an adapter asks the prompts it learned on
+        from memrl.llm.packaged import trained_options
+
+        trained = trained_options(getattr(kwargs.get("llm"), "spec", None))
+        if trained:
+            import logging
+
+            logging.getLogger(__name__).info("membuilder: the adapter's agent options %s", trained)
+            options = [*trained, *options]  # given options override the adapter's
     if options:
         from memrl.config import parse_options
 

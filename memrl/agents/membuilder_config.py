@@ -8,7 +8,7 @@ agents (context shown, sampling, action budget, core-memory compression), checke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from memrl.agents.membuilder_schema import REF_CHARS, budget_schema, compress_schema, worst_case_tokens
@@ -18,7 +18,7 @@ from memrl.llm.base import SamplingParams
 from memrl.memory.types import ITEM_TYPES, MemoryType
 from memrl.tools.membuilder import MAX_ITEM_CHARS
 
-__all__ = ["OPERATIONS", "ORDER", "Context", "MemBuilderConfig"]
+__all__ = ["OPERATIONS", "ORDER", "SAMPLING", "Context", "MemBuilderConfig", "prompt_options"]
 
 Context = Literal["retrieved", "full"]
 ORDER: tuple[MemoryType, ...] = (MemoryType.CORE, *ITEM_TYPES)  # the fixed order answers are applied in
@@ -140,3 +140,24 @@ class MemBuilderConfig:
         if memory_type is MemoryType.CORE and not self.core_rewrite:
             ops = tuple(o for o in ops if o != "REWRITE")
         return ops
+
+
+#: Fields of :class:`MemBuilderConfig` that set how the agents sample, not what they are asked.
+SAMPLING = frozenset({"temperature", "top_p", "seed"})
+
+
+def prompt_options(config: MemBuilderConfig) -> list[str]:
+    """``KEY=VALUE`` for each :class:`MemBuilderConfig` field (sampling aside) of ``config`` that is not the
+    default: what a trained adapter records (``agent_options`` in its adapter.json), so that a builder
+    loading it asks the prompts and schemas it was trained on (:func:`memrl.llm.packaged.trained_options`)."""
+    default = MemBuilderConfig()
+    out = []
+    for f in fields(MemBuilderConfig):
+        value = getattr(config, f.name)
+        if f.name in SAMPLING or value == getattr(default, f.name):
+            continue
+        text = (
+            ",".join(map(str, value)) if isinstance(value, tuple) else "none" if value is None else str(value)
+        )
+        out.append(f"{f.name}={text}")
+    return out

@@ -235,6 +235,19 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     return 0
 
 
+def agent_options(args: argparse.Namespace) -> list[str]:
+    """The MemBuilder options the expert's prompts were asked with (``prompt_options``): what the adapter
+    records, so that a builder loading it asks the same prompts (``max_operations=10`` for the annotation
+    expert, whose targets hold up to 10 operations)."""
+    from memrl.agents.annotations import AnnotationsConfig
+    from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.agents.membuilder_config import prompt_options
+    from memrl.config import parse_options
+
+    cfg = AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig
+    return prompt_options(parse_options(cfg, args.agent_option))
+
+
 def save_epoch(trainer: Any, args: argparse.Namespace, epoch: int, step: int, val_loss: float | None) -> Path:
     """``OUTPUT_DIR/epoch-K/``: the adapter after epoch K in bfloat16 with its adapter.json (base model,
     shape, epoch, step, validation loss), written beside and renamed, so a folder that exists is whole."""
@@ -246,7 +259,7 @@ def save_epoch(trainer: Any, args: argparse.Namespace, epoch: int, step: int, va
     tmp = folder.with_name(folder.name + ".part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_adapter(trainer.model, tmp, trainer.base_name, dtype="bfloat16",
+    save_adapter(trainer.model, tmp, trainer.base_name, dtype="bfloat16", agent_options=agent_options(args),
                  epoch=epoch, step=step, val_loss=None if val_loss is None else round(val_loss, 4))  # fmt: skip
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)

@@ -124,8 +124,13 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
         base = {"max_tool_calls": 4, "max_turns": 4, "max_tokens": 128, "sample_size": 5, "question_hits": 3}
         return T.UpdateTasks(convs, parse_options(MemUpdateConfig, opts, **base), embedder=args.embedder)
     from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.llm.packaged import trained_options
 
     base = {"max_operations": 2, "max_item_chars": 120}
+    opts = [
+        *trained_options(getattr(args, "model", None)),
+        *opts,
+    ]  # an adapter's own prompts (SFT before ADRPO), then yours
     return T.BuildTasks(convs, parse_options(MemBuilderConfig, opts, **base), embedder=args.embedder)
 
 

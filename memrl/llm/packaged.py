@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memrl.errors import ConfigError
@@ -17,6 +18,7 @@ __all__ = [
     "is_adapter_folder",
     "packaged_adapter",
     "packaged_adapters",
+    "trained_options",
 ]
 
 ADAPTER_FILE = "adapter.safetensors"
@@ -51,3 +53,35 @@ def packaged_adapter(name: str) -> Path:
 def is_adapter_folder(path: str | Path) -> bool:
     p = Path(path)
     return (p / ADAPTER_META).is_file() and (p / ADAPTER_FILE).is_file() and not (p / "config.json").is_file()
+
+
+def _adapter_folder(spec: str) -> Path | None:
+    if spec.startswith(PACKAGED):
+        try:
+            return packaged_adapter(spec)
+        except ConfigError:
+            return None
+    folder = Path(spec).expanduser()
+    return folder if is_adapter_folder(folder) else None
+
+
+def trained_options(spec: str | None, *, _depth: int = 0) -> list[str]:
+    """The agent options (``KEY=VALUE``) the adapter ``spec`` names was trained with: its adapter.json's
+    ``agent_options``, or its base adapter's when it records none (an adapter trained on top of another);
+    ``[]`` for anything that is not an adapter. A builder loading the adapter takes them as defaults, so it
+    asks the prompts and schemas the adapter learned on."""
+    folder = _adapter_folder(spec) if spec else None
+    if folder is None or _depth > 4:
+        return []
+    path = folder / ADAPTER_META
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not readable as JSON ({e})") from e
+    options = meta.get("agent_options") if isinstance(meta, dict) else None
+    if options is None:
+        base = meta.get("base_model") if isinstance(meta, dict) else None
+        return trained_options(base, _depth=_depth + 1) if isinstance(base, str) else []
+    if not isinstance(options, list) or not all(isinstance(o, str) and "=" in o for o in options):
+        raise ConfigError(f"{path}: agent_options must be a list of KEY=VALUE strings, got {options!r}")
+    return list(options)

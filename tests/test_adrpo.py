@@ -273,6 +273,10 @@ def test_decoys_are_questions_the_session_does_not_answer(conv):
     assert {d.question for d in swapped[:1]} <= {"Where does Omar's brother live?", "Who is Lena's boss?"}
     assert "Omar" in {d.answer for d in decoy_questions(conv, 1, qs, others=[other])}  # answers renamed too
     assert all(d.category != "adversarial" for d in decoy_questions(conv, 1, qs, others=[other]))
+    # names are swapped at once: a conversation whose speakers are this one's, the other way round
+    mirror = Conversation("m", ("Omar", "Lena"), (), (
+        Question("m:q1", "When did Omar call Lena?", ("May",), "temporal", 2, ("D1:1",), (1,)),), "test")  # fmt: skip
+    assert decoy_questions(conv, 1, pair[1:], others=[mirror])[0].question == "When did Lena call Omar?"
 
 
 async def test_memory_that_answers_decoys_is_paid_only_beyond_chance(amem, conv):

@@ -140,9 +140,11 @@ def session_questions(
 
 
 def _swap_names(text: str, names: Mapping[str, str]) -> str:
-    for src, dst in names.items():
-        text = re.sub(rf"\b{re.escape(src)}\b", dst, text)
-    return text
+    """Every whole-word name of ``names`` replaced at once (two conversations may share a name)."""
+    if not names:
+        return text
+    pattern = r"\b(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: names[m.group(1)], text)
 
 
 def decoy_questions(

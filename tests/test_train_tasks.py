@@ -233,6 +233,7 @@ def test_build_tasks_ask_the_prompts_an_adapter_was_trained_on():
         args = argparse.Namespace(task="build", agent_option=list(opts), embedder="hashing", model=model)
         return make_tasks(args, [conv]).config
 
-    assert config("memrl:membuilder-sft").max_operations == 10
+    sft = config("memrl:membuilder-sft")
+    assert (sft.max_operations, sft.max_item_chars) == (10, 200)  # MemBuilder's defaults + the adapter's
     assert config("memrl:membuilder-sft", "max_operations=1").max_operations == 1
     assert (config(None).max_operations, config(None).max_item_chars) == (2, 120)

@@ -126,11 +126,9 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
     from memrl.agents.membuilder import MemBuilderConfig
     from memrl.llm.packaged import trained_options
 
-    base = {"max_operations": 2, "max_item_chars": 120}
-    opts = [
-        *trained_options(getattr(args, "model", None)),
-        *opts,
-    ]  # an adapter's own prompts (SFT before ADRPO), then yours
+    trained = trained_options(getattr(args, "model", None))  # an adapter's own prompts (SFT before ADRPO)
+    base = {} if trained else {"max_operations": 2, "max_item_chars": 120}  # else small, for a CPU
+    opts = [*trained, *opts]  # then yours
     return T.BuildTasks(convs, parse_options(MemBuilderConfig, opts, **base), embedder=args.embedder)
 
 

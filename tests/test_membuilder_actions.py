@@ -75,6 +75,35 @@ async def test_add_update_merge_replace_old_items(amem: AsyncMemory):
     assert (await amem.get(items[2].id, namespace=ns, include_deleted=True)).deleted
 
 
+async def test_a_memory_already_stored_is_not_added_again(amem: AsyncMemory):
+    """The SFT student, asked for up to 10 operations, repeated one item six times in a session: repeats
+    add nothing and crowd the reader's top 10, so an ADD of a live memory of the same type is refused."""
+    fact = "Caroline - She went to a LGBTQ support group yesterday and found it powerful."
+    out = {
+        "operations": [{"operation": "ADD", "memory": fact}] * 3
+        + [{"operation": "ADD", "memory": "Melanie paints."}]
+    }
+    r = await apply_actions(amem, "u", "semantic", json.dumps(out))
+    assert len(r.applied) == 2 and len(r.failed) == 2
+    first = r.applied[0]["item_id"]
+    assert all(f"already stored, as [{first}]" in f["error"] for f in r.failed)
+    assert sorted(i.content for i in await amem.list(namespace="u")) == [fact, "Melanie paints."]
+    # the same text is a new memory of another type, in another namespace, or once the old one is deleted
+    r = await apply_actions(
+        amem, "u", "episodic", json.dumps({"operations": [{"operation": "ADD", "memory": fact}]})
+    )
+    assert r.applied and not r.failed
+    r = await apply_actions(
+        amem, "v", "semantic", json.dumps({"operations": [{"operation": "ADD", "memory": fact}]})
+    )
+    assert r.applied and not r.failed
+    await amem.delete(first, namespace="u")
+    r = await apply_actions(
+        amem, "u", "semantic", json.dumps({"operations": [{"operation": "ADD", "memory": fact}]})
+    )
+    assert r.applied and not r.failed
+
+
 async def test_unknown_old_memory_is_recorded_as_failed_and_others_apply(amem: AsyncMemory):
     out = {"operations": [
         {"operation": "UPDATE", "old_memory": "Something nobody ever said", "new_memory": "x"},

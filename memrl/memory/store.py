@@ -286,6 +286,15 @@ class Store(ValidationMixin, HistoryMixin, NamespaceMixin, IndexSupportMixin, Ke
             raise NotFoundError(f"memory {memory_id!r} {state} in namespace {ns!r}")
         return self._row_to_item(rows[0])
 
+    def find_content(self, ns: str, content: str, type: MemoryType | str) -> str | None:
+        """The id of a live memory of ``type`` in ``ns`` whose content is exactly ``content``, if any."""
+        rows = self.read(
+            "SELECT id FROM memories WHERE namespace = ? AND type = ? AND content_hash = ? AND deleted = 0 "
+            "ORDER BY rid LIMIT 1",
+            (ns, MemoryType.parse(type).value, content_hash(content)),
+        )
+        return rows[0][0] if rows else None
+
     def get_many_by_rid(self, rids: Sequence[int]) -> dict[int, MemoryItem]:
         if not rids:
             return {}

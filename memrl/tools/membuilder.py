@@ -230,6 +230,9 @@ async def _apply_one(
     elif isinstance(action, CoreRewrite):
         await memory.core_rewrite(action.content, namespace=ns, actor=actor)
     elif isinstance(action, Add):
+        same = memory.store.find_content(ns, action.memory, mtype)
+        if same is not None:  # a repeat adds nothing but crowds the reader's top-k
+            raise ValueError(f"this {mtype.value} memory is already stored, as [{same}]; add something new")
         item = await memory.add(
             action.memory,
             namespace=ns,

@@ -39,7 +39,7 @@ def test_the_verdict_line_names_the_loser_and_the_expert():
     # the LoCoMo-scale figures (untrained and SFT builder against raw) and why the SFT one is not the default
     assert (
         "F1 5.1 against raw's 9.0" in lost
-        and "memrl:membuilder-sft 6.9" in lost
+        and "memrl:membuilder-sft (SFT; ADRPO made no update on this CPU) 7.1" in lost
         and "not the default" in lost
     )
     won = verdict({"membuilder": run(0.2), "raw": run(0.154)})

@@ -109,8 +109,9 @@ def _demo(args: argparse.Namespace) -> int:
 #: measured, not computed here: docs/results.md#membuilders-recipe-on-held-out-conversations (2026-11-27)
 LOCOMO_TEST = (
     "on LoCoMo's 3 test conversations the untrained builder scores F1 5.1 against raw's 9.0 (38% of the "
-    "questions' evidence reaches its memory, against raw's 83%); the SFT builder shipped as memrl:membuilder-sft "
-    "6.9 (51%): still below raw, so it is not the default"
+    "questions' evidence reaches its memory, against raw's 83%); the trained builder shipped as "
+    "memrl:membuilder-sft (SFT; ADRPO made no update on this CPU) 7.1 (-1.9, interval -4.8..0.7): still "
+    "below raw, so it is not the default"
 )
 
 

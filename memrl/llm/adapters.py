@@ -75,8 +75,8 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
 
 def base_model_name(spec: str | None) -> str:
     """How a trained adapter names its base model: the offline default by its name (also when a resumed run
-    loaded it from its converted folder), a local path made absolute, a hub id as given; an adapter folder
-    is refused (a model trained from it has no base to name)."""
+    loaded it from its converted folder), a local path made absolute (an adapter folder too: the new adapter
+    stacks on it, see :func:`load_merged`), a shipped adapter as ``memrl:NAME``, a hub id as given."""
     from memrl.llm.hf_models import DEFAULT_MODEL, SMOLLM2_GGUF
     from memrl.loading import cache_root
 

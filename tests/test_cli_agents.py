@@ -74,16 +74,18 @@ def test_build_with_adrpo_rewards_and_trajectories(tmp_path, capsys, monkeypatch
     from memrl.data import load_dataset
     from tests.test_membuilder_agent import rule
 
-    gold = {q.question: q.answer for q in load_dataset("sample")[0][0].questions}
+    conv = load_dataset("sample")[0][0]
+    # the answerer knows the answers of what sessions 1 and 2 said, but the dog's name; not what session 3 says
+    gold = {q.question: q.answer for q in conv.questions if max(q.evidence_sessions) <= 2}
     agents = rule()
 
     def reply(messages, tools, schema):
         text = messages[-1]["content"]
         if "Gold answer:" in text:  # an LLM judge (--judge-model) that finds every answer wrong
             return json.dumps({"reasoning": "r", "label": "WRONG"})
-        if text.endswith("Answer:"):  # the answerer knows every answer but the dog's name
+        if text.endswith("Answer:"):
             q = text.split("Question")[-1].split(": ", 1)[1].split("\nAnswer:")[0]
-            return "a cat" if "dog" in q else gold[q]
+            return "a cat" if "dog" in q else gold.get(q, "a cat")
         return agents(messages, tools, schema)
 
     _use(monkeypatch, reply)
@@ -92,14 +94,19 @@ def test_build_with_adrpo_rewards_and_trajectories(tmp_path, capsys, monkeypatch
                  "--provider", "scripted", "--adrpo", "--sessions", "2", "--trajectories", str(out), "--json"])  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and [a["session"] for a in summary["adrpo"]] == [1, 2]
-    assert (summary["agent_calls"], summary["parsed"], summary["actions_applied"]) == (8, 8, 8)
+    # the rule writes the same three items each session: session 2's repeats are refused
+    assert (summary["agent_calls"], summary["parsed"], summary["actions_applied"]) == (8, 8, 5)
     s1, s2 = summary["adrpo"]
     assert (s1["n_correct"], len(s1["questions"]), s1["n_failed"]) == (4, 5, 0)  # the dog question is wrong
-    assert s1["rewards"] == {"core": 0.8, "episodic": 0.8, "semantic": 0.8, "procedural": 0.8}
+    # decoys (one conversation: its later questions) take back what is answered without the session: of
+    # session 1's 4 decoys, the answerer knows session 2's question, so 4 - 1 x 5/4 of 5 are paid
+    assert len(s1["decoys"]) == 4 and s1["n_decoys_correct"] == 1 and s1["chance"] == 1.25
+    assert s1["rewards"] == {"core": 0.55, "episodic": 0.55, "semantic": 0.55, "procedural": 0.55}
     # session 2 completes one question only: right, it earns 1 / 5 (the original's fixed 5 questions)
-    assert (s2["n_correct"], len(s2["questions"])) == (1, 1) and set(s2["rewards"].values()) == {0.2}
+    assert (s2["n_correct"], len(s2["questions"]), s2["n_decoys_correct"]) == (1, 1, 0)
+    assert set(s2["rewards"].values()) == {0.2}
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 8 and {r["reward"] for r in rows} == {0.8, 0.2}
+    assert len(rows) == 8 and {r["reward"] for r in rows} == {0.55, 0.2}
     assert all(r["info"]["advantage_weight"] in (1.0, 4.0) and r["steps"] for r in rows)
     assert all(q["f1"] in (0.0, 1.0) for q in s1["questions"])  # no judge model: official F1 >= 0.5 decides
 

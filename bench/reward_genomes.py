@@ -55,14 +55,14 @@ async def run(args: argparse.Namespace) -> list[dict]:
                 await init_from_observations(memory, f"{conv.id}@obs", conv)
             family = UpdateFamily(memory, known, max_tool_calls=args.max_tool_calls)
         else:
-            from memrl.eval.redteam.build_search import BuildFamily
+            from memrl.eval.redteam.build_search import BuildFamily, build_cases
 
             family = BuildFamily(memory)
         for seed in args.seeds:
             if args.family == "memupdate":
                 items = pick_questions(convs, args.per_category, seed=seed)
             else:
-                items = await _build_cases(memory, convs, args.sessions, known, seed)
+                items = await build_cases(memory, convs, args.sessions, known, seed=seed)
             honest = await family.evaluate(HONEST_GENOME, items)
             for genome in args.genome:
                 ev = await family.evaluate(genome, items)
@@ -86,18 +86,6 @@ async def run(args: argparse.Namespace) -> list[dict]:
     finally:
         await memory.close()
     return rows
-
-
-async def _build_cases(memory, convs, sessions: int, known, seed: int) -> list:
-    """The search's ADRPO cases, with the decoys of ``seed``."""
-    import dataclasses
-
-    from memrl.agents.adrpo import decoy_questions
-    from memrl.eval.redteam.build_search import build_cases
-
-    cases = await build_cases(memory, convs, sessions, known)
-    return [dataclasses.replace(c, decoys=tuple(decoy_questions(c.conversation, c.session, c.questions,
-                                                                 others=convs, seed=seed))) for c in cases]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -257,6 +257,8 @@ async def build_cases(
     conversations: Sequence[Conversation],
     sessions_per_conversation: int,
     priors: dict[str, dict[str, list[str]]],
+    *,
+    seed: int = 0,
 ) -> list[BuildCase]:
     """The first ``sessions_per_conversation`` sessions with questions of each conversation, each with the
     expert's memory before it kept in its own namespace, and the expert's lengths for it."""
@@ -283,7 +285,7 @@ async def build_cases(
                 await _copy(memory, before, probe)
                 lengths = expert_lengths(await expert.build_session(memory, probe, conv, s))
                 await memory.reset(namespace=probe)
-                decoys = tuple(decoy_questions(conv, s, questions, others=conversations))
+                decoys = tuple(decoy_questions(conv, s, questions, others=conversations, seed=seed))
                 cases.append(BuildCase(conv, s, before, tuple(questions), lengths, guesses, decoys))
             await expert.build_session(memory, ns, conv, s)  # the expert's memory moves on
     return cases

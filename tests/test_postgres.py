@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 
+import numpy as np
 import pytest
 
 from memrl.data import load_conversations
@@ -219,3 +220,34 @@ async def test_in_process_matrix_over_postgres_equals_pgvector(pg_server):
         b = await local.search(q, mode="dense", top_k=10)
         assert [(h.item.id, h.score) for h in a] == [(h.item.id, h.score) for h in b]
     await server.close(), await local.close()
+
+
+def test_the_embedding_cache_is_read_by_its_key_before_any_analyze(pg_server):
+    """A write batch reads the cache for its texts' hashes: one primary-key probe per hash, also while the
+    table has grown since its last ANALYZE (the planner then read every vector of the namespace and
+    filtered the hashes after), and the same vectors come back."""
+    import hashlib
+
+    from memrl.memory.postgres import PostgresStore
+
+    store = PostgresStore(fresh(pg_server))
+    try:
+        hashes = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(12000)]
+        vec = np.arange(8, dtype=np.float32)
+        store.put_vectors("m", {h: (vec + i).tobytes() for i, h in enumerate(hashes[:10000])}, "ns")
+        store.put_vectors("m", {h: vec.tobytes() for h in hashes[:10]}, "other")
+        asked = hashes[9990:10010]  # 10 cached in "ns", 10 not
+        got = store.get_vectors("m", asked, "ns")
+        assert sorted(got) == sorted(hashes[9990:10000])
+        assert np.frombuffer(got[hashes[9995]], dtype=np.float32).tolist() == (vec + 9995).tolist()
+        assert store.get_vectors("m", hashes[:3], "nobody") == {}
+        import memrl.memory.postgres as pgmod
+
+        sql = pgmod._pg_sql(store.GET_VECTORS)
+        with store.transaction() as c:
+            plan = " ".join(r[0] for r in c.conn.execute("EXPLAIN ANALYZE " + sql, [asked, "ns", "m"]))
+        assert "embeddings_pkey" in plan and "Rows Removed by Filter" not in plan, (
+            plan
+        )  # nothing read in vain
+    finally:
+        store.close()

@@ -238,7 +238,8 @@ class DenseIndexes:
         todo = [(k, t) for k, t in pairs if k not in cached]
         if todo:
             by_hash = {content_hash(t): t for _, t in todo}
-            have = self.store.get_vectors(model, list(by_hash), ns)
+            asked = {k for k, _ in pairs}  # a key that is the content hash was looked up already
+            have = self.store.get_vectors(model, [h for h in by_hash if h not in asked], ns)
             missing = [h for h in by_hash if h not in have]
             if missing and ns:
                 shared = self.store.get_vectors(model, missing, "")

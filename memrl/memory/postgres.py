@@ -92,6 +92,11 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
     """The store in a Postgres database (see the module docstring). Thread-safe; many processes may share it."""
 
     _NO_LIMIT = None
+    #: The cache rows of some hashes of one scope (:meth:`get_vectors`): params hashes, scope, model.
+    GET_VECTORS = (
+        "SELECT e.hash, e.vector FROM unnest(?::text[]) AS q(h) CROSS JOIN LATERAL (SELECT hash, vector "
+        "FROM embeddings WHERE scope = ? AND hash = q.h AND model = ? OFFSET 0) e"
+    )
     _VECTOR_KEY = "COALESCE(metadata::jsonb ->> 'vector_key', content_hash)"
     _DENSE = "(deleted = 0 AND COALESCE(metadata::jsonb -> 'dense', '1'::jsonb) NOT IN ('0'::jsonb, 'false'::jsonb))"
 
@@ -285,12 +290,11 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
     def get_vectors(self, model: str, hashes: Sequence[str], scope: str) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         hashes = list(dict.fromkeys(hashes))
+        # One primary-key probe per hash (scope, hash, model), whatever the planner's statistics: with
+        # `hash = ANY(...)` a table grown since its last ANALYZE was read as every row of the scope, the
+        # hashes filtered after (all of a namespace's vectors read for each batch of inserts).
         for i in range(0, len(hashes), 5000):
-            rows = self.read(
-                "SELECT hash, vector FROM embeddings WHERE model = ? AND scope = ? AND hash = ANY(?::text[])",
-                [model, scope, hashes[i : i + 5000]],
-                binary=True,
-            )
+            rows = self.read(self.GET_VECTORS, [hashes[i : i + 5000], scope, model], binary=True)
             out.update({h: _np(v).tobytes() for h, v in rows})
         return out
 

@@ -9,8 +9,10 @@ family on the items of each seed (MemUpdate: ``--per-category`` questions per ca
 :func:`memrl.eval.redteam.items.pick_questions`; ADRPO: the first ``--sessions`` sessions with questions
 of each training conversation, decoys drawn by seed), beside the honest genome on the same items. One JSON
 line per (genome, seed): its mean per reward, the paired difference to honest with a 95% bootstrap
-interval, how many items it wins and loses, and for MemUpdate the mean of each part of the reward
-(``p_old``, ``p_new``, ``efficiency``, ``collateral``); then one JSON line of all rows and the wall time.
+interval, how many items it wins and loses, and the mean of each part of the reward (MemUpdate: ``p_old``,
+``p_new``, ``efficiency``, ``collateral``; ADRPO: the session's ``questions``, how many are ``correct``,
+``decoys_correct``, ``chance``, and the same for the honest genome); then one JSON line of all rows and the
+wall time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import statistics
 import sys
 import time
 
-PARTS = ("p_old", "p_new", "efficiency", "collateral")
+PARTS = {"memupdate": ("p_old", "p_new", "efficiency", "collateral"),
+         "adrpo": ("questions", "correct", "decoys_correct", "chance")}  # fmt: skip
+
+
+def _means(parts: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
+    return (
+        {k: round(statistics.fmean(float(p.get(k) or 0.0) for p in parts), 4) for k in keys} if parts else {}
+    )
 
 
 def _genome(text: str) -> tuple[tuple, ...]:
@@ -64,6 +73,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
             else:
                 items = await build_cases(memory, convs, args.sessions, known, seed=seed)
             honest = await family.evaluate(HONEST_GENOME, items)
+            honest_parts = family.parts.get(HONEST_GENOME, [])
             for genome in args.genome:
                 ev = await family.evaluate(genome, items)
                 row: dict = {"family": args.family, "genome": genome, "seed": seed, "items": len(items)}
@@ -77,10 +87,8 @@ async def run(args: argparse.Namespace) -> list[dict]:
                               "diff": round(diff, 4), "diff_ci": [round(lo, 4), round(hi, 4)],
                               "wins": sum(v > h + 1e-9 for v, h in pairs),
                               "losses": sum(v < h - 1e-9 for v, h in pairs), "failures": len(values) - len(pairs)}  # fmt: skip
-                if args.family == "memupdate":
-                    parts = family.parts.get(genome, [])
-                    row["parts"] = {k: round(statistics.fmean(float(p.get(k) or 0.0) for p in parts), 4)
-                                    for k in PARTS} if parts else {}  # fmt: skip
+                row["parts"] = _means(family.parts.get(genome, []), PARTS[args.family])
+                row["honest_parts"] = _means(honest_parts, PARTS[args.family])
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     finally:

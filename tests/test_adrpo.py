@@ -157,7 +157,8 @@ async def test_length_penalties_and_unparsable_agents(amem, conv):
     assert traj["core"].metrics["reward_length_penalty"] == pytest.approx(lp)
     assert r["semantic"] == pytest.approx(0.2)
     assert r["episodic"] == pytest.approx(1.0)
-    assert r["procedural"] == 0.0 and score.rewards["procedural"].invalid  # its JSON did not parse: a real 0
+    # its JSON did not parse: the floor of the task's range
+    assert r["procedural"] == -1.0 and score.rewards["procedural"].invalid
     assert traj["procedural"].info["reward_invalid"] and traj["semantic"].metrics["expert_length"] == 4000
 
 
@@ -307,6 +308,7 @@ async def test_memory_that_answers_decoys_is_paid_only_beyond_chance(amem, conv)
     assert blind.n_correct == 5 and blind.rewards["core"].metrics["task"] == 1.0  # without decoys: all paid
     hedged = await score(guesses, decoys)
     assert hedged.n_correct == 5 and hedged.n_decoys_correct == len(decoys) == 4
+    # 5 right, 5 by chance
     assert hedged.chance == pytest.approx(5.0) and hedged.rewards["core"].value == 0.0
     assert len(hedged.questions) == 5 and len(hedged.decoys) == 4  # decoys are reported apart
 
@@ -318,4 +320,4 @@ async def test_memory_that_answers_decoys_is_paid_only_beyond_chance(amem, conv)
     # half the decoys answered costs half the session's questions
     half = await score(f"{said} {decoys[0].answer}, {decoys[1].answer}", decoys)
     assert half.n_decoys_correct == 2 and half.chance == pytest.approx(2.5)
-    assert half.rewards["core"].metrics["task"] == 0.0  # 2 right - 2.5 by chance: nothing left
+    assert half.rewards["core"].metrics["task"] == pytest.approx(-0.1)  # 2 right - 2.5 by chance, signed

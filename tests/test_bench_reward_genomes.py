@@ -33,7 +33,7 @@ def test_memupdate_genomes_with_their_parts(locomo_path, capsys):
     for r in rows:
         m = r["memupdate"]
         assert r["items"] == 4 and m["wins"] + m["losses"] <= r["items"] - m["failures"]
-        assert set(r["parts"]) == set(reward_genomes.PARTS)
+        assert set(r["parts"]) == set(reward_genomes.PARTS["memupdate"]) == set(r["honest_parts"])
     honest = [r["memupdate"] for r in rows if r["genome"] == [["honest"]]]
     assert all(m["diff"] == 0 and m["wins"] == m["losses"] == 0 and m["mean"] == m["honest"] for m in honest)
 
@@ -47,5 +47,10 @@ def test_adrpo_genomes_draw_their_decoys_by_seed(locomo_path, capsys):
         assert set(r) >= {f"adrpo ({t})" for t in ("core", "episodic", "semantic", "procedural")}
         core = r["adrpo (core)"]
         assert core["diff"] == pytest.approx(core["mean"] - core["honest"], abs=1e-3)
+        # the task's parts: one session per conversation, its questions and decoys answered
+        parts, honest = r["parts"], r["honest_parts"]
+        assert set(parts) == set(reward_genomes.PARTS["adrpo"]) and 1 <= parts["questions"] <= 5
+        assert parts["questions"] == honest["questions"] and 0 <= honest["correct"] <= honest["questions"]
+        assert parts["chance"] == pytest.approx(parts["decoys_correct"])  # one decoy per question
     with pytest.raises(SystemExit):
         reward_genomes.main(["--family", "adrpo", "--genome", "not json"])

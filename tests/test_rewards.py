@@ -185,15 +185,20 @@ def test_task_reward_values_parse_failure_and_judge_failure():
     assert task_reward(5).value == 1.0
     assert task_reward(2, n_questions=4).value == 0.5
     bad_json = task_reward(5, parsed=False)
-    assert bad_json.value == 0.0 and bad_json.invalid  # a real 0 reward, flagged
+    assert bad_json.value == -1.0 and bad_json.invalid  # the floor of the task's range, flagged
     judge_down = task_reward(4, n_failed=1)
     assert judge_down.is_failure and judge_down.value is None
     assert task_reward(0, n_questions=0).is_failure
     with pytest.raises(ValueError):
         task_reward(6)
-    # what the memory answers by chance (decoys) is taken back, never below 0
+    # what the memory answers by chance (decoys) is taken back, signed: a clip at 0 would keep the
+    # sessions a guess wins and forgive those it loses
     assert task_reward(4, chance=1.5).value == pytest.approx(0.5)
-    assert task_reward(1, chance=2.5).value == 0.0
+    assert task_reward(1, chance=2.5).value == pytest.approx(-0.3)
+    assert task_reward(0, chance=5).value == -1.0 == task_reward(0, parsed=False).value
+    # a broken reply is never worth more than a valid one, whatever the valid one's task
+    assert all(task_reward(c, chance=ch).value >= task_reward(c, parsed=False, chance=ch).value
+               for c in range(6) for ch in (0.0, 2.5, 5.0))  # fmt: skip
     with pytest.raises(ValueError):
         task_reward(4, chance=6)
 
@@ -269,9 +274,15 @@ def test_adrpo_agent_reward_composes_and_never_rewards_a_failure():
     server_error = RewardOutcome.failed("reward server: HTTP 500")
     out = adrpo_agent_reward(server_error, 0.0)
     assert out.is_failure and out.value is None
-    # An unparseable agent keeps its real 0 and its flag.
+    # An unparseable agent keeps its floor (-1) and its flag; a negative task is not scaled by LP (a
+    # longer write never raises the reward: r is monotone in the task and non-increasing in LP)
     out = adrpo_agent_reward(task_reward(5, parsed=False), 0.0)
-    assert out.value == 0.0 and out.invalid
+    assert out.value == -1.0 and out.invalid
+    assert adrpo_agent_reward(task_reward(1, chance=2.0), 1.0).value == pytest.approx(-0.2)
+    assert (
+        adrpo_agent_reward(task_reward(1, chance=0.5), 1.0).value
+        > adrpo_agent_reward(task_reward(1, chance=2.0), 0.0).value
+    )
 
 
 def test_dominant_type_counts_and_tie_break():
@@ -370,7 +381,7 @@ def test_rubric_failures():
 
 def test_rubric_passes_through_outcome_metrics_and_invalid_flags():
     out = Rubric([lambda: task_reward(2, parsed=False)]).score()
-    assert out.value == 0.0 and "not valid JSON" in out.invalid
+    assert out.value == -1.0 and "not valid JSON" in out.invalid
     out = Rubric([(lambda: task_reward(3), 1.0)]).score()
     assert out.metrics["<lambda>/correct"] == 3.0
 

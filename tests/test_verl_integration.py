@@ -151,7 +151,7 @@ async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny,
     ]
     assert outputs[0].response_ids == episodic[0]["out"].token_ids
     info = outputs[0].extra_fields["reward_extra_info"]
-    assert 0.0 <= outputs[0].reward_score <= 1.0 and info["score"] == outputs[0].reward_score
+    assert -1.0 <= outputs[0].reward_score <= 1.0 and info["score"] == outputs[0].reward_score
     assert outputs[0].extra_fields["advantage_weight"] in (1.0, 4.0)
     # the scoring questions are answered greedily within answer_tokens, whatever the rollout temperature;
     # the agents' own calls sample at verl's temperature

@@ -23,9 +23,10 @@ whenever a guess happens to be right. So each session is also asked *decoys*, qu
 does not state (:func:`decoy_questions`: other conversations' questions with this conversation's names, or
 this conversation's later questions), one per question of the same category, and::
 
-    task = max(0, correct - decoys_correct * questions / decoys) / 5
+    task = (correct - decoys_correct * questions / decoys) / 5      (signed, in [-1, 1])
 
 A guess answers decoys as often as the session's own questions; memory of what the session said does not.
+The task is not clipped at 0: a clip would keep the sessions a guess wins and forgive those it loses.
 
 Questions come from the data set's own annotations (:func:`session_questions`: a question "about"
 session *s* is one whose evidence ends in it; LoCoMo annotates every question so), drawn in the

@@ -9,7 +9,8 @@ pre-session memory and up to five synthetic questions about the session are answ
 
 memrl also subtracts what the memory answers by chance (``task_reward(chance=...)``: decoy questions the
 session does not answer, asked the same way; :func:`memrl.agents.adrpo.decoy_questions`), so likely answers
-written whatever the session said are not paid.
+written whatever the session said are not paid: task = (correct - chance) / 5, signed, in [-1, 1], and an
+agent whose JSON did not parse gets the floor, -1.
 
 * core agent: t = chars / 4; LP = 0 if t <= 150, 1 if t >= 400, linear between
   (:func:`core_length_penalty`; chars = the text the core agent wrote this session); with the expert's
@@ -51,6 +52,7 @@ from memrl.rewards.outcome import RewardOutcome
 
 __all__ = [
     "ADRPOConfig",
+    "INVALID",
     "RETRIEVABLE_TYPES",
     "adrpo_agent_reward",
     "adrpo_reward",
@@ -151,6 +153,8 @@ class ADRPOConfig:
 
 
 _DEFAULT = ADRPOConfig()
+#: The reward of an agent whose reply did not parse: the floor of the task's range (-1 to 1).
+INVALID = -1.0
 
 
 def task_reward(
@@ -161,15 +165,20 @@ def task_reward(
     n_failed: int = 0,
     chance: float = 0.0,
 ) -> RewardOutcome:
-    """task = max(0, n_correct - chance) / n_questions for one agent.
+    """task = (n_correct - chance) / n_questions for one agent, in [-1, 1].
 
     ``chance`` is how many of the session's questions the memory would answer without the session: the
     decoys it answered (questions whose answers the session does not state), scaled to the number of the
     session's questions (:func:`memrl.agents.adrpo.decoy_questions`). Without it, memory that states
     likely answers regardless of the session (the most frequent training answers appended to core memory)
-    is paid whenever a guess happens to be right. ``parsed=False`` (the agent's JSON did not parse) gives
-    a real 0.0 reward flagged ``invalid``. ``n_failed > 0`` (judge or server errors on some questions,
-    decoys included) gives a failure with no value: an unanswered judgement is neither right nor wrong.
+    is paid whenever a guess happens to be right. The difference is *not* clipped at 0: a guess answers a
+    decoy as often as one of the session's questions, so the signed task pays it nothing in expectation,
+    where ``max(0, ...)`` kept the sessions it won and forgave the ones it lost (measured: +0.003 for five
+    guesses in core over every training session, against -0.002 signed; docs/rewards.md).
+    ``parsed=False`` (the agent's JSON did not parse) gives the floor of that range, -1.0, flagged
+    ``invalid``: a broken reply is never worth more than a valid one. ``n_failed > 0`` (judge or server
+    errors on some questions, decoys included) gives a failure with no value: an unanswered judgement is
+    neither right nor wrong.
     """
     if n_questions < 1:
         return RewardOutcome.failed("membuilder: no questions to score the session with")
@@ -182,8 +191,8 @@ def task_reward(
     if not 0.0 <= chance <= n_questions:
         raise ValueError(f"chance={chance} must be in [0, {n_questions}]")
     if not parsed:
-        return RewardOutcome.ok(0.0, invalid="agent output is not valid JSON", task=0.0)
-    task = max(0.0, n_correct - chance) / n_questions
+        return RewardOutcome.ok(INVALID, invalid="agent output is not valid JSON", task=INVALID)
+    task = (n_correct - chance) / n_questions
     return RewardOutcome.ok(task, task=task, correct=float(n_correct), chance=float(chance))
 
 

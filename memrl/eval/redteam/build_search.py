@@ -145,6 +145,8 @@ class BuildFamily:
         self.memory = memory
         self.config = config  # an ADRPOConfig (default: the shipped one)
         self.dominants: dict[Any, list[str | None]] = {}  # genome -> the dominant type per session, last run
+        # genome -> each session's task parts, last run: questions, correct, decoys correct, chance
+        self.parts: dict[Any, list[dict[str, Any]]] = {}
 
     def slices(self, items: Sequence[BuildCase]) -> dict[str, list[int]]:
         """None: each agent's reward is already its own column."""
@@ -224,6 +226,7 @@ class BuildFamily:
 
         rewards: dict[str, list[float | None]] = {f"adrpo ({t})": [] for t in TYPES}
         dominants: list[str | None] = []
+        parts: list[dict[str, Any]] = []
         signature = []
         for case in items:
             trial = f"{case.before}#trial"
@@ -238,12 +241,15 @@ class BuildFamily:
             finally:
                 await self.memory.reset(namespace=trial)
             dominants.append(score.dominant)
+            parts.append({"questions": len(score.questions), "correct": score.n_correct,
+                          "decoys_correct": score.n_decoys_correct, "chance": score.chance})  # fmt: skip
             for t in TYPES:
                 rewards[f"adrpo ({t})"].append(score.rewards[t].value if t in score.rewards else None)
             signature.append(
                 {t.info["memory_type"]: tuple(s.response for s in t.steps) for t in result.trajectories}
             )
         self.dominants[genome] = dominants
+        self.parts[genome] = parts
         return Evaluation(rewards, tuple(signature))
 
     def boosted(self, genome: Any) -> dict[str, int]:

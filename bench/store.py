@@ -42,6 +42,8 @@ Run::
     # and without the graph, and the cold first query (the graph loaded from its file)
     flock /work/cpu.lock nice -n 10 .venv/bin/python bench/store.py --sizes 10000,100000,1000000 \
         --langgraph-sizes "" --queries 200
+    # many tenants (issue 38): the largest size also spread over 1,000 namespaces, searched one at a time
+    flock /work/cpu.lock .venv/bin/python bench/store.py --sizes 1000000 --tenants 1000 --langgraph-sizes ""
     .venv/bin/python bench/store.py --profile    # at the largest size, also: cProfile of the cold load and of
                                                  # hybrid/bm25 search, db size by table
 
@@ -313,6 +315,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--writer-items", type=int, default=2400, help="items the writers add in all, per count")
     p.add_argument(
+        "--tenants",
+        type=int,
+        default=0,
+        help="also spread the largest size over this many namespaces and search one at a time "
+        "(bench/store_tenants.py; default 0: skip)",
+    )
+    p.add_argument(
         "--no-locomo", dest="locomo", action="store_false", help="skip LoCoMo recall@10 (needs the data)"
     )
     p.add_argument("--warmup", type=int, default=10, help="untimed queries per method before timing")
@@ -339,6 +348,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--backends takes sqlite and/or postgres")
     if min(args.sizes) <= args.top_k:
         p.error(f"every size must exceed --top-k ({args.top_k})")
+    if args.tenants < 0 or args.tenants > max(args.sizes) // (args.top_k + 1):
+        p.error(f"--tenants must be 0 or leave every namespace more than --top-k ({args.top_k}) items")
     if args.queries < 1 or args.batch < 1:
         p.error("--queries and --batch must be at least 1")
     if args.db not in (None, ":memory:") and Path(args.db).exists():
@@ -399,6 +410,16 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     return out
 
 
+def tenants(args: argparse.Namespace, db: str) -> dict[str, Any]:
+    from bench.store_tenants import bench_tenants
+
+    n = max(args.sizes)
+    corpus = make_corpus(args.seed, n, args.vocab)
+    return asyncio.run(
+        bench_tenants(db, corpus, n, args.tenants, args.queries, args.top_k, args.batch, args.seed)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     global DIM
     args = parse_args(argv)
@@ -420,6 +441,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             ]
             for c in out["concurrency"]:
                 print(f"  {c['writers']:>2} concurrent writers: {c['items_per_s']:,} items/s", flush=True)
+            if args.tenants:
+                out["tenants"] = tenants(args, make(backend, "bench_tenants"))
+                t = out["tenants"]
+                print(
+                    f"  {t['n']:,} items over {t['namespaces']:,} namespaces: insert {t['insert_per_s']:,}/s, "
+                    f"dense p50 {t['dense']['p50_ms']} ms, hybrid p50 {t['hybrid']['p50_ms']} ms, cold "
+                    f"{t['cold_dense_ms']} / {t['cold_hybrid_ms']} ms, dense hit@k {t['dense']['hit_at_k']}",
+                    flush=True,
+                )
             if args.locomo:
                 out["locomo"] = asyncio.run(locomo_recall(make(backend, "bench_locomo")))
                 print(f"  LoCoMo recall@10: {out['locomo']['recall_at_10']}", flush=True)

@@ -1,0 +1,62 @@
+"""bench/store.py --tenants: items spread over namespaces, each query searched in its target's namespace;
+on both back-ends the figures come from real stores (a tenant's hits are its own, dense equals exact)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench import store as store_bench  # noqa: E402
+from bench.store_data import make_corpus  # noqa: E402
+from bench.store_tenants import bench_tenants  # noqa: E402
+
+
+def _check(out: dict, n: int, namespaces: int) -> None:
+    assert out["n"] == n and out["namespaces"] == namespaces and out["insert_per_s"] > 0
+    assert out["hits_from_other_namespaces"] == 0  # a tenant's hits are its own
+    # each query's vector lies near its target's: dense finds it in the target's namespace
+    assert out["dense"]["hit_at_k"] == 1.0 and out["hybrid"]["hit_at_k"] >= 0.75
+    for m in ("dense", "hybrid", "bm25"):
+        assert out[m]["p50_ms"] > 0 and out[m]["p99_ms"] >= out[m]["p50_ms"]
+    assert out["cold_dense_ms"] > 0 and out["cold_hybrid_ms"] > 0
+
+
+def test_tenants_on_sqlite_and_their_items(tmp_path):
+    from memrl.memory.facade import AsyncMemory
+
+    corpus = make_corpus(0, 600, 20_000)
+    db = str(tmp_path / "t.db")
+    out = asyncio.run(bench_tenants(db, corpus, 600, 20, queries=12, top_k=5, batch=7, seed=0))
+    _check(out, 600, 20)
+
+    async def counts() -> dict[str, int]:
+        mem = AsyncMemory(db, embedder="hashing")
+        try:
+            return {n["name"]: n["items"] for n in await mem.namespaces()}
+        finally:
+            await mem.close()
+
+    assert asyncio.run(counts()) == {f"t{j}": 30 for j in range(20)}
+
+
+def test_tenants_on_postgres(pg_server):
+    from tests.test_postgres import fresh
+
+    corpus = make_corpus(0, 300, 20_000)
+    out = asyncio.run(bench_tenants(fresh(pg_server), corpus, 300, 10, queries=8, top_k=5, batch=50, seed=0))
+    _check(out, 300, 10)
+
+
+def test_the_cli_reports_tenants_in_its_json_line(capsys):
+    store_bench.main(["--sizes", "400", "--tenants", "8", "--backends", "sqlite", "--no-locomo", "--writers",
+                      "1", "--writer-items", "20", "--queries", "6", "--warmup", "1", "--langgraph-sizes", ""])  # fmt: skip
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    _check(last["backends"]["sqlite"]["tenants"], 400, 8)
+    with pytest.raises(SystemExit):  # 400 items over 200 namespaces leave 2 a namespace, fewer than top-k
+        store_bench.parse_args(["--sizes", "400", "--tenants", "200"])

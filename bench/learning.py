@@ -77,9 +77,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--model", help="HF folder of the model to train (default: the offline SmolLM2-135M-Instruct)"
     )
     ap.add_argument("--eval-items", type=int, default=0,
-                    help="read/update/build: held-out items, a sample stratified to the category mix (0: all)")  # fmt: skip
+                    help="read/update/build: held-out items, a sample stratified to the category mix (0: all; "
+                         "read --ruler-task: generated items, 0 = 64)")  # fmt: skip
     g = ap.add_argument_group("read")
     g.add_argument("--length", default="1k", help="document length (RULER-LoCoMo tokens, e.g. 1k, 2k)")
+    g.add_argument("--ruler-task", help="read on one of RULER's generated single-answer tasks (niah_single_1, ...; "
+                                        "bench/learning_ruler.py) instead of RULER-LoCoMo documents")  # fmt: skip
+    g.add_argument("--train-items", type=int, default=128, help="read --ruler-task: generated training items")
     g.add_argument("--chunk-tokens", type=int, default=512)
     g.add_argument(
         "--before-cache", help="file holding the untrained model's evaluation, reused by later seeds"
@@ -208,13 +212,15 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     if args.before_only:
-        if args.task != "read" or not args.before_cache:
+        if args.task != "read" or not args.before_cache or args.ruler_task:
             raise SystemExit("--before-only is for --task read, with --before-cache FILE")
         from learning_read import before_only
 
         return print(json.dumps(before_only(args, t0)))
     if args.baselines_only:
-        if args.task == "read":
+        if args.task == "read" and args.ruler_task:
+            from learning_ruler import baselines_only
+        elif args.task == "read":
             from learning_read import baselines_only
         elif args.task == "answer":
             from learning_answer import baselines_only
@@ -222,7 +228,9 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--baselines-only is for --task read or answer")
 
         return print(json.dumps(baselines_only(args, t0)))
-    if args.task == "read":
+    if args.task == "read" and args.ruler_task:
+        from learning_ruler import run
+    elif args.task == "read":
         from learning_read import run
     elif args.task == "answer":
         from learning_answer import run
@@ -249,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
         result["after_sft"] = round(report.mean(sft_rows, key), 2)
         result["rl_over_sft"] = report.paired(sft_rows, after, key, clusters=clusters)
         result["sft_over_before"] = report.paired(before, sft_rows, key, clusters=clusters)
+    if key == "score":  # RULER: the box's exact match beside the metric on the whole reply
+        result["em"] = report.verdict(before, after, trivial, "em", clusters=clusters)
     if key == "f1":
         result["em"] = report.verdict(before, after, trivial, "em", clusters=clusters)
         result["train_f1"] = report.verdict(before, after, trivial, "train_f1", clusters=clusters)

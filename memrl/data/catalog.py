@@ -14,6 +14,8 @@ searched like the data folder (``FOLDER/<set>/<file>`` or ``FOLDER/<file>``, see
 ``ruler-hotpotqa``  the HotpotQA file above (contexts built at ``lengths``), or MemAgent's eval files
                     ``eval_*.json`` (``{context, input, answers}`` records; a folder of them, or one)
 ``ruler-locomo``    the LoCoMo file (contexts built at ``lengths``: not MemAgent's benchmark)
+``ruler-synthetic`` RULER's generated items: a ``*.jsonl`` file ``memrl eval ruler`` or ``memrl data prepare
+                    --dataset ruler-synthetic`` wrote (with its ``.sha256``), or a folder of them; no default
 ``sample``          bundled with memrl (a LoCoMo-format file, or a folder holding
                     ``sample_conversation.json``, may be given instead)
 ==================  ==================================================================================
@@ -40,10 +42,10 @@ __all__ = [
 
 #: Names :func:`load_dataset` and :func:`load_conversations` accept.
 DATASET_NAMES: tuple[str, ...] = (
-    "locomo", "longmemeval", "perltqa", "hotpotqa", "ruler-hotpotqa", "ruler-locomo", "sample",
+    "locomo", "longmemeval", "perltqa", "hotpotqa", "ruler-hotpotqa", "ruler-locomo", "ruler-synthetic", "sample",
 )  # fmt: skip
 #: Data sets whose conversations are documents (questions answered over passages).
-DOCUMENT_DATASETS: tuple[str, ...] = ("hotpotqa", "ruler-hotpotqa", "ruler-locomo")
+DOCUMENT_DATASETS: tuple[str, ...] = ("hotpotqa", "ruler-hotpotqa", "ruler-locomo", "ruler-synthetic")
 #: Data sets built at context lengths (``--lengths``).
 LENGTH_DATASETS: tuple[str, ...] = ("ruler-hotpotqa", "ruler-locomo")
 DEFAULT_LENGTHS = ("7k",)
@@ -113,6 +115,15 @@ def load_dataset(name: str, path: str | Path | None = None, **kwargs: Any) -> Lo
         return load_hotpotqa(file or find_dataset("hotpotqa", folder), **kwargs)
     if key == "ruler-hotpotqa":
         return _ruler_hotpotqa(file, folder, **kwargs)
+    if key == "ruler-synthetic":
+        from memrl.data.ruler_synthetic import synthetic_conversations
+
+        if path is None:
+            raise DataError(
+                "ruler-synthetic reads generated items: pass --data-path, a *.jsonl file `memrl eval ruler` "
+                "(OUTPUT/data/) or `memrl data prepare --dataset ruler-synthetic` (OUTPUT.d/) wrote, or its folder"
+            )
+        return synthetic_conversations(path)
     return _ruler_locomo(file, folder, **kwargs)  # ruler-locomo
 
 
@@ -241,4 +252,13 @@ def load_conversations(
     records, report = load_dataset(key, path, **kwargs)
     if key == "hotpotqa":
         records = hotpotqa_conversations(records[:questions] if questions is not None else records)
+    if key == "ruler-synthetic" and questions is not None:  # the first N of each task and length
+        seen: dict[tuple[str, str], int] = {}
+        kept = []
+        for c in records:
+            cell = (c.metadata["ruler_task"], c.metadata["ruler_length"])
+            seen[cell] = seen.get(cell, 0) + 1
+            if seen[cell] <= questions:
+                kept.append(c)
+        records = kept
     return LoadResult(records, report)

@@ -51,6 +51,7 @@ __all__ = [
     "generate",
     "load_essays",
     "read_items",
+    "synthetic_conversations",
     "wonderwords_lists",
     "write_items",
 ]
@@ -186,4 +187,43 @@ def read_items(path: str | Path, *, verify: bool = True) -> list[SyntheticItem]:
         got = hashlib.sha256(blob).hexdigest()
         if got != want:
             raise DataError(f"{path}: sha256 {got} does not match the recorded {want}; regenerate it")
-    return [SyntheticItem.from_dict(json.loads(line)) for line in blob.decode().splitlines() if line.strip()]
+    items = []
+    for n, line in enumerate(blob.decode().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(SyntheticItem.from_dict(json.loads(line)))
+        except (ValueError, TypeError, KeyError) as e:  # a missing or unknown field, or not JSON
+            raise DataError(
+                f"{path}: line {n} is not a generated RULER item ({type(e).__name__}: {e})"
+            ) from e
+    return items
+
+
+def synthetic_conversations(path: str | Path) -> Any:
+    """Generated items as documents conversations (one question each; ``load_dataset("ruler-synthetic",
+    PATH)``): ``PATH`` is a file :func:`write_items` wrote (``memrl eval ruler``'s ``OUTPUT/data/*.jsonl``,
+    ``memrl data prepare --dataset ruler-synthetic``'s ``OUTPUT.d/*.jsonl``) or a folder of them, each read
+    with its sha256 checked. The question is the task's instruction and query (what MemAgent is asked), the
+    context is the document; the item's task is the question's category, its metric and length are in the
+    conversation's metadata (``ruler_task``, ``ruler_metric``, ``ruler_length``)."""
+    from memrl.data.documents import Document, document_conversation
+    from memrl.data.types import LoadReport, LoadResult
+
+    path = Path(path)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files:
+        raise DataError(f"{path}: no generated RULER items (*.jsonl) in this folder")
+    report = LoadReport(source=str(path))
+    convs = []
+    for f in files:
+        for item in read_items(f):
+            meta = {"ruler_task": item.task, "ruler_metric": item.metric, "ruler_length": item.length,
+                    "target_tokens": item.target_tokens, "file": f.name}  # fmt: skip
+            convs.append(document_conversation(item.id, item.question, item.answers, [Document(item.task, item.context)],
+                                               source="ruler-synthetic", category=item.task, context=item.context,
+                                               metadata=meta))  # fmt: skip
+            report.categories[item.task] += 1
+    report.stats["files"] = len(files)
+    report.stats["ruler_questions"] = len(convs)
+    return LoadResult(convs, report)

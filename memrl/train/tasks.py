@@ -83,6 +83,15 @@ class ReadTasks(GroupedTasks):
         # a RULER-LoCoMo document keeps its question's LoCoMo category (the training F1's list rule)
         self.items = [(render_conversation(c), q, q.category_id or c.metadata.get("locomo_category"))
                       for c, q in _questions(conversations)]  # fmt: skip
+        several = [q.id for c, q in _questions(conversations)
+                   if c.metadata.get("ruler_metric") == "string_match_all" and len(q.answers) > 1]  # fmt: skip
+        if (
+            several
+        ):  # every read reward scores one box against any one gold: it would pay one value of several
+            raise ConfigError(
+                f"{len(several)} RULER items ask for several values ({several[0]}, ...): read's rewards score "
+                "one boxed answer, and would pay one of them; train on niah_single_1-3, niah_multikey_1-3 or qa_2"
+            )
         if not self.items:
             raise ConfigError("no question with an answer to train on")
 

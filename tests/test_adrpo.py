@@ -321,3 +321,40 @@ async def test_memory_that_answers_decoys_is_paid_only_beyond_chance(amem, conv)
     half = await score(f"{said} {decoys[0].answer}, {decoys[1].answer}", decoys)
     assert half.n_decoys_correct == 2 and half.chance == pytest.approx(2.5)
     assert half.rewards["core"].metrics["task"] == pytest.approx(-0.1)  # 2 right - 2.5 by chance, signed
+
+
+async def test_no_write_makes_the_answer_prompt_fail_to_escape_a_negative_reward(amem, conv):
+    """A failed judgement is no reward at all, which beats a negative one: no write may make the answerer's
+    prompt grow past a model's window. Core memory is capped by the store, the retrieved memories by the
+    reader's character budget, so the agents' longest writes leave every answer prompt bounded and every
+    agent with a value (here a negative one: the memory answers decoys, never the session's questions)."""
+    session = conv.sessions[0]
+    qs = session_questions(conv, session)
+    decoys = decoy_questions(conv, session, qs)
+    words = " ".join(f"word{i}" for i in range(3000))  # distinct words: the dumped items differ
+    limit = amem.store.core_limit
+    await amem.core_rewrite(
+        words[: limit - 60], namespace=f"{NS}-dump"
+    )  # earlier sessions filled core memory
+    prompts: list[int] = []
+
+    def agents(messages, tools, schema):
+        if kind(messages) == "core":
+            return json.dumps({"operation": "APPEND", "content": "More of the same."})
+        if kind(messages) == "compress":
+            return words
+        cap = MemBuilderAgent(ScriptedLLM(agents)).config.max_item_chars
+        return json.dumps({"operations": [{"action": "ADD", "content": words[k * cap : (k + 1) * cap]}
+                                          for k in range(10)]})  # fmt: skip
+
+    def answerer(messages, tools, schema):
+        prompts.append(sum(len(m["content"]) for m in messages))
+        return decoys[0].answer  # right on a decoy at most, never on the session's own questions
+
+    result = await MemBuilderAgent(ScriptedLLM(agents)).build_session(amem, f"{NS}-dump", conv, session)
+    score = await score_session(amem, f"{NS}-dump", conv, result, qs, answer_llm=ScriptedLLM(answerer),
+                                decoys=decoys)  # fmt: skip
+    assert len(prompts) == len(qs) + len(decoys)
+    assert limit - 60 < max(prompts) < limit + 1_000 + 3_000
+    assert score.n_failed == 0 and all(r.value is not None for r in score.rewards.values())
+    assert score.n_decoys_correct >= 1 and score.rewards["episodic"].value < 0

@@ -99,7 +99,7 @@ def test_grpo_trains_memagent_on_generated_items_from_the_cli(tmp_path, capsys):
     folder = generate(tmp_path, "niah_single_1")
     tiny = str(make_tiny_lm(tmp_path / "lm"))
     out = tmp_path / "run"
-    assert main(["train", "grpo", "--task", "read", "--dataset", "ruler-synthetic", "--data-path", str(folder), "--all-conversations",
+    assert main(["train", "grpo", "--task", "read", "--dataset", "ruler-synthetic", "--data-path", str(folder),
                  "--model", tiny, "--group-size", "2", "--steps", "1", "--no-dynamic-sampling", "--output-dir",
                  str(out), "--agent-option", "chunk_tokens=600", "--agent-option", "memory_tokens=16",
                  "--agent-option", "answer_tokens=16", "--json"]) == 0  # fmt: skip

@@ -20,7 +20,8 @@ def _conversations(args: argparse.Namespace) -> list:
     """The conversations to train on, selected by the same code as ``memrl eval``, behind the split guard.
 
     A data set with a published split (LoCoMo, LongMemEval) gives its training split unless ``--split`` or
-    ``--conv-id`` says otherwise, and an item of an evaluation split is refused unless
+    ``--conv-id`` says otherwise (another dialogue data set its first conversation, a documents data set every
+    document, unless ``--all-conversations`` or ``--conv-id``), and an item of an evaluation split is refused unless
     ``--allow-eval-split``: the default never trains on a test item.
     """
     from memrl.data.splits import SPLITS, TRAIN_SPLITS, evaluation_items
@@ -35,7 +36,11 @@ def _conversations(args: argparse.Namespace) -> list:
     )
     if args.conv_id and split:
         conv_ids = (args.conv_id,)
-    if not conv_ids and not args.all_conversations and not split:
+    from memrl.data import DOCUMENT_DATASETS
+
+    # a dialogue data set trains on its first conversation unless told more; a documents data set (one
+    # question per document: HotpotQA, the RULER sets) on every document
+    if not conv_ids and not args.all_conversations and not split and args.dataset not in DOCUMENT_DATASETS:
         from memrl.cli.common import load_conversation
 
         conv_ids = (load_conversation(args).id,)

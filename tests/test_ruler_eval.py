@@ -99,6 +99,8 @@ async def test_a_perfect_reader_scores_100_and_what_does_not_fit_is_skipped(tmp_
     assert "- (skipped)" in report and "## Average over the tasks" in report
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["cells"] == summary["cells"]
+    png = (tmp_path / "run" / "scores.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and "![scores by length](scores.png)" in report
     files = on_disk["data_files"]
     assert set(files) == {
         f"{t}_{n}.jsonl" for t in ("niah_single_1", "niah_multivalue", "vt") for n in ("1k", "2k")

@@ -15,7 +15,7 @@ tokens) into ``OUTPUT_DIR/data/{task}_{length}.jsonl`` with its sha256 beside it
 The whole reply is scored with RULER's metric (:func:`memrl.scoring.metrics.string_match_all` /
 ``string_match_part``, x100). ``--resume`` reads the data files back (their sha256 must match), skips the
 answered items and retries failed ones; provider failures are counted, never scored. Outputs:
-``predictions.jsonl``, ``summary.json``, ``report.md`` (one table per task: readers x lengths).
+``predictions.jsonl``, ``summary.json``, ``report.md`` (one table per task: readers x lengths), ``scores.png``.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class RulerEvaluation:
                 f"{out} holds an earlier run; pass --resume to continue it or --overwrite to restart"
             )
         if self.cfg.overwrite:
-            for name in ("predictions.jsonl", "summary.json", "report.md", "llm_cache.sqlite"):
+            for name in ("predictions.jsonl", "summary.json", "report.md", "scores.png", "llm_cache.sqlite"):
                 (out / name).unlink(missing_ok=True)
             for p in (out / "data").glob("*.jsonl*") if (out / "data").is_dir() else ():
                 p.unlink()

@@ -98,6 +98,7 @@ def markdown(s: dict[str, Any]) -> str:
     lines += ["", "## Every cell", "", to_markdown(detail, ["task", "length", "reader", "n", "scored", "score",
               "95% CI", "skipped", "failed", "s/item", "tokens/item", "prompt tokens"])]  # fmt: skip
     lines += ["", "Data files (sha256):", "", *[f"- `{n}` {d}" for n, d in s["data_files"].items()]]
+    lines += ["", "![scores by length](scores.png)"]
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +112,45 @@ def _grid(s: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     return to_markdown(rows, ["reader", *s["lengths"]])
 
 
+def plot(path: Path, s: dict[str, Any]) -> None:
+    """``scores.png``: the average over the tasks by length, one line per reader, then one grid per reader
+    (tasks down, lengths across; a cell with nothing scored is left blank and marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    readers, lengths, tasks = s["readers"], s["lengths"], s["tasks"]
+    fig, axes = plt.subplots(1, 1 + len(readers), figsize=(4.2 + 3.2 * len(readers), 0.32 * len(tasks) + 2.6))
+    ax = axes[0]
+    for r in readers:
+        ys = [
+            next((a["score"] for a in s["average"] if a["reader"] == r and a["length"] == n), None)
+            for n in lengths
+        ]
+        ax.plot(range(len(lengths)), [np.nan if y is None else y for y in ys], marker="o", label=r)
+    ax.set_xticks(range(len(lengths)), lengths)
+    ax.set(ylim=(0, 100), xlabel="context length", ylabel="RULER score x100", title="average over the tasks")
+    ax.legend()
+    for ax, r in zip(axes[1:], readers, strict=True):
+        grid = np.full((len(tasks), len(lengths)), np.nan)
+        for c in s["cells"]:
+            if c["reader"] == r and c["score"] is not None:
+                grid[tasks.index(c["task"]), lengths.index(c["length"])] = c["score"]
+        ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            ax.text(j, i, "-" if np.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize=7,
+                    color="dimgray" if np.isnan(v) else "white" if v < 60 else "black")  # fmt: skip
+        ax.set_xticks(range(len(lengths)), lengths)
+        ax.set_yticks(range(len(tasks)), tasks, fontsize=7)
+        ax.set_title(r)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> None:
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (Path(out) / "report.md").write_text(markdown(summary))
+    plot(Path(out) / "scores.png", summary)

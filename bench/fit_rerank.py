@@ -1,12 +1,16 @@
 """Fit the learned reranker (memrl/memory/rerank.py) on LoCoMo conversations 0-4, reproducibly.
 
     MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH] [--embedder mpnet]
+    # train-clean: fit on MemUpdate's 7 training conversations only (0-4 hold the test conversations conv-26,
+    # conv-30 and conv-43), then score it on the test split alone
+    python bench/fit_rerank.py --fit-on train --out runs/rerank_train.json
+    memrl eval retrieval --dataset locomo --split test --modes hybrid --rerank runs/rerank_train.json
 
 Builds every LoCoMo conversation with the default ``raw`` builder (BM25 statistics are global to the
 store, as in ``memrl eval retrieval``), runs the default hybrid search for every question of categories
 1-4 with a recording model in the reranker's place (it keeps the ranking and stores each candidate's
 feature row), labels a candidate 1 when its turn is evidence, and fits a logistic model on conversations
-0-4 only (Newton's method, deterministic): pointwise (is this candidate evidence?) or pairwise (evidence
+0-4 only (``--fit-on train``: the training split's conversations; Newton's method, deterministic): pointwise (is this candidate evidence?) or pairwise (evidence
 above the other candidates), the objective and L2 strength picked by leave-one-conversation-out
 recall@10 within 0-4. Conversations 5-9 are never used here: they are the held-out half the ablation
 reports. Writes ``memrl/resources/rerank_locomo.json`` (weights + how they were fitted) and prints one
@@ -80,6 +84,9 @@ def main() -> None:
     ap.add_argument(
         "--embedder", default="minilm", help="embedder spec (as memrl eval retrieval): minilm, mpnet"
     )
+    ap.add_argument("--fit-on", default="0-4", choices=["0-4", "train"],
+                    help="0-4: the first five conversations (the shipped models); train: MemUpdate's 7 training "
+                         "conversations, no test conversation")  # fmt: skip
     args = ap.parse_args()
     t0 = time.perf_counter()
     config = RetrievalConfig(
@@ -90,10 +97,14 @@ def main() -> None:
         embedder=args.embedder,
     )
     convs, rec = asyncio.run(collect(config))
-    by_ns = {namespace_of(c): c for c in convs[:TUNE]}
-    questions = {
-        (namespace_of(c), q.question): q for c in convs[:TUNE] for q in c.questions if config.selects(q)
-    }
+    if args.fit_on == "train":
+        from memrl.data.splits import LOCOMO_UPDATE_SPLIT
+
+        tune = [c for c in convs if c.id in LOCOMO_UPDATE_SPLIT["train"]]
+    else:
+        tune = convs[:TUNE]
+    by_ns = {namespace_of(c): c for c in tune}
+    questions = {(namespace_of(c), q.question): q for c in tune for q in c.questions if config.selects(q)}
     groups = []  # (features, turn ids, evidence, conversation) per tuning question with evidence
     for ns, query, keys, x in rec.rows:
         q = questions.get((ns, query))
@@ -136,11 +147,12 @@ def main() -> None:
     y_all = np.concatenate([labels(g) for g in groups])
     model = fit(objective, groups, best)
     meta = {
-        "fitted_on": "LoCoMo conversations 0-4 ("
+        "fitted_on": ("LoCoMo conversations 0-4 (" if args.fit_on == "0-4" else "LoCoMo's training split (")
         + ", ".join(folds)
         + "), categories 1-4, default hybrid search",
         "command": "python bench/fit_rerank.py"
-        + ("" if args.embedder == "minilm" else f" --embedder {args.embedder}"),
+        + ("" if args.embedder == "minilm" else f" --embedder {args.embedder}")
+        + ("" if args.fit_on == "0-4" else f" --fit-on {args.fit_on}"),
         "embedder": args.embedder,
         "depth": args.depth,
         "objective": objective,

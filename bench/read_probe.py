@@ -2,7 +2,8 @@
 
 MemAgent (``memrl train grpo --task read``'s agent, memory after the section) on ``--documents`` RULER-LoCoMo
 documents of LoCoMo's TRAIN conversations, ``--group-size`` rollouts each, under prompt variants: memrl's
-prompts at temperature 1.0; the answer prompt without its ``\\boxed{Paris}`` example; and a chunk prompt
+prompts as they were until 2026-11-27 (the answer prompt with a ``\\boxed{Paris}`` example) at temperature
+1.0; the answer prompt without it (memrl's since); and a chunk prompt
 asking the model to copy the helpful sentences (what a small model does best). Rewards: the training F1 of
 the box and MemAgent's boxed exact match. Then two GRPO updates (LoRA 16, every group kept) on the first
 variant's groups, timed.
@@ -23,6 +24,12 @@ import statistics
 import time
 from pathlib import Path
 
+WITH_EXAMPLE = """Question: {question}
+
+Your memory of the document:
+{memory}
+
+Answer the question from your memory. Give the final answer inside \\boxed{{}}, for example \\boxed{{Paris}}."""
 NO_EXAMPLE = """Question: {question}
 
 Your memory of the document:
@@ -63,9 +70,9 @@ def main() -> None:
     docs = load_conversations(QAEvalConfig(dataset="ruler-locomo", split="train", lengths=(args.length,),
                                            questions=args.documents))  # fmt: skip
     llm = LocalLLM(args.model, max_batch_size=16).load()
-    answer, chunk = memagent.ANSWER_PROMPT, memagent.CHUNK_PROMPT_MEMORY_LAST
-    variants = {
-        "memrl prompts, T=1.0": (answer, chunk, 1.0),
+    chunk = memagent.CHUNK_PROMPT_MEMORY_LAST
+    variants = {  # the answer prompt with the example memrl's read prompts had until 2026-11-27
+        "memrl prompts, T=1.0": (WITH_EXAMPLE, chunk, 1.0),
         "answer prompt without its example, T=0.7": (NO_EXAMPLE, chunk, 0.7),
         "+ copy-the-sentences chunk prompt, T=0.7": (NO_EXAMPLE, COPY, 0.7),
         "+ copy-the-sentences chunk prompt, T=1.0": (NO_EXAMPLE, COPY, 1.0),
@@ -110,7 +117,7 @@ def main() -> None:
         }  # fmt: skip
         print(name, result["variants"][name], flush=True)
         first = first or groups
-    memagent.ANSWER_PROMPT, memagent.CHUNK_PROMPT_MEMORY_LAST = answer, chunk
+    memagent.ANSWER_PROMPT, memagent.CHUNK_PROMPT_MEMORY_LAST = WITH_EXAMPLE, chunk  # the first variant's
     trainer = PolicyTrainer(llm, TrainerConfig(lr=1e-4, lora_rank=16, dynamic_sampling=False, micro_batch=8,
                                                micro_tokens=8192))  # fmt: skip
     updates = []

@@ -63,7 +63,10 @@ ANSWER_PROMPT = """Question: {question}
 Your memory of the document:
 {memory}
 
-Answer the question from your memory. Give the final answer inside \\boxed{{}}, for example \\boxed{{Paris}}."""
+Answer the question from your memory, in a few words. Give the final answer inside \\boxed{{}}."""
+# No example answer in the prompt: with one ("for example \boxed{Paris}", memrl's wording until 2026-11-27) the
+# 135M model boxed "Paris" for all 96 held-out documents of the read benchmark, before training and after
+# GRPO alone; MemAgent's own final prompt gives none. The figures measured before that date used it.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -257,10 +257,10 @@ def main(argv: list[str] | None = None) -> None:
         result["after_sft"] = round(report.mean(sft_rows, key), 2)
         result["rl_over_sft"] = report.paired(sft_rows, after, key, clusters=clusters)
         result["sft_over_before"] = report.paired(before, sft_rows, key, clusters=clusters)
-    if key == "score":  # RULER: the box's exact match beside the metric on the whole reply
+    # exact match beside F1 (LoCoMo), or beside the whole reply's metric (RULER: the box's)
+    if key in ("f1", "score"):
         result["em"] = report.verdict(before, after, trivial, "em", clusters=clusters)
     if key == "f1":
-        result["em"] = report.verdict(before, after, trivial, "em", clusters=clusters)
         result["train_f1"] = report.verdict(before, after, trivial, "train_f1", clusters=clusters)
         result["by_category"] = {name: report.by_category([{**r, "category": it.category} for r, it in zip(rows, items, strict=True)])
                                  for name, rows in systems.items()}  # fmt: skip

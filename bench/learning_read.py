@@ -232,12 +232,24 @@ def before_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
             "eval_s": round(seconds, 1), "wall_time_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
 
 
+def grpo_configs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The GRPO loop's and trainer's settings of a read run (LoRA by default), from the benchmark's arguments."""
+    from memrl.train.loop import LoopConfig
+    from memrl.train.trainer import TrainerConfig
+
+    loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
+                      temperature=args.temperature, save_every=10**6, seed=args.seed,
+                      output_dir=str(args.out / "train"))  # fmt: skip
+    trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, micro_batch=args.micro_batch,
+                            micro_tokens=args.micro_tokens, max_grad_norm=args.max_grad_norm)  # fmt: skip
+    return loop, trainer
+
+
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Baselines, before, training, after (see the module docstring); returns the result's parts."""
     from memrl.llm.local import LocalLLM
-    from memrl.train.loop import LoopConfig, train
+    from memrl.train.loop import train
     from memrl.train.tasks import ReadTasks
-    from memrl.train.trainer import TrainerConfig
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -263,11 +275,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(train_docs, config, reward=args.reward)
-    loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                      temperature=args.temperature, save_every=10**6, seed=args.seed,
-                      output_dir=str(args.out / "train"))  # fmt: skip
-    trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, micro_batch=args.micro_batch,
-                            micro_tokens=args.micro_tokens, max_grad_norm=args.max_grad_norm)  # fmt: skip
+    loop, trainer = grpo_configs(args)
     # what is left of the budget, less the evaluation after training (as long as the one before) and a
     # margin for the last step and the report
     # the evaluation after training takes about as long as the one before: measured 640 s before and 751 s

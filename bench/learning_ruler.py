@@ -174,10 +174,11 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Rules, untrained, SFT, SFT + GRPO on the same held-out items (module docstring)."""
+    from learning_read import grpo_configs
+
     from memrl.llm.local import LocalLLM
-    from memrl.train.loop import LoopConfig, train
+    from memrl.train.loop import train
     from memrl.train.tasks import ReadTasks
-    from memrl.train.trainer import TrainerConfig
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -198,11 +199,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, items, convs, config)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(fit_convs, config, reward=args.reward)
-    loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                      temperature=args.temperature, save_every=10**6, seed=args.seed,
-                      output_dir=str(args.out / "train"))  # fmt: skip
-    trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, micro_batch=args.micro_batch,
-                            micro_tokens=args.micro_tokens, max_grad_norm=args.max_grad_norm)  # fmt: skip
+    loop, trainer = grpo_configs(args)
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - 1.25 * eval_s - args.margin_s
     t = time.perf_counter()
     rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))

@@ -46,6 +46,8 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
         ("defaults, spreading from 20 seeds on any store", rep(base, spread_seed_share=1.0)),
         ("defaults, no aggregate diversity", rep(base, aggregate_diversity=0.0)),
     ]
+    for d in (0.05, 0.15, 0.2):
+        out.append((f"defaults, aggregate diversity {d:g}", rep(base, aggregate_diversity=d)))
     for w in (0.4, 0.5, 0.6, 0.7):
         out.append((f"convex {w:.1f}/{1 - w:.1f}", rep(base, dense_weight=w, bm25_weight=round(1 - w, 2))))
     out.append(("rrf k=60 1/1", rep(base, fusion="rrf", dense_weight=1.0, bm25_weight=1.0)))

@@ -65,25 +65,45 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
                 raise SystemExit(
                     f"{run}: its '{s}' predictions differ from {runs[0]}'s: not the same setting"
                 )
-    from learning_report import verdict
+    from learning_protocol import cluster_of
+    from learning_report import paired, verdict
 
+    clusters = [cluster_of(i) for i in ids]  # items of one conversation or document are resampled together
     rows = {s: [first_preds[s][i] for i in ids] for s in fixed if s != "after SFT"}
     before = rows.pop("before")
-    avg_after = [{key: statistics.fmean(p["after"][i][key] for _, p in loaded)} for i in ids]
+    avg_after = _seed_mean(loaded, "after", ids, key)
     afters = [res["after"] for res, _ in loaded]
     v = verdict(
-        before, avg_after, rows, key
+        before, avg_after, rows, key, clusters
     )  # the same reference as each seed's (it does not depend on after)
-    return {
+    out = {
         "task": first["task"], "metric": key, "metric_label": first.get("metric_label"), "n_eval": len(ids),
-        "seeds": [res["seed"] for res, _ in loaded], "runs": [str(r) for r in runs],
-        "per_seed": [per_seed(res, verdict(before, [p["after"][i] for i in ids], rows, key)) for res, p in loaded],
+        "n_clusters": len(set(clusters)), "seeds": [res["seed"] for res, _ in loaded], "runs": [str(r) for r in runs],
+        "per_seed": [per_seed(res, p, ids, key, verdict(before, [p["after"][i] for i in ids], rows, key, clusters),
+                              clusters) for res, p in loaded],
         "before": v["before"], "after_mean": round(statistics.fmean(afters), 2),
         "after_sd": round(statistics.stdev(afters), 2) if len(afters) > 1 else 0.0,
         **{k: v[k] for k in ("best_trivial", "best_trivial_rule", "trivial", "gain_reference", "gain_ci_low",
                              "gain_ci_high", "gain", "after_vs_before")},
         "gain_diff": _diff(v),
     }  # fmt: skip
+    has_sft = ["after SFT" in p for _, p in loaded]
+    if any(has_sft) and not all(has_sft):
+        raise SystemExit("some runs scored an SFT-only checkpoint and some did not: not the same setting")
+    if all(has_sft):  # RL's own effect: the same items after GRPO against after SFT alone, seed-averaged
+        avg_sft = _seed_mean(loaded, "after SFT", ids, key)
+        sfts = [100 * statistics.fmean(p["after SFT"][i][key] for i in ids) for _, p in loaded]
+        out["after_sft_mean"] = round(statistics.fmean(sfts), 2)
+        out["after_sft_sd"] = round(statistics.stdev(sfts), 2) if len(sfts) > 1 else 0.0
+        out["rl_over_sft"] = paired(avg_sft, avg_after, key, clusters)
+        out["sft_over_before"] = paired(before, avg_sft, key, clusters)
+        out["sft_vs_best_trivial"] = paired(rows[v["best_trivial_rule"]], avg_sft, key, clusters)
+    return out
+
+
+def _seed_mean(loaded: list, system: str, ids: list[str], key: str) -> list[dict[str, float]]:
+    """Per item, the mean over the seeds of ``system``'s score."""
+    return [{key: statistics.fmean(p[system][i][key] for _, p in loaded)} for i in ids]
 
 
 def _diff(v: dict[str, Any]) -> float:
@@ -91,24 +111,56 @@ def _diff(v: dict[str, Any]) -> float:
     return v["after_vs_before" if v["gain_reference"] == "before" else "after_vs_best_trivial"]["diff"]
 
 
-def per_seed(res: dict[str, Any], v: dict[str, Any]) -> dict:
-    """One seed's after and its verdict against the rules of all seeds (the same rule set)."""
-    return {"seed": res["seed"], "after": res["after"], "diff": _diff(v), "gain_ci_low": v["gain_ci_low"],
-            "gain_ci_high": v["gain_ci_high"], "gain": v["gain"], "wall_time_s": res["wall_time_s"]}  # fmt: skip
+def per_seed(res: dict[str, Any], preds: dict[str, dict[str, dict[str, Any]]], ids: list[str], key: str,
+             v: dict[str, Any], clusters: list[str]) -> dict:  # fmt: skip
+    """One seed's after and its verdict against the rules of all seeds (the same rule set); with an SFT
+    stage, its SFT-only score and GRPO's paired difference over it; GRPO's steps and its groups with reward
+    variance per step (a step whose groups all tie teaches nothing)."""
+    row = {"seed": res["seed"], "after": res["after"], "diff": _diff(v), "gain_ci_low": v["gain_ci_low"],
+           "gain_ci_high": v["gain_ci_high"], "gain": v["gain"], "wall_time_s": res["wall_time_s"]}  # fmt: skip
+    train = res.get("train") or {}
+    row["steps"] = train.get("steps")
+    row["groups_with_signal_per_step"] = train.get("groups_with_signal_per_step")
+    if "after SFT" in preds:
+        from learning_report import mean, paired
+
+        sft = [preds["after SFT"][i] for i in ids]
+        row["after_sft"] = round(mean(sft, key), 2)
+        row["rl_over_sft"] = paired(sft, [preds["after"][i] for i in ids], key, clusters)
+    return row
+
+
+def _ci(p: dict[str, Any]) -> str:
+    return f"{p['diff']:+.2f} ({p['ci'][0]:+.2f}..{p['ci'][1]:+.2f})"
 
 
 def markdown(s: dict[str, Any]) -> str:
-    lines = [f"`{s['task']}`, {len(s['seeds'])} seeds, {s['n_eval']} held-out items, {s['metric_label']}", "",
-             "| seed | before | after | best rule | after minus the better of before and the best rule (95% CI) | wall time (s) |",
-             "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    sft = "rl_over_sft" in s
+    lines = [f"`{s['task']}`, {len(s['seeds'])} seeds, {s['n_eval']} held-out items in {s['n_clusters']} "
+             f"clusters (intervals: cluster bootstrap), {s['metric_label']}", "",
+             "| seed | untrained |" + (" SFT |" if sft else "") + (" SFT + GRPO |" if sft else " after |")
+             + " best rule |" + (" GRPO minus SFT (95% CI) |" if sft else "")
+             + " after minus the better of untrained and the best rule (95% CI) | GRPO steps | groups with reward"
+             " variance / step | wall time (s) |",
+             "|---:|---:|" + ("---:|" if sft else "") + "---:|---:|" + ("---:|" if sft else "") + "---:|---:|---:|---:|"]  # fmt: skip
     for r in s["per_seed"]:
-        lines.append(f"| {r['seed']} | {s['before']:.2f} | {r['after']:.2f} | {s['best_trivial']:.2f} | "
-                     f"{r['diff']:+.2f} ({r['gain_ci_low']:+.2f}..{r['gain_ci_high']:+.2f}) | {r['wall_time_s']:.0f} |")  # fmt: skip
+        steps = "-" if r.get("steps") is None else str(r["steps"])
+        sig = (
+            "-" if r.get("groups_with_signal_per_step") is None else f"{r['groups_with_signal_per_step']:.2f}"
+        )
+        lines.append(f"| {r['seed']} | {s['before']:.2f} |" + (f" {r['after_sft']:.2f} |" if sft else "")
+                     + f" {r['after']:.2f} | {s['best_trivial']:.2f} |" + (f" {_ci(r['rl_over_sft'])} |" if sft else "")
+                     + f" {r['diff']:+.2f} ({r['gain_ci_low']:+.2f}..{r['gain_ci_high']:+.2f}) | {steps} | {sig} |"
+                     f" {r['wall_time_s']:.0f} |")  # fmt: skip
     lines.append(
-        f"| mean | {s['before']:.2f} | {s['after_mean']:.2f} ± {s['after_sd']:.2f} | {s['best_trivial']:.2f} "
-        f"({s['best_trivial_rule']}) | {s['gain_diff']:+.2f} ({s['gain_ci_low']:+.2f}..{s['gain_ci_high']:+.2f}), "
-        f"seed-averaged | |"
-    )
+        f"| mean | {s['before']:.2f} |" + (f" {s['after_sft_mean']:.2f} ± {s['after_sft_sd']:.2f} |" if sft else "")
+        + f" {s['after_mean']:.2f} ± {s['after_sd']:.2f} | {s['best_trivial']:.2f} ({s['best_trivial_rule']}) |"
+        + (f" {_ci(s['rl_over_sft'])}, seed-averaged |" if sft else "")
+        + f" {s['gain_diff']:+.2f} ({s['gain_ci_low']:+.2f}..{s['gain_ci_high']:+.2f}), seed-averaged | | | |"
+    )  # fmt: skip
+    if sft:
+        lines += ["", f"SFT alone over the untrained model, seed-averaged: {_ci(s['sft_over_before'])}; "
+                      f"SFT alone against the best rule: {_ci(s['sft_vs_best_trivial'])}."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

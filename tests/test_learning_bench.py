@@ -397,16 +397,12 @@ def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
     assert not in_chunk("Caroline: I went to the support group.", "Melanie: I painted a lake yesterday.")
 
 
-def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "d")) -> Path:
+def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "d"), sft=None) -> Path:
     folder.mkdir(parents=True)
     rule = [0.5, 0.0, 0.5, 0.0]
     rows = []
-    for system, scores in (
-        ("before", [0.0] * 4),
-        ("after", after),
-        ("top1_date", rule),
-        ("most_frequent", [0.0] * 4),
-    ):
+    systems = [("before", [0.0] * 4), ("after", after), ("top1_date", rule), ("most_frequent", [0.0] * 4)]
+    for system, scores in systems + ([("after SFT", sft)] if sft else []):
         rows += [
             {"system": system, "id": i, "prediction": f"{system}{x}", "f1": x, "em": 0.0}
             for i, x in zip(ids, scores, strict=True)
@@ -526,3 +522,27 @@ def test_paired_intervals_resample_conversations_when_given():
     assert iid["diff"] == clustered["diff"] == pytest.approx(50.0)
     assert clustered["ci"][1] - clustered["ci"][0] > iid["ci"][1] - iid["ci"][0]
     assert iid["excludes_0"] and not clustered["excludes_0"]
+
+
+def test_learning_seeds_isolates_grpo_over_the_sft_checkpoint_per_seed_and_averaged(tmp_path):
+    import learning_seeds
+
+    # two conversations (a, b | c, d): the intervals resample them, not the four items
+    ids = ("conv-1:q1", "conv-1:q2", "conv-2:q1", "conv-2:q2")
+    sfts = [[1.0, 0.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]]
+    afters = [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]
+    runs = [
+        _seed_run(tmp_path / f"s{k}", k, a, ids=ids, sft=f)
+        for k, (a, f) in enumerate(zip(afters, sfts, strict=True))
+    ]
+    s = learning_seeds.main([str(r) for r in runs])
+    assert s["n_clusters"] == 2
+    assert [r["after_sft"] for r in s["per_seed"]] == [37.5, 25.0, 50.0]
+    assert [r["rl_over_sft"]["diff"] for r in s["per_seed"]] == [12.5, 50.0, 0.0]
+    assert s["after_sft_mean"] == pytest.approx(37.5) and s["rl_over_sft"]["diff"] == pytest.approx(20.83)
+    assert s["sft_over_before"]["diff"] == pytest.approx(37.5)
+    md = (tmp_path / "seeds-read.md").read_text()
+    assert "GRPO minus SFT" in md and "+20.83" in md and "in 2 clusters" in md
+    mixed = _seed_run(tmp_path / "nosft", 3, afters[0], ids=ids)
+    with pytest.raises(SystemExit, match="scored an SFT-only checkpoint and some did not"):
+        learning_seeds.summarize([runs[0], mixed])

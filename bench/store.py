@@ -331,6 +331,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--dim", type=int, default=DIM, help="vector size (384 = MiniLM, 768 = the mpnet embedder)"
     )
     p.add_argument("--quick", action="store_true", help="smoke run: sizes 1000,10000 and 50 queries")
+    p.add_argument("--plot", type=Path, help="also draw search p50 against size per back-end (a PNG)")
     p.add_argument(
         "--profile",
         action="store_true",
@@ -455,6 +456,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"  LoCoMo recall@10: {out['locomo']['recall_at_10']}", flush=True)
             results[backend] = out
     print_side_by_side(results)
+    if args.plot:
+        from bench.store_report import plot_latency
+
+        plot_latency(results, args.plot)
+        print(f"plot: {args.plot}", file=sys.stderr)
     final: dict[str, Any] = {"backends": results}
     if len(results) == 2 and all("locomo" in r for r in results.values()):
         a, b = (results[x]["locomo"]["recall_at_10"] for x in args.backends)

@@ -3,7 +3,8 @@
 - :func:`print_size`: the table of one size (latencies per method, recall and hit@k);
 - :func:`summary`: the JSON figures of one store's run (the last size, and every size in ``per_size``);
 - :func:`profile_search`: with ``--profile``, where the time goes at the largest size (cProfile of the cold
-  load and of hybrid and bm25 search, SQLite's size by table).
+  load and of hybrid and bm25 search, SQLite's size by table);
+- :func:`plot_latency`: with ``--plot FILE``, search p50 against the number of items, per back-end and mode.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import cProfile
 import io
 import pstats
 import sys
+from pathlib import Path
 from typing import Any
 
 import bench.store_data as store_data
@@ -155,3 +157,39 @@ def summary(
         "machine": host,
     }
     return out
+
+
+#: the methods drawn by :func:`plot_latency`: the store's three modes, and numpy's brute force as the peer
+PLOTTED = {"dense": "-", "hybrid": "--", "bm25": ":", "numpy": "-."}
+
+
+def plot_latency(results: dict[str, dict[str, Any]], path: Path) -> dict[str, list[tuple[int, float]]]:
+    """Search p50 (ms) against the number of items, log-log, drawn to ``path``: a line per back-end and
+    method, from each back-end's ``per_size`` rows (numpy's brute force once: the same vectors on every
+    back-end). Returns the lines drawn, ``{label: [(n, p50 ms), ...]}``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lines: dict[str, list[tuple[int, float]]] = {}
+    for b, (backend, out) in enumerate(results.items()):
+        rows = sorted(out["per_size"], key=lambda r: r["n"])
+        for method, style in PLOTTED.items():
+            if method == "numpy" and b:
+                continue
+            label = "numpy brute force" if method == "numpy" else f"{backend} {method}"
+            color = "grey" if method == "numpy" else colors[b % len(colors)]
+            lines[label] = [(r["n"], r[method]["p50_ms"]) for r in rows]
+            ax.plot(*zip(*lines[label], strict=True), style, marker="o", color=color, label=label)
+    ax.set(xscale="log", yscale="log", xlabel="items in the namespace", ylabel="search p50 (ms)",
+           title="bench/store.py: one search's p50 latency by store size")  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return lines

@@ -60,3 +60,18 @@ def test_the_cli_reports_tenants_in_its_json_line(capsys):
     _check(last["backends"]["sqlite"]["tenants"], 400, 8)
     with pytest.raises(SystemExit):  # 400 items over 200 namespaces leave 2 a namespace, fewer than top-k
         store_bench.parse_args(["--sizes", "400", "--tenants", "200"])
+
+
+def test_the_plot_draws_each_modes_p50_by_size(capsys, tmp_path):
+    from bench.store_report import plot_latency
+
+    png = tmp_path / "latency.png"
+    store_bench.main(["--sizes", "200,400", "--backends", "sqlite", "--no-locomo", "--writers", "", "--queries",
+                      "6", "--warmup", "1", "--langgraph-sizes", "", "--plot", str(png)])  # fmt: skip
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backends"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = plot_latency(out, tmp_path / "again.png")
+    rows = out["sqlite"]["per_size"]
+    assert set(lines) == {"sqlite dense", "sqlite hybrid", "sqlite bm25", "numpy brute force"}
+    assert lines["sqlite hybrid"] == [(r["n"], r["hybrid"]["p50_ms"]) for r in rows]
+    assert [n for n, _ in lines["numpy brute force"]] == [200, 400]

@@ -199,13 +199,19 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, items, convs, config)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(fit_convs, config, reward=args.reward)
-    loop, trainer = grpo_configs(args)
+    loop, trainer = grpo_configs(args) if args.steps else (None, None)
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - 1.25 * eval_s - args.margin_s
     t = time.perf_counter()
-    rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
+    # --steps 0: no GRPO (the SFT-only control, given the whole budget through --sft-minutes)
+    rows = (
+        train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
+        if args.steps
+        else []
+    )
     timings["train_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = evaluate(llm, items, convs, config)
+    # a run that made no GRPO step ends with the SFT model, already scored
+    after = extra["after_sft"] if not rows and "after_sft" in extra else evaluate(llm, items, convs, config)
     timings["eval_after_s"] = time.perf_counter() - t
     setting = {"ruler_task": args.ruler_task, "length": args.length, "chunk_tokens": args.chunk_tokens,
                "memory_tokens": args.memory_tokens, "answer_tokens": args.answer_tokens, "reward": args.reward,

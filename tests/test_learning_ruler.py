@@ -43,6 +43,23 @@ def test_learning_bench_on_ruler_items_smoke_on_the_tiny_model(tmp_path, capsys)
     assert trained and trained <= {i.id for i in fit}
 
 
+def test_steps_0_is_the_sft_only_control_scored_once(tmp_path):
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "read", "--ruler-task", "niah_single_1", "--length", "1k", "--model", str(tiny),
+                   "--train-items", "2", "--eval-items", "2", "--chunk-tokens", "600", "--memory-tokens", "8",
+                   "--answer-tokens", "16", "--reward", "reward", "--steps", "0", "--sft-steps", "1",
+                   "--sft-batch", "2", "--budget-minutes", "5", "--out", str(out), "--quiet"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == 1
+    assert not (out / "train" / "rollouts.jsonl").exists()  # no GRPO rollout
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    by = {(r["system"], r["id"]): r["prediction"] for r in rows}
+    held = {r["id"] for r in rows}
+    assert all(by[("after", i)] == by[("after SFT", i)] for i in held)  # the SFT model is the final model
+    assert result["rl_over_sft"]["diff"] == 0.0
+
+
 def test_the_rules_on_generated_multikey_items(tmp_path):
     """With distractor needles of other keys, the first needle is often another key's; the key lookup never."""
     args = learning.parse(["--task", "read", "--ruler-task", "niah_multikey_2", "--length", "1k", "--out",

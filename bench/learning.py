@@ -57,8 +57,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--budget-minutes", type=float, default=29.0, help="the whole benchmark's time budget")
     ap.add_argument("--margin-s", type=float, default=60.0, help="time kept for the last step and the report")
     ap.add_argument(
-        "--steps", type=int, default=10_000, help="at most this many GRPO steps (the budget decides)"
-    )
+        "--steps", type=int, default=10_000,
+        help="at most this many GRPO steps (the budget decides); read --ruler-task: 0 = no GRPO, the SFT-only control",
+    )  # fmt: skip
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--tasks-per-step", type=int, default=2)
     ap.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout temperature")

@@ -146,6 +146,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(
             "--steps, --sft-steps, --sft-minutes and --eval-items must be >= 0, --budget-minutes > 0, --sft-answer-repeat >= 1"
         )
+    if args.steps == 0 and not (args.task == "read" and args.ruler_task):
+        ap.error("--steps 0 (no GRPO) is the SFT-only control of --task read --ruler-task only")
     return args
 
 

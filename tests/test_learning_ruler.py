@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import learning  # noqa: E402
 import learning_ruler  # noqa: E402
@@ -58,6 +60,8 @@ def test_steps_0_is_the_sft_only_control_scored_once(tmp_path):
     held = {r["id"] for r in rows}
     assert all(by[("after", i)] == by[("after SFT", i)] for i in held)  # the SFT model is the final model
     assert result["rl_over_sft"]["diff"] == 0.0
+    with pytest.raises(SystemExit):  # the other tasks have no SFT-only control: refused, not a crash later
+        learning.parse(["--task", "answer", "--steps", "0"])
 
 
 def test_the_rules_on_generated_multikey_items(tmp_path):

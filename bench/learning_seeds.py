@@ -92,7 +92,7 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
         raise SystemExit("some runs scored an SFT-only checkpoint and some did not: not the same setting")
     if all(has_sft):  # RL's own effect: the same items after GRPO against after SFT alone, seed-averaged
         avg_sft = _seed_mean(loaded, "after SFT", ids, key)
-        sfts = [100 * statistics.fmean(p["after SFT"][i][key] for i in ids) for _, p in loaded]
+        sfts = [r["after_sft"] for r in out["per_seed"]]  # each seed's SFT score, as its row has it
         out["after_sft_mean"] = round(statistics.fmean(sfts), 2)
         out["after_sft_sd"] = round(statistics.stdev(sfts), 2) if len(sfts) > 1 else 0.0
         out["rl_over_sft"] = paired(avg_sft, avg_after, key, clusters)

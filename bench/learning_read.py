@@ -275,7 +275,7 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(train_docs, config, reward=args.reward)
-    loop, trainer = grpo_configs(args)
+    loop, trainer = grpo_configs(args) if args.steps else (None, None)
     # what is left of the budget, less the evaluation after training (as long as the one before) and a
     # margin for the last step and the report
     # the evaluation after training takes about as long as the one before: measured 640 s before and 751 s
@@ -283,10 +283,20 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     eval_s = args.eval_estimate_s or 1.25 * eval_s
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - eval_s - args.margin_s
     t = time.perf_counter()
-    rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
+    # --steps 0: no GRPO (the SFT-only control, given the whole budget through --sft-minutes)
+    rows = (
+        train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
+        if args.steps
+        else []
+    )
     timings["train_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
+    # a run that made no GRPO step ends with the SFT model, already scored
+    after = (
+        extra["after_sft"]
+        if not rows and "after_sft" in extra
+        else evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
+    )
     timings["eval_after_s"] = time.perf_counter() - t
     setting = {"length": args.length, "chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens,
                "eval_prefill": "bf16" if args.eval_bf16 else "fp32",

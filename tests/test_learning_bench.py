@@ -168,6 +168,31 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
     assert all(r["id"].split(":")[0] in VALIDATION for r in rows)
 
 
+def test_read_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path, monkeypatch):
+    """``--task read --steps 0``: SFT alone, its model scored once and reported as both the SFT and the final
+    model (the equal-time control of a GRPO run); without SFT it is refused, not an empty run."""
+    import learning  # noqa: E402
+
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "read", "--model", str(tiny), "--eval-items", "2", "--chunk-tokens", "600",
+                   "--memory-tokens", "8", "--answer-tokens", "12", "--steps", "0", "--sft-steps", "1",
+                   "--sft-batch", "2", "--budget-minutes", "5", "--out", str(out), "--quiet"])  # fmt: skip
+    result = json.loads((out / "learning.json").read_text())
+    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == 1
+    assert not (out / "train" / "rollouts.jsonl").exists()  # no GRPO rollout
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    by = {(r["system"], r["id"]): r["prediction"] for r in rows}
+    held = {r["id"] for r in rows}
+    assert len(held) == 2 and all(by[("after", i)] == by[("after SFT", i)] for i in held)
+    assert result["rl_over_sft"]["diff"] == 0.0
+    with pytest.raises(SystemExit):
+        learning.parse(["--task", "read", "--steps", "0"])  # no SFT either: nothing would be trained
+
+
 @pytest.mark.parametrize("task", ["update", "build"])
 def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
     task, locomo_path, tmp_path, monkeypatch

@@ -245,10 +245,29 @@ def grpo_configs(args: argparse.Namespace) -> tuple[Any, Any]:
     return loop, trainer
 
 
+def grpo_and_score(llm: Any, tasks: Any, args: argparse.Namespace, left_s: float, timings: dict[str, float],
+                   after_sft: list[dict[str, Any]] | None, score: Any) -> tuple[list[dict], list[dict[str, Any]]]:  # fmt: skip
+    """GRPO for ``left_s`` seconds (``--steps 0``: none, the SFT-only control given the whole budget through
+    ``--sft-minutes``), then the final model's rows by ``score()``; a run that made no GRPO step ends with the
+    SFT model, already scored as ``after_sft``. Fills ``train_s`` and ``eval_after_s`` of ``timings``; returns the
+    training rows and the final rows (the read task of both benchmarks: RULER-LoCoMo and ``--ruler-task``)."""
+    from memrl.train.loop import train
+
+    t = time.perf_counter()
+    rows: list[dict] = []
+    if args.steps:
+        loop, trainer = grpo_configs(args)
+        rows = train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left_s))
+    timings["train_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    after = after_sft if not rows and after_sft is not None else score()
+    timings["eval_after_s"] = time.perf_counter() - t
+    return rows, after
+
+
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Baselines, before, training, after (see the module docstring); returns the result's parts."""
     from memrl.llm.local import LocalLLM
-    from memrl.train.loop import train
     from memrl.train.tasks import ReadTasks
 
     timings: dict[str, float] = {}
@@ -275,29 +294,16 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(train_docs, config, reward=args.reward)
-    loop, trainer = grpo_configs(args) if args.steps else (None, None)
     # what is left of the budget, less the evaluation after training (as long as the one before) and a
     # margin for the last step and the report
     # the evaluation after training takes about as long as the one before: measured 640 s before and 751 s
     # after on the same 96 documents (longer memories), so a quarter more is kept for it
     eval_s = args.eval_estimate_s or 1.25 * eval_s
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - eval_s - args.margin_s
-    t = time.perf_counter()
-    # --steps 0: no GRPO (the SFT-only control, given the whole budget through --sft-minutes)
-    rows = (
-        train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
-        if args.steps
-        else []
-    )
-    timings["train_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    # a run that made no GRPO step ends with the SFT model, already scored
-    after = (
-        extra["after_sft"]
-        if not rows and "after_sft" in extra
-        else evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16)
-    )
-    timings["eval_after_s"] = time.perf_counter() - t
+    rows, after = grpo_and_score(
+        llm, tasks, args, left, timings, extra.get("after_sft"),
+        lambda: evaluate(llm, eval_docs, items, config, prefill_bf16=args.eval_bf16),
+    )  # fmt: skip
     setting = {"length": args.length, "chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens,
                "eval_prefill": "bf16" if args.eval_bf16 else "fp32",
                "answer_tokens": args.answer_tokens, "reward": args.reward, "memory_last": not args.memory_first,

@@ -174,10 +174,9 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Rules, untrained, SFT, SFT + GRPO on the same held-out items (module docstring)."""
-    from learning_read import grpo_configs
+    from learning_read import grpo_and_score
 
     from memrl.llm.local import LocalLLM
-    from memrl.train.loop import train
     from memrl.train.tasks import ReadTasks
 
     timings: dict[str, float] = {}
@@ -199,20 +198,10 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         extra["after_sft"] = evaluate(llm, items, convs, config)
         timings["eval_after_sft_s"] = time.perf_counter() - t
     tasks = ReadTasks(fit_convs, config, reward=args.reward)
-    loop, trainer = grpo_configs(args) if args.steps else (None, None)
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - 1.25 * eval_s - args.margin_s
-    t = time.perf_counter()
-    # --steps 0: no GRPO (the SFT-only control, given the whole budget through --sft-minutes)
-    rows = (
-        train(llm, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
-        if args.steps
-        else []
+    rows, after = grpo_and_score(
+        llm, tasks, args, left, timings, extra.get("after_sft"), lambda: evaluate(llm, items, convs, config)
     )
-    timings["train_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    # a run that made no GRPO step ends with the SFT model, already scored
-    after = extra["after_sft"] if not rows and "after_sft" in extra else evaluate(llm, items, convs, config)
-    timings["eval_after_s"] = time.perf_counter() - t
     setting = {"ruler_task": args.ruler_task, "length": args.length, "chunk_tokens": args.chunk_tokens,
                "memory_tokens": args.memory_tokens, "answer_tokens": args.answer_tokens, "reward": args.reward,
                "n_train_items": len(fit_items), "seeds": {"fit": SEEDS["fit"], args.eval_split: SEEDS[args.eval_split]},

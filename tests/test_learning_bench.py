@@ -173,6 +173,7 @@ def test_read_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path,
     model (the equal-time control of a GRPO run); without SFT it is refused, not an empty run."""
     import learning  # noqa: E402
 
+    from tests.learning_checks import assert_sft_only_control
     from tests.tiny_lm import make_tiny_lm
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
@@ -181,14 +182,7 @@ def test_read_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path,
     learning.main(["--task", "read", "--model", str(tiny), "--eval-items", "2", "--chunk-tokens", "600",
                    "--memory-tokens", "8", "--answer-tokens", "12", "--steps", "0", "--sft-steps", "1",
                    "--sft-batch", "2", "--budget-minutes", "5", "--out", str(out), "--quiet"])  # fmt: skip
-    result = json.loads((out / "learning.json").read_text())
-    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == 1
-    assert not (out / "train" / "rollouts.jsonl").exists()  # no GRPO rollout
-    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
-    by = {(r["system"], r["id"]): r["prediction"] for r in rows}
-    held = {r["id"] for r in rows}
-    assert len(held) == 2 and all(by[("after", i)] == by[("after SFT", i)] for i in held)
-    assert result["rl_over_sft"]["diff"] == 0.0
+    assert len(assert_sft_only_control(out)) == 2
     with pytest.raises(SystemExit):
         learning.parse(["--task", "read", "--steps", "0"])  # no SFT either: nothing would be trained
 

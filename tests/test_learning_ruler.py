@@ -17,6 +17,7 @@ import learning  # noqa: E402
 import learning_ruler  # noqa: E402
 
 from memrl.data.ruler_synthetic import read_items  # noqa: E402
+from tests.learning_checks import assert_sft_only_control  # noqa: E402
 from tests.tiny_lm import make_tiny_lm  # noqa: E402
 
 
@@ -52,14 +53,7 @@ def test_steps_0_is_the_sft_only_control_scored_once(tmp_path):
                    "--train-items", "2", "--eval-items", "2", "--chunk-tokens", "600", "--memory-tokens", "8",
                    "--answer-tokens", "16", "--reward", "reward", "--steps", "0", "--sft-steps", "1",
                    "--sft-batch", "2", "--budget-minutes", "5", "--out", str(out), "--quiet"])  # fmt: skip
-    result = json.loads((out / "learning.json").read_text())
-    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == 1
-    assert not (out / "train" / "rollouts.jsonl").exists()  # no GRPO rollout
-    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
-    by = {(r["system"], r["id"]): r["prediction"] for r in rows}
-    held = {r["id"] for r in rows}
-    assert all(by[("after", i)] == by[("after SFT", i)] for i in held)  # the SFT model is the final model
-    assert result["rl_over_sft"]["diff"] == 0.0
+    assert_sft_only_control(out)
     with pytest.raises(SystemExit):  # the other tasks have no SFT-only control: refused, not a crash later
         learning.parse(["--task", "answer", "--steps", "0"])
 

@@ -35,6 +35,7 @@ from memrl.errors import BusyError, ConfigError, StoreError
 from memrl.memory.pg_ann import PgAnnMixin
 from memrl.memory.pg_lexical import PgLexicalMixin
 from memrl.memory.pg_schema import migrate, migrations, pg_error
+from memrl.memory.pg_stats import PgStatsMixin
 from memrl.memory.schemas import Filters, check
 from memrl.memory.store import Store
 
@@ -88,7 +89,7 @@ class _Conn:
         return cur
 
 
-class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
+class PostgresStore(PgLexicalMixin, PgAnnMixin, PgStatsMixin, Store):
     """The store in a Postgres database (see the module docstring). Thread-safe; many processes may share it."""
 
     _NO_LIMIT = None
@@ -132,6 +133,7 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
                 open=True, timeout=max(busy_timeout, 5.0),
             )  # fmt: skip
             self.pool.wait()
+        self._stats_init()
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -192,6 +194,7 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
                 if opened:
                     tx.batch = None
             return
+        self._rolled_back()
         with self._errors(), self.pool.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = {int(self.busy_timeout * 1000)}")
             tx.conn, tx.depth, tx.locked = conn, 1, frozenset()
@@ -201,6 +204,7 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
                 yield _Conn(conn)
             finally:
                 tx.conn, tx.depth, tx.batch, tx.locked = None, 0, None, frozenset()
+        self._committed()  # reached only when the transaction committed
 
     def read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
         """``binary``: results in Postgres' binary format (vectors load as numpy without text parsing)."""
@@ -218,11 +222,14 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
     def json_key(key: Any) -> Any:
         return str(key or "")
 
-    def expiry_sql(self) -> str:  # the expression of the expiry index (pg_migrations/0005_expiry.sql)
+    def expiry_sql(self) -> str:  # the expression of the expiry index (pg_migrations/0006_write_plans.sql)
         return (
             "(CASE WHEN jsonb_typeof(metadata::jsonb -> 'expires_at') = 'number' "
             "THEN (metadata::jsonb ->> 'expires_at')::double precision END)"
         )
+
+    def _due_where(self) -> str:  # names the index's predicate, so the planner may use it (a partial index)
+        return f"jsonb_typeof(metadata::jsonb -> 'expires_at') = 'number' AND {super()._due_where()}"
 
     def json_text(self, column: str, key: str) -> str:
         return f"CASE WHEN jsonb_typeof(({column})::jsonb -> '{key}') = 'string' THEN ({column})::jsonb ->> '{key}' END"
@@ -257,6 +264,7 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, Store):
 
         if not items:
             return []
+        self._wrote(len(items))
         drawn = c.execute(
             "SELECT nextval(pg_get_serial_sequence('history', 'seq')), "
             "nextval(pg_get_serial_sequence('memories', 'rid')) FROM generate_series(1, ?)",

@@ -29,3 +29,21 @@ BEGIN
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
+
+-- 3. A new item's pgvector row is found once per statement, not once per row: a COPY of 500 items ran the
+--    per-row trigger (a PL/pgSQL call, a cache lookup and an insert each) 500 times. Updates keep the per-row
+--    trigger (it compares the old row with the new).
+CREATE FUNCTION memrl_items_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_vectors (rid, model, namespace, type, embedding)
+    SELECT n.rid, e.model, n.namespace, n.type, e.vector FROM added n CROSS JOIN LATERAL (
+        SELECT model, vector FROM embeddings
+        WHERE scope = n.namespace AND hash = COALESCE(n.metadata::jsonb ->> 'vector_key', n.content_hash)
+        OFFSET 0) e
+    WHERE n.deleted = 0 AND COALESCE(n.metadata::jsonb -> 'dense', '1'::jsonb) NOT IN ('0'::jsonb, 'false'::jsonb);
+    RETURN NULL;
+END $$;
+DROP TRIGGER memories_vectors ON memories;
+CREATE TRIGGER memories_vectors AFTER UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION memrl_item_vectors();
+CREATE TRIGGER memories_vectors_added AFTER INSERT ON memories REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memrl_items_vectors();

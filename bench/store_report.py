@@ -5,6 +5,11 @@
 - :func:`profile_search`: with ``--profile``, where the time goes at the largest size (cProfile of the cold
   load and of hybrid and bm25 search, SQLite's size by table);
 - :func:`plot_latency`: with ``--plot FILE``, search p50 against the number of items, per back-end and mode.
+
+Run as a script, it draws that plot from the JSON lines of several runs (their sizes merged per back-end)::
+
+    python -m bench.store_report --plot docs/store-latency.png docs/store-runs/2026-11-27-10k-100k.json \
+        docs/store-runs/2026-11-27-1m.json
 """
 
 from __future__ import annotations
@@ -193,3 +198,35 @@ def plot_latency(results: dict[str, dict[str, Any]], path: Path) -> dict[str, li
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return lines
+
+
+def merge_runs(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """The ``per_size`` rows of several runs' JSON (each file's last line), merged per back-end; a size met
+    twice is an error (two measurements of one point, neither chosen silently)."""
+    import json
+
+    merged: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            backends = json.loads(lines[-1])["backends"]
+        except (IndexError, KeyError, ValueError) as e:
+            raise SystemExit(f"{path}: its last line is not bench/store.py's JSON ({e})") from e
+        for backend, out in backends.items():
+            rows = merged.setdefault(backend, {"per_size": []})["per_size"]
+            for row in out["per_size"]:
+                if any(r["n"] == row["n"] for r in rows):
+                    raise SystemExit(f"{path}: {backend} at n={row['n']} is also in an earlier file")
+                rows.append(row)
+    return merged
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description="search p50 against size, from the JSON of bench/store.py runs")
+    p.add_argument("--plot", type=Path, required=True, help="the PNG to draw")
+    p.add_argument("runs", type=Path, nargs="+", help="files whose last line is a run's JSON")
+    a = p.parse_args()
+    drawn = plot_latency(merge_runs(a.runs), a.plot)
+    import json
+
+    print(json.dumps({"plot": str(a.plot), "lines": drawn}))

@@ -112,3 +112,19 @@ def test_the_expiry_index_holds_only_items_that_expire(pg_server, monkeypatch):
         assert store.expiry_due("ns")
     finally:
         store.close()
+
+
+def test_a_failed_refresh_never_fails_the_committed_write(pg_server, monkeypatch):
+    from memrl.errors import StoreError
+
+    store = _store(pg_server, monkeypatch, min_rows=10)
+
+    def broken() -> bool:
+        raise StoreError("cannot reach the database (simulated)")
+
+    monkeypatch.setattr(store, "analyze", broken)
+    try:
+        store.insert([NewItem(f"x {i}", id=f"x{i}") for i in range(20)], "ns")  # due: the refresh fails
+        assert store.count("ns") == 20
+    finally:
+        store.close()

@@ -17,8 +17,11 @@ another analyzing skips and tries after its next commit).
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: Analyze once the rows added since the last ANALYZE reach this fraction of the table's size then ...
 GROWTH = 0.5
@@ -65,7 +68,14 @@ class PgStatsMixin:
             if due:
                 self._added = 0
         if due:
-            self.analyze()
+            try:
+                self.analyze()
+            except (
+                Exception
+            ) as e:  # the write has committed: a failed refresh must not read as a failed write
+                log.warning(
+                    "ANALYZE after a bulk write failed (autovacuum will refresh the statistics): %s", e
+                )
 
     def analyze(self) -> bool:
         """Refresh the planner statistics of the store's write tables now; False if another process is."""

@@ -75,3 +75,21 @@ def test_the_plot_draws_each_modes_p50_by_size(capsys, tmp_path):
     assert set(lines) == {"sqlite dense", "sqlite hybrid", "sqlite bm25", "numpy brute force"}
     assert lines["sqlite hybrid"] == [(r["n"], r["hybrid"]["p50_ms"]) for r in rows]
     assert [n for n, _ in lines["numpy brute force"]] == [200, 400]
+
+
+def test_runs_merge_per_back_end_and_a_size_measured_twice_is_refused(tmp_path):
+    from bench.store_report import merge_runs
+
+    def run(path, sizes):
+        rows = [{"n": n, "dense": {"p50_ms": n / 1000}} for n in sizes]
+        path.write_text("a table first\n" + json.dumps({"backends": {"sqlite": {"per_size": rows}}}) + "\n")
+        return path
+
+    a, b = run(tmp_path / "a.out", [10, 100]), run(tmp_path / "b.out", [1000])
+    merged = merge_runs([a, b])
+    assert [r["n"] for r in merged["sqlite"]["per_size"]] == [10, 100, 1000]
+    with pytest.raises(SystemExit, match="n=100 is also in an earlier file"):
+        merge_runs([a, run(tmp_path / "c.out", [100])])
+    (tmp_path / "bad.out").write_text("no json here\n")
+    with pytest.raises(SystemExit, match="bad.out: its last line is not"):
+        merge_runs([tmp_path / "bad.out"])

@@ -87,6 +87,21 @@ from bench.store_data import (  # noqa: E402
 from bench.store_report import print_size, profile_search, summary  # noqa: E402
 
 
+def resident_mb() -> dict[str, float]:
+    """The benchmark process's resident memory now and at its peak (MB): the corpus, the peers' copies and the
+    in-process indexes; a Postgres server's own memory is not in it."""
+    import resource
+
+    now = 0.0
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            now = next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:")), 0.0)
+    except OSError:  # not Linux: the peak only
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    return {"now": round(now, 1), "peak": round(peak, 1)}
+
+
 async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: int) -> float:
     """Add items [start, end) through ``add_many``; returns the seconds taken."""
     t0 = time.perf_counter()
@@ -398,6 +413,7 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
             qs = make_queries(corpus, n, args.queries, args.seed)
             figures, ref = await bench_store(mem, qs, n, args.top_k, args.warmup, corpus.vectors)
             row.update(figures)
+            row["rss_mb"] = resident_mb()
             if n in args.langgraph_sizes:
                 row["langgraph"] = bench_langgraph(corpus, qs, n, args.top_k, args.langgraph_queries, ref)
             rows.append(row)

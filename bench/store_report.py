@@ -71,7 +71,12 @@ def print_size(row: dict[str, Any], batch: int) -> None:
         f"\nn={row['n']:,}: insert {row['insert_per_s']:,} items/s through add_many (batches of {batch}; "
         f"history + embedding cache included, embedder cost excluded), dense cold load "
         f"{row['dense_cold_ms']:,.0f} ms, BM25 cold load {row['bm25_cold_ms']:,.0f} ms, db "
-        + (f"{row['db_mb']} MB" if row["db_mb"] else "in memory"),
+        + (f"{row['db_mb']} MB" if row["db_mb"] else "in memory")
+        + (
+            f", this process resident {row['rss_mb']['now']:,.0f} MB (peak {row['rss_mb']['peak']:,.0f})"
+            if row.get("rss_mb")
+            else ""
+        ),
         flush=True,
     )
     if row["ann_build_s"] is not None:

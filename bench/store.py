@@ -88,18 +88,18 @@ from bench.store_report import print_size, profile_search, summary  # noqa: E402
 
 
 def resident_mb() -> dict[str, float]:
-    """The benchmark process's resident memory now and at its peak (MB): the corpus, the peers' copies and the
-    in-process indexes; a Postgres server's own memory is not in it."""
-    import resource
-
-    now = 0.0
+    """The benchmark process's resident memory now and at its peak (MB, Linux's VmRSS and VmHWM; zeros
+    elsewhere): the corpus, the peers' copies and the in-process indexes; a Postgres server's own memory is
+    not in it."""
+    got = {"VmRSS:": 0.0, "VmHWM:": 0.0}
     try:
         with open("/proc/self/status", encoding="ascii") as f:
-            now = next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:")), 0.0)
-    except OSError:  # not Linux: the peak only
+            for line in f:
+                if line.split(":")[0] + ":" in got:
+                    got[line.split()[0]] = int(line.split()[1]) / 1024  # kB
+    except OSError:
         pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
-    return {"now": round(now, 1), "peak": round(peak, 1)}
+    return {"now": round(got["VmRSS:"], 1), "peak": round(got["VmHWM:"], 1)}
 
 
 async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: int) -> float:
@@ -376,6 +376,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     t0, load_start = time.perf_counter(), load_avg()
     corpus = make_corpus(args.seed, max(args.sizes), args.vocab)
+    data_rss = resident_mb()  # the corpus alone: what the per-size figures hold besides the store
     print(
         f"data: {len(corpus.texts):,} items x {DIM}-d in {time.perf_counter() - t0:.1f} s; "
         f"db {'in memory' if db == ':memory:' else db}",
@@ -423,6 +424,7 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     finally:
         await mem.close()
     out = summary(rows, done / insert_s, args, machine(load_start))
+    out["rss_mb_after_data"] = data_rss
     out["total_s"] = round(time.perf_counter() - t0, 1)
     return out
 

@@ -75,8 +75,9 @@ def test_the_plot_draws_each_modes_p50_by_size(capsys, tmp_path):
     assert set(lines) == {"sqlite dense", "sqlite hybrid", "sqlite bm25", "numpy brute force"}
     assert lines["sqlite hybrid"] == [(r["n"], r["hybrid"]["p50_ms"]) for r in rows]
     assert [n for n, _ in lines["numpy brute force"]] == [200, 400]
-    for r in rows:  # resident memory, as the JSON carries it per size
+    for r in rows:  # resident memory, as the JSON carries it per size, and with the data alone
         assert 0 < r["rss_mb"]["now"] <= r["rss_mb"]["peak"]
+        assert 0 < out["sqlite"]["rss_mb_after_data"]["now"] <= r["rss_mb"]["peak"]
 
 
 def test_runs_merge_per_back_end_and_a_size_measured_twice_is_refused(tmp_path):

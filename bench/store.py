@@ -82,6 +82,7 @@ from bench.store_data import (  # noqa: E402
     make_queries,
     numpy_top,
     overlap,
+    server_memory_mb,
     stats,
 )  # fmt: skip
 from bench.store_report import print_size, profile_search, summary  # noqa: E402
@@ -415,6 +416,8 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
             figures, ref = await bench_store(mem, qs, n, args.top_k, args.warmup, corpus.vectors)
             row.update(figures)
             row["rss_mb"] = resident_mb()
+            if db.startswith("postgresql://"):  # the server's own memory (None for one on another machine)
+                row["server_pss_mb"] = server_memory_mb(db)
             if n in args.langgraph_sizes:
                 row["langgraph"] = bench_langgraph(corpus, qs, n, args.top_k, args.langgraph_queries, ref)
             rows.append(row)
@@ -434,9 +437,15 @@ def tenants(args: argparse.Namespace, db: str) -> dict[str, Any]:
 
     n = max(args.sizes)
     corpus = make_corpus(args.seed, n, args.vocab)
-    return asyncio.run(
+    out = asyncio.run(
         bench_tenants(db, corpus, n, args.tenants, args.queries, args.top_k, args.batch, args.seed)
     )
+    out["rss_mb"] = (
+        resident_mb()
+    )  # this process, after the single-namespace phase too: its peak is that one's
+    if db.startswith("postgresql://"):
+        out["server_pss_mb"] = server_memory_mb(db)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:

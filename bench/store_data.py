@@ -233,5 +233,45 @@ def machine(load_start: float | None) -> dict[str, Any]:
     }
 
 
+def server_memory_mb(url: str) -> float | None:
+    """The proportional resident memory (PSS, MB: shared buffers counted once) of the Postgres server on this
+    machine listening on ``url``'s port: its postmaster and every process it started; None for a server
+    elsewhere (or without /proc)."""
+    from urllib.parse import urlparse
+
+    port = str(urlparse(url).port or 5432)
+    procs: dict[int, tuple[int, list[str]]] = {}  # pid -> (parent pid, argv)
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{d}/status", encoding="ascii", errors="replace") as f:
+                ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        procs[int(d)] = (ppid, argv)
+    roots = [
+        pid
+        for pid, (_, argv) in procs.items()
+        if argv
+        and argv[0].endswith("/postgres")
+        and "-p" in argv
+        and argv[argv.index("-p") + 1 :][:1] == [port]
+    ]
+    if not roots:
+        return None
+    total = 0.0
+    for pid, (ppid, _) in procs.items():
+        if pid in roots or ppid in roots:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+                    total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+            except (OSError, StopIteration, ValueError):
+                continue
+    return round(total, 1)
+
+
 def load_avg() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None

@@ -96,3 +96,12 @@ def test_runs_merge_per_back_end_and_a_size_measured_twice_is_refused(tmp_path):
     (tmp_path / "bad.out").write_text("no json here\n")
     with pytest.raises(SystemExit, match="bad.out: its last line is not"):
         merge_runs([tmp_path / "bad.out"])
+
+
+def test_the_postgres_servers_memory_is_measured_on_this_machine_only(pg_server):
+    from bench.store_data import server_memory_mb
+    from memrl.memory.pglocal import free_port
+
+    pss = server_memory_mb(pg_server.url())
+    assert pss is not None and pss > 1  # the postmaster and its background workers
+    assert server_memory_mb(f"postgresql://x@127.0.0.1:{free_port()}/db") is None  # nobody listens there

@@ -1,6 +1,6 @@
 -- memrl on Postgres, schema 6: write batches that stay fast while tables grow faster than autovacuum analyzes
--- them (issue 38: bench/store.py's Postgres inserts fell from 2,900/s to 640/s between 10k and 80k items, then
--- jumped to 4,300/s once autovacuum had run ANALYZE).
+-- them (issue 38: a development fill of bench/store.py's items, timed per 10k, fell from 2,900/s to 640/s between
+-- 10k and 80k items, then jumped to 4,300/s once autovacuum had run ANALYZE).
 --
 -- 1. The expiry index covered every live item (its expression NULL for items that never expire), so with stale
 --    statistics the planner took it as the cheapest index on `namespace` for any query on live items, and the

@@ -44,6 +44,7 @@ Run::
         --langgraph-sizes "" --queries 200
     # many tenants (issue 38): the largest size also spread over 1,000 namespaces, searched one at a time
     flock /work/cpu.lock .venv/bin/python bench/store.py --sizes 1000000 --tenants 1000 --langgraph-sizes ""
+    # the same phase alone in its process (its resident memory is then its own): add --tenants-only
     .venv/bin/python bench/store.py --profile    # at the largest size, also: cProfile of the cold load and of
                                                  # hybrid/bm25 search, db size by table
 
@@ -338,6 +339,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(bench/store_tenants.py; default 0: skip)",
     )
     p.add_argument(
+        "--tenants-only",
+        action="store_true",
+        help="run only the --tenants phase (no single-namespace sizes, writers or LoCoMo), so its memory "
+        "figures are its own process's",
+    )
+    p.add_argument(
         "--no-locomo", dest="locomo", action="store_false", help="skip LoCoMo recall@10 (needs the data)"
     )
     p.add_argument("--warmup", type=int, default=10, help="untimed queries per method before timing")
@@ -367,6 +374,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"every size must exceed --top-k ({args.top_k})")
     if args.tenants < 0 or args.tenants > max(args.sizes) // (args.top_k + 1):
         p.error(f"--tenants must be 0 or leave every namespace more than --top-k ({args.top_k}) items")
+    if args.tenants_only and not args.tenants:
+        p.error("--tenants-only needs --tenants N")
+    if args.tenants_only and args.plot:
+        p.error("--plot draws the single-namespace sizes, which --tenants-only skips")
     if args.queries < 1 or args.batch < 1:
         p.error("--queries and --batch must be at least 1")
     if args.db not in (None, ":memory:") and Path(args.db).exists():
@@ -437,12 +448,14 @@ def tenants(args: argparse.Namespace, db: str) -> dict[str, Any]:
 
     n = max(args.sizes)
     corpus = make_corpus(args.seed, n, args.vocab)
+    data_rss = resident_mb()
     out = asyncio.run(
         bench_tenants(db, corpus, n, args.tenants, args.queries, args.top_k, args.batch, args.seed)
     )
-    out["rss_mb"] = (
-        resident_mb()
-    )  # this process, after the single-namespace phase too: its peak is that one's
+    # this process: after the single-namespace phase too (its peak is that one's) unless --tenants-only
+    out["rss_mb"] = resident_mb()
+    out["rss_mb_after_data"] = data_rss
+    out["own_process"] = bool(args.tenants_only)
     if db.startswith("postgresql://"):
         out["server_pss_mb"] = server_memory_mb(db)
     return out
@@ -461,14 +474,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     with backend_dbs(args.backends, args.pg_url) as make:
         for backend in args.backends:
             print(f"\n=== {backend}", flush=True)
-            db = args.db if args.db and backend == "sqlite" else make(backend, "bench_search")
-            out = asyncio.run(run(args, db))
-            out["concurrency"] = [
-                concurrent_writers(make(backend, f"bench_writers_{w}"), w, args.writer_items)
-                for w in args.writers
-            ]
-            for c in out["concurrency"]:
-                print(f"  {c['writers']:>2} concurrent writers: {c['items_per_s']:,} items/s", flush=True)
+            out: dict[str, Any] = {}
+            if not args.tenants_only:
+                db = args.db if args.db and backend == "sqlite" else make(backend, "bench_search")
+                out = asyncio.run(run(args, db))
+                out["concurrency"] = [
+                    concurrent_writers(make(backend, f"bench_writers_{w}"), w, args.writer_items)
+                    for w in args.writers
+                ]
+                for c in out["concurrency"]:
+                    print(f"  {c['writers']:>2} concurrent writers: {c['items_per_s']:,} items/s", flush=True)
             if args.tenants:
                 out["tenants"] = tenants(args, make(backend, "bench_tenants"))
                 t = out["tenants"]
@@ -478,11 +493,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{t['cold_dense_ms']} / {t['cold_hybrid_ms']} ms, dense hit@k {t['dense']['hit_at_k']}",
                     flush=True,
                 )
-            if args.locomo:
+            if args.locomo and not args.tenants_only:
                 out["locomo"] = asyncio.run(locomo_recall(make(backend, "bench_locomo")))
                 print(f"  LoCoMo recall@10: {out['locomo']['recall_at_10']}", flush=True)
             results[backend] = out
-    print_side_by_side(results)
+    if not args.tenants_only:
+        print_side_by_side(results)
     if args.plot:
         from bench.store_report import plot_latency
 

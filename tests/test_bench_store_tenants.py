@@ -62,6 +62,20 @@ def test_the_cli_reports_tenants_in_its_json_line(capsys):
         store_bench.parse_args(["--sizes", "400", "--tenants", "200"])
 
 
+def test_tenants_only_runs_that_phase_alone(capsys):
+    store_bench.main(["--sizes", "400", "--tenants", "8", "--tenants-only", "--backends", "sqlite",
+                      "--queries", "6", "--warmup", "1", "--langgraph-sizes", ""])  # fmt: skip
+    sqlite = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backends"]["sqlite"]
+    assert set(sqlite) == {"tenants"}  # no single-namespace sizes, writers or LoCoMo in this process
+    t = sqlite["tenants"]
+    _check(t, 400, 8)
+    assert t["own_process"] is True
+    assert 0 < t["rss_mb_after_data"]["now"] <= t["rss_mb"]["peak"]
+    for bad in (["--tenants-only"], ["--tenants", "8", "--tenants-only", "--plot", "x.png"]):
+        with pytest.raises(SystemExit):
+            store_bench.parse_args(["--sizes", "400", *bad])
+
+
 def test_the_plot_draws_each_modes_p50_by_size(capsys, tmp_path):
     from bench.store_report import plot_latency
 

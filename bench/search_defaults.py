@@ -2,6 +2,8 @@
 
     HF_HUB_OFFLINE=1 python bench/search_defaults.py                       # the grid in docs/results.md
     python bench/search_defaults.py --embedder hashing --locomo-conv conv-41 # a smoke run
+    python bench/search_defaults.py --only "defaults (" --vary time_boost=0.1,0.2 --vary candidates=100
+                                             # today's defaults beside one field changed at a time
 
 Builds each data set's conversations once with the ``raw`` builder (one store, embeddings cached), then, for
 every setting of the grid (:func:`grid`: fusion weights, fusion kind, the LoCoMo-tuned priors switched on
@@ -65,6 +67,26 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     return out
 
 
+def parse_vary(text: str) -> list[tuple[str, str, Any]]:
+    """``FIELD=V1,V2``: one setting per value, today's defaults with that one field of RetrievalConfig
+    changed (values parsed by the field's type; a wrong field or value is an error naming it)."""
+    field, _, values = text.partition("=")
+    field = field.strip()
+    fields = {f.name: f for f in dataclasses.fields(RetrievalConfig)}
+    if field not in fields or not values.strip():
+        raise argparse.ArgumentTypeError(f"--vary {text!r}: expected FIELD=V1,V2 with FIELD a search option")
+    default = getattr(RetrievalConfig(), field)
+    kind = type(default) if default is not None else float
+    out = []
+    for raw in (v.strip() for v in values.split(",") if v.strip()):
+        try:
+            value: Any = (raw.lower() in ("1", "true", "yes")) if kind is bool else kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--vary {field}: {raw!r} is not a {kind.__name__}") from None
+        out.append((f"defaults, {field} {raw}", field, value))
+    return out
+
+
 def recall10(rows: list[dict[str, Any]], mode: str) -> float:
     """Turn recall@10 pooled over the questions with evidence (LoCoMo: categories 1-4)."""
     vals = [
@@ -93,10 +115,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     baselines: dict[str, dict[str, float]] = {}
     n_questions: dict[str, int] = {}
+    settings = [(n, c) for n, c in grid(base) if not args.only or any(o in n for o in args.only)] + [
+        (name, dataclasses.replace(base, **{field: value})) for vary in args.vary for name, field, value in vary
+    ]
     try:
-        for name, cfg in grid(base):
-            if args.only and not any(o in name for o in args.only):
-                continue
+        for name, cfg in settings:
             res: dict[str, Any] = {}
             for ds, convs in datasets.items():
                 report = await aevaluate(convs, dataclasses.replace(cfg, dataset=ds), memory=memory,
@@ -140,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embed-cache", default=None, help="embedding cache file (re-runs embed nothing)")
     p.add_argument("--locomo-split", default="train", choices=("train", "test", "all"))
     p.add_argument("--locomo-conv", nargs="*", help="LoCoMo conversation ids instead of a split")
-    p.add_argument("--only", nargs="*", help="run only the settings whose name contains one of these")
+    p.add_argument("--only", nargs="*", help="run only the grid's settings whose name contains one of these")
+    p.add_argument("--vary", type=parse_vary, action="append", default=[], metavar="FIELD=V1,V2",
+                   help="also run today's defaults with this one search option changed, per value (repeatable; "
+                   "run whatever --only says)")  # fmt: skip
     args = p.parse_args(argv)
     out = asyncio.run(run(args))
     print(markdown(out))

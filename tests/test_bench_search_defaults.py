@@ -33,3 +33,21 @@ def test_search_defaults_on_real_data(capsys):
         assert r["min_margin"] == min(r["locomo"]["margin"], r["longmemeval"]["margin"])
     best = max(out["settings"].values(), key=lambda r: (r["min_margin"], r["mean_hybrid"]))
     assert out["settings"][out["best"]] == best
+
+
+def test_vary_changes_one_field_of_the_defaults(capsys):
+    data = shared_data_dir()
+    if data is None or not (data / search_defaults.LONGMEMEVAL_PART_A).is_file():
+        pytest.skip("LoCoMo / LongMemEval part A not found beside the repository")
+    search_defaults.main(["--data-dir", str(data), "--embedder", "hashing", "--locomo-conv", "conv-26",
+                          "--only", "no spreading", "--vary", "spread=0"])  # fmt: skip
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["settings"]
+    assert set(got) == {"defaults, no spreading", "defaults, spread 0"}
+    assert got["defaults, spread 0"] == got["defaults, no spreading"]  # the same config by either road
+    assert search_defaults.parse_vary("strip_speaker=false,true") == [
+        ("defaults, strip_speaker false", "strip_speaker", False),
+        ("defaults, strip_speaker true", "strip_speaker", True),
+    ]
+    for bad in ("no_such_field=1", "spread=", "candidates=many"):
+        with pytest.raises(Exception, match="--vary"):
+            search_defaults.parse_vary(bad)

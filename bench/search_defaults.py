@@ -116,7 +116,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     baselines: dict[str, dict[str, float]] = {}
     n_questions: dict[str, int] = {}
     settings = [(n, c) for n, c in grid(base) if not args.only or any(o in n for o in args.only)] + [
-        (name, dataclasses.replace(base, **{field: value})) for vary in args.vary for name, field, value in vary
+        (name, dataclasses.replace(base, **{field: value}))
+        for vary in args.vary
+        for name, field, value in vary
     ]
     try:
         for name, cfg in settings:

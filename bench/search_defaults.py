@@ -67,24 +67,32 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     return out
 
 
-def parse_vary(text: str) -> list[tuple[str, str, Any]]:
-    """``FIELD=V1,V2``: one setting per value, today's defaults with that one field of RetrievalConfig
-    changed (values parsed by the field's type; a wrong field or value is an error naming it)."""
-    field, _, values = text.partition("=")
-    field = field.strip()
-    fields = {f.name: f for f in dataclasses.fields(RetrievalConfig)}
-    if field not in fields or not values.strip():
+def _field_value(field: str, raw: str, text: str) -> Any:
+    fields = {f.name for f in dataclasses.fields(RetrievalConfig)}
+    if field not in fields or not raw:
         raise argparse.ArgumentTypeError(f"--vary {text!r}: expected FIELD=V1,V2 with FIELD a search option")
     default = getattr(RetrievalConfig(), field)
     kind = type(default) if default is not None else float
-    out = []
-    for raw in (v.strip() for v in values.split(",") if v.strip()):
-        try:
-            value: Any = (raw.lower() in ("1", "true", "yes")) if kind is bool else kind(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--vary {field}: {raw!r} is not a {kind.__name__}") from None
-        out.append((f"defaults, {field} {raw}", field, value))
-    return out
+    try:
+        return (raw.lower() in ("1", "true", "yes")) if kind is bool else kind(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--vary {field}: {raw!r} is not a {kind.__name__}") from None
+
+
+def parse_vary(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``FIELD=V1,V2``: one setting per value, today's defaults with that one field of RetrievalConfig
+    changed; ``F1=V+F2=W``: one setting with both changed. Values are parsed by the field's type; a wrong
+    field or value is an error naming it."""
+    if "+" in text:
+        change = {}
+        for part in text.split("+"):
+            field, _, raw = part.partition("=")
+            change[field.strip()] = _field_value(field.strip(), raw.strip(), text)
+        return [("defaults, " + " + ".join(f"{f} {v}" for f, v in change.items()), change)]
+    field, _, values = text.partition("=")
+    field = field.strip()
+    raws = [v.strip() for v in values.split(",") if v.strip()] or [""]
+    return [(f"defaults, {field} {raw}", {field: _field_value(field, raw, text)}) for raw in raws]
 
 
 def recall10(rows: list[dict[str, Any]], mode: str) -> float:
@@ -116,9 +124,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     baselines: dict[str, dict[str, float]] = {}
     n_questions: dict[str, int] = {}
     settings = [(n, c) for n, c in grid(base) if not args.only or any(o in n for o in args.only)] + [
-        (name, dataclasses.replace(base, **{field: value}))
-        for vary in args.vary
-        for name, field, value in vary
+        (name, dataclasses.replace(base, **change)) for vary in args.vary for name, change in vary
     ]
     try:
         for name, cfg in settings:
@@ -167,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--locomo-conv", nargs="*", help="LoCoMo conversation ids instead of a split")
     p.add_argument("--only", nargs="*", help="run only the grid's settings whose name contains one of these")
     p.add_argument("--vary", type=parse_vary, action="append", default=[], metavar="FIELD=V1,V2",
-                   help="also run today's defaults with this one search option changed, per value (repeatable; "
-                   "run whatever --only says)")  # fmt: skip
+                   help="also run today's defaults with this one search option changed, per value, or with "
+                   "F1=V+F2=W changed together (repeatable; run whatever --only says)")  # fmt: skip
     args = p.parse_args(argv)
     out = asyncio.run(run(args))
     print(markdown(out))

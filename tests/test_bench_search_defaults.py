@@ -45,9 +45,12 @@ def test_vary_changes_one_field_of_the_defaults(capsys):
     assert set(got) == {"defaults, no spreading", "defaults, spread 0"}
     assert got["defaults, spread 0"] == got["defaults, no spreading"]  # the same config by either road
     assert search_defaults.parse_vary("strip_speaker=false,true") == [
-        ("defaults, strip_speaker false", "strip_speaker", False),
-        ("defaults, strip_speaker true", "strip_speaker", True),
+        ("defaults, strip_speaker false", {"strip_speaker": False}),
+        ("defaults, strip_speaker true", {"strip_speaker": True}),
     ]
-    for bad in ("no_such_field=1", "spread=", "candidates=many"):
+    assert search_defaults.parse_vary("session_top=4+date_fit=0.15") == [
+        ("defaults, session_top 4 + date_fit 0.15", {"session_top": 4, "date_fit": 0.15})
+    ]
+    for bad in ("no_such_field=1", "spread=", "candidates=many", "session_top=4+nope=1", "session_top=4+"):
         with pytest.raises(Exception, match="--vary"):
             search_defaults.parse_vary(bad)

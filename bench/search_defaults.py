@@ -42,10 +42,14 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     out = [
         ("defaults (convex 0.3/0.7)", base),
         (
-            "before: spreading from 20 seeds on any store, no aggregate diversity",
-            rep(base, spread_seed_share=1.0, aggregate_diversity=0.0),
+            "before issue 39: spreading from 20 seeds on any store, no aggregate diversity, date fit 0.1",
+            rep(base, spread_seeds=20, spread_seed_share=1.0, aggregate_diversity=0.0, date_fit=0.1),
         ),
-        ("defaults, spreading from 20 seeds on any store", rep(base, spread_seed_share=1.0)),
+        ("before the joint tuning: 20 seeds, date fit 0.1", rep(base, spread_seeds=20, date_fit=0.1)),
+        (
+            f"defaults, spreading from {base.spread_seeds} seeds on any store",
+            rep(base, spread_seed_share=1.0),
+        ),
         ("defaults, no aggregate diversity", rep(base, aggregate_diversity=0.0)),
     ]
     for d in (0.05, 0.15, 0.2):

@@ -107,11 +107,11 @@ class SearchOptions:
     session_stage: float = 0.1
     session_top: int = 3
     spread: float = 0.2
-    spread_seeds: int = 20
+    spread_seeds: int = 30  # 20 before issue 39's joint tuning (LoCoMo train + LongMemEval part A)
     spread_seed_share: float = 0.125  # the seeds are at most this share of the namespace's units (1 in 8)
     spread_max_share: float = 0.05
     tagger: str = "rule"
-    date_fit: float = 0.1
+    date_fit: float = 0.2  # 0.1 before issue 39's joint tuning
     window: float = 0.2
     rerank: str | None = None
     rerank_depth: int = 50

@@ -39,9 +39,10 @@ unit: $(STAMP)
 	$(PY) -m pytest -q
 
 # The docs site (mkdocs.yml over docs/, API pages from the docstrings): a broken link or anchor, a page
-# missing from the nav or a bad API reference fails the build.
+# missing from the nav or a bad API reference fails the build. Not --quiet: it hides the warnings that
+# --strict counts, and the build passed with a broken link.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test: lint docs unit
 

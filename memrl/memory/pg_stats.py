@@ -47,8 +47,7 @@ class PgStatsMixin:
 
     def _table_rows(self) -> int:
         with self._errors(), self.pool.connection() as conn:
-            n = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass").fetchone()[0]
-        return max(int(n), 0)  # -1: never analyzed
+            return _reltuples(conn)
 
     def _wrote(self, rows: int) -> None:
         """``rows`` items written inside the current transaction (counted when it commits)."""
@@ -86,12 +85,16 @@ class PgStatsMixin:
                 return False
             try:
                 conn.execute(f"ANALYZE {TABLES}")
-                n = conn.execute(
-                    "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass"
-                ).fetchone()[0]
+                n = _reltuples(conn)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
         with self._stats_lock:
-            self._analyzed_rows = max(int(n), 0)
+            self._analyzed_rows = n
             self.analyzed += 1
         return True
+
+
+def _reltuples(conn: Any) -> int:
+    """The planner's row count of ``memories`` as of its last ANALYZE (0 if never: Postgres says -1)."""
+    n = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass").fetchone()[0]
+    return max(int(n), 0)

@@ -64,7 +64,7 @@ class SearchOptions:
       session's, added.
     - ``spread``: spreading activation over the entity graph (:func:`memrl.memory.expand.spread`): the
       ``spread_seeds`` best candidates (at most ``spread_seed_share`` of the units: in a small store the
-      best 20 are most of it) activate the entities they name (``tagger``: ``rule`` or ``spacy``), which
+      best 30 are most of it) activate the entities they name (``tagger``: ``rule`` or ``spacy``), which
       pass it on to every unit naming them; the result, scaled to ``spread`` times the best score, is
       added (units reached that were not candidates join the ranking). With ``types`` or ``filters`` only
       candidates are re-scored.

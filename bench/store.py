@@ -93,15 +93,16 @@ def resident_mb() -> dict[str, float]:
     """The benchmark process's resident memory now and at its peak (MB, Linux's VmRSS and VmHWM; zeros
     elsewhere): the corpus, the peers' copies and the in-process indexes; a Postgres server's own memory is
     not in it."""
-    got = {"VmRSS:": 0.0, "VmHWM:": 0.0}
+    got = {"VmRSS": 0.0, "VmHWM": 0.0}
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
-                if line.split(":")[0] + ":" in got:
-                    got[line.split()[0]] = int(line.split()[1]) / 1024  # kB
+                key, _, value = line.partition(":")
+                if key in got:
+                    got[key] = int(value.split()[0]) / 1024  # kB
     except OSError:
         pass
-    return {"now": round(got["VmRSS:"], 1), "peak": round(got["VmHWM:"], 1)}
+    return {"now": round(got["VmRSS"], 1), "peak": round(got["VmHWM"], 1)}
 
 
 async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: int) -> float:

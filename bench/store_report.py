@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
 import sys
 from pathlib import Path
@@ -208,8 +209,6 @@ def plot_latency(results: dict[str, dict[str, Any]], path: Path) -> dict[str, li
 def merge_runs(paths: list[Path]) -> dict[str, dict[str, Any]]:
     """The ``per_size`` rows of several runs' JSON (each file's last line), merged per back-end; a size met
     twice is an error (two measurements of one point, neither chosen silently)."""
-    import json
-
     merged: dict[str, dict[str, Any]] = {}
     for path in paths:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -232,6 +231,4 @@ if __name__ == "__main__":
     p.add_argument("runs", type=Path, nargs="+", help="files whose last line is a run's JSON")
     a = p.parse_args()
     drawn = plot_latency(merge_runs(a.runs), a.plot)
-    import json
-
     print(json.dumps({"plot": str(a.plot), "lines": drawn}))

@@ -67,11 +67,10 @@ class PgStatsMixin:
             if due:
                 self._added = 0
         if due:
+            # the write has committed: a failed refresh must not read as a failed write
             try:
                 self.analyze()
-            except (
-                Exception
-            ) as e:  # the write has committed: a failed refresh must not read as a failed write
+            except Exception as e:
                 log.warning(
                     "ANALYZE after a bulk write failed (autovacuum will refresh the statistics): %s", e
                 )

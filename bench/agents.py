@@ -48,7 +48,7 @@ from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig  # noqa: E
 from memrl.data.types import Conversation  # noqa: E402
 from memrl.eval.qa import QAEvaluation  # noqa: E402
 from memrl.eval.qa_config import QAEvalConfig, load_conversations  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 
 BUILDERS = ("membuilder-full", "membuilder-retrieved", "raw")
 

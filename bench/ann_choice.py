@@ -1,7 +1,7 @@
 """Which ANN library backs the in-process dense index: build time, p50 query and recall@10 against exact.
 
 Random but clustered unit vectors (``--clusters`` Gaussian centres, noise around each), queries drawn the
-same way but not stored. Every candidate list is re-scored exactly (as :class:`memrl.memory.dense.DenseIndex`
+same way but not stored. Every candidate list is re-scored exactly (as :class:`memrl.memory.index.dense.DenseIndex`
 does), so recall@10 is that of the final top 10 against the exact top 10. Also the exact (numpy) p50 at
 several sizes, which places ``dense_backend="auto"``'s threshold: below it exact is as fast as ANN and
 needs no build. hnswlib is not measured: it has no wheel on the registry (sdist only).

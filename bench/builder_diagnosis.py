@@ -53,8 +53,8 @@ def share(gold: set[str], context: set[str]) -> float | None:
 
 async def load_memory(run: Path) -> tuple[dict[str, str], dict[str, set[str]], dict[str, str]]:
     """Item id -> line as read; conversation -> words of its whole memory; conversation -> core memory."""
-    from memrl.memory.facade import AsyncMemory
-    from memrl.memory.reading import shown_text
+    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory.records.reading import shown_text
 
     memory = AsyncMemory(str(run / "memory.db"), embedder="hashing")  # inspection only
     lines: dict[str, str] = {}

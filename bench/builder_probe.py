@@ -53,7 +53,7 @@ def cut(text: str, tokenizer: Any, max_tokens: int) -> str:
 async def probe_store(
     run: Path, convs: list[Any], *, embedder: str, top_k: int, max_tokens: int, tokenizer: Any
 ) -> list[dict[str, Any]]:
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     memory = AsyncMemory(str(run / "memory.db"), embedder=embedder)
     rows = []

@@ -14,7 +14,7 @@ builder:
   interval;
 - evidence recall of the top-k (share of the question's evidence turns the retrieved memories cite);
 - the memory: items in the store at the end, and the mean length of a memory as the reader reads it
-  (characters of :func:`memrl.memory.reading.shown_text`);
+  (characters of :func:`memrl.memory.records.reading.shown_text`);
 - per session built: seconds, LLM calls, prompt and completion tokens (``builds.jsonl``); per question
   answered: prompt tokens of the answer call.
 
@@ -50,8 +50,8 @@ def scored_rows(run: Path) -> list[dict[str, Any]]:
 
 async def memory_stats(run: Path) -> dict[str, Any]:
     """Items per conversation's namespace at the end of the build and their mean length as read."""
-    from memrl.memory.facade import AsyncMemory
-    from memrl.memory.reading import shown_text
+    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory.records.reading import shown_text
 
     db = run / "memory.db"
     if not db.exists():

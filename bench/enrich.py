@@ -30,7 +30,7 @@ from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich, llm_from_spec
 from memrl.eval.retrieval import load_conversations  # noqa: E402
 from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
 from memrl.eval.retrieval_search import build_conversation, namespace_of  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> dict:

@@ -1,4 +1,4 @@
-"""Fit the learned reranker (memrl/memory/rerank.py) on LoCoMo conversations 0-4, reproducibly.
+"""Fit the learned reranker (memrl/memory/search/rerank.py) on LoCoMo conversations 0-4, reproducibly.
 
     MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH] [--embedder mpnet]
     # train-clean: fit on MemUpdate's 7 training conversations only (0-4 hold the test conversations conv-26,
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from memrl.eval.retrieval import aevaluate, load_conversations, open_memory  # noqa: E402
 from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
 from memrl.eval.retrieval_search import namespace_of  # noqa: E402
-from memrl.memory import rerank_model  # noqa: E402
+from memrl.memory.search.hybrid import rerank_model  # noqa: E402
 from memrl.scoring.metrics import recall_at_k  # noqa: E402
 
 L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)

@@ -75,7 +75,7 @@ def retrieval_items(db: Path, convs: list, top_k: int, embedder: str = "minilm")
     items. Searches run one at a time, before any model is loaded in this process."""
     from learning_baselines import Candidate, Item, _day_of
 
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
     from memrl.scoring.answer import memory_date
 
     async def go() -> list:

@@ -113,7 +113,7 @@ def _day_of(date_text: str | None) -> date | None:
 def document_item(conv: Any) -> Item:
     """A RULER-LoCoMo document question as an :class:`Item`: turns ranked by BM25 for the question, the
     best-matching session by BM25 over whole sessions (titles hold the session's date)."""
-    from memrl.memory.terms import content_terms
+    from memrl.memory.analysis.terms import content_terms
 
     q = conv.questions[0]
     query = content_terms(q.question)

@@ -109,7 +109,7 @@ def _locomo() -> dict[str, Any]:
 def evidence_in(doc: Any, memory: str) -> float | None:
     """The share of the content words (stemmed, stopwords out) of the question's evidence turns that
     ``memory`` holds, in [0, 1]; None when the question has no evidence turn with content words."""
-    from memrl.memory.terms import content_terms
+    from memrl.memory.analysis.terms import content_terms
 
     words = {w for line in evidence_lines(doc, _locomo()) for w in content_terms(line.split(": ", 1)[-1])}
     if not words:

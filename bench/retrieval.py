@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memrl.eval.retrieval import aevaluate, load_conversations  # noqa: E402
 from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
-from memrl.memory.embedders import CachedEmbedder, create_embedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.embedders.providers import CachedEmbedder, create_embedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

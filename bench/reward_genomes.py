@@ -49,7 +49,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
     from memrl.eval.redteam.items import pick_questions, priors
     from memrl.eval.redteam.search import HONEST_GENOME
     from memrl.eval.stats import bootstrap_ci
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     loaded = load_dataset("locomo", args.data_path, include_adversarial=True)[0]
     convs = [c for c in loaded if c.id in LOCOMO_UPDATE_SPLIT["train"]]

@@ -67,7 +67,7 @@ async def run(args: argparse.Namespace) -> dict:
     from memrl.eval.redteam.campaign import search_all
     from memrl.eval.redteam.items import pick_questions, priors
     from memrl.eval.redteam.update import score_updates
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     t0 = time.perf_counter()
     loaded = load_dataset("locomo", args.data_path, include_adversarial=True)[0]  # adversarial: the search's

@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memrl.agents.jobs import JobRunner  # noqa: E402
 from memrl.llm.scripted import ScriptedLLM  # noqa: E402
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.jobs import JobTable  # noqa: E402
-from memrl.memory.sync import Memory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.blocking import Memory  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.jobs.table import JobTable  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.load import add_request, run_load, search_request  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402

@@ -65,8 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.store_data import (  # noqa: E402

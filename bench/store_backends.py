@@ -2,7 +2,7 @@
 and the side-by-side table.
 
 - :func:`backend_dbs`: a fresh store per back-end: SQLite in a temp file; Postgres as a new database on a
-  throwaway local server (pgserver's binaries, :mod:`memrl.memory.pglocal`) or on ``--pg-url``;
+  throwaway local server (pgserver's binaries, :mod:`memrl.memory.backends.postgres.local`) or on ``--pg-url``;
 - :func:`concurrent_writers`: W writer *processes* (1, 4, 16), each with its own store on the same
   database and its own namespace (a tenant), adding small batches (``add_many`` of 10, the service's
   shape) after a common start barrier; items/s over the whole span. SQLite lets one writer at a time
@@ -30,7 +30,7 @@ from typing import Any
 @contextmanager
 def backend_dbs(backends: Sequence[str], pg_url: str | None) -> Iterator[Any]:
     """Yields ``make(backend, name) -> db``: a new, empty store location for ``backend`` each call."""
-    from memrl.memory.pglocal import LocalPostgres
+    from memrl.memory.backends.postgres.local import LocalPostgres
 
     server = None
     with tempfile.TemporaryDirectory(prefix="memrl-bench-") as tmp:
@@ -59,8 +59,8 @@ def backend_dbs(backends: Sequence[str], pg_url: str | None) -> Iterator[Any]:
 
 
 def _writer(db: str, ns: str, items: int, batch: int, barrier: Any, out: Any) -> None:
-    from memrl.memory.embedders import HashingEmbedder
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.embedders.providers import HashingEmbedder
+    from memrl.memory.facade.memory import AsyncMemory
 
     async def go() -> tuple[float, float]:
         m = AsyncMemory(db, embedder=HashingEmbedder(384), busy_timeout=120)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from memrl.memory.embedder import Embedder
+from memrl.memory.embedders.base import Embedder
 
 DIM = 384
 CHUNK = 10_000  # items are generated in seeded chunks, so item i never depends on the largest size

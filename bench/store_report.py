@@ -26,7 +26,7 @@ from typing import Any
 import bench.store_data as store_data
 from bench.store_data import NAMESPACE, Queries
 from memrl.errors import StoreError
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 
 
 def print_profile(prof: cProfile.Profile, title: str, lines: int = 12) -> None:

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from bench.store_data import TYPES, Corpus, LookupEmbedder, item_index, make_queries, stats
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 
 def tenant(i: int, namespaces: int) -> str:

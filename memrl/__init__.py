@@ -15,17 +15,12 @@ __version__ = "0.1.0"
 __all__ = ["AsyncMemory", "Memory", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrl.memory.facade import AsyncMemory
-    from memrl.memory.sync import Memory
+    from memrl.memory import AsyncMemory, Memory
 
 
 def __getattr__(name: str) -> Any:
-    if name == "AsyncMemory":
-        from memrl.memory.facade import AsyncMemory
+    if name in ("AsyncMemory", "Memory"):
+        import memrl.memory
 
-        return AsyncMemory
-    if name == "Memory":
-        from memrl.memory.sync import Memory
-
-        return Memory
+        return getattr(memrl.memory, name)
     raise AttributeError(f"module 'memrl' has no attribute {name!r}")

@@ -4,7 +4,7 @@ with a deterministic embedder, and data paths.
 The store suite (:data:`STORE_SUITE`) runs every test on both back-ends: ``db_path`` (and ``amem``, ``mem``,
 ``new_db``) is a SQLite file for ``[sqlite]`` and a fresh database URL for ``[postgres]``. The Postgres
 server starts once per session from the ``postgres`` extra (``pgserver``'s binaries,
-:mod:`memrl.memory.pglocal`) on a free loopback port and stops at the end; without it the Postgres
+:mod:`memrl.memory.backends.postgres.local`) on a free loopback port and stops at the end; without it the Postgres
 cases skip, saying why.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memrl.memory.embedder import Embedder
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.sync import Memory
+from memrl.memory.embedders.base import Embedder
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.facade.memory import AsyncMemory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,14 +72,14 @@ def backend(request) -> str:
 @pytest.fixture(scope="session")
 def pg_server():
     """One Postgres server for the session, with a template database already migrated; skips if none."""
-    from memrl.memory.pglocal import LocalPostgres, bundled_bin_dir
+    from memrl.memory.backends.postgres.local import LocalPostgres, bundled_bin_dir
 
     bin_dir, why = bundled_bin_dir()
     if bin_dir is None:
         pytest.skip(f"Postgres tests skipped: {why}")
     server = LocalPostgres().start()
     try:
-        from memrl.memory.postgres import PostgresStore
+        from memrl.memory.backends.postgres.store import PostgresStore
 
         PostgresStore(server.create_database("memrl_template")).close()
         yield server

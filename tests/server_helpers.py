@@ -12,8 +12,8 @@ pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: 
 
 import httpx  # noqa: E402
 
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 from memrl.server.http import Limits, ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
 

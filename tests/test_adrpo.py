@@ -20,7 +20,7 @@ from memrl.data import load_dataset
 from memrl.data.types import Conversation, Question
 from memrl.errors import ProviderError
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 from tests.test_membuilder_agent import kind, rule
 from tests.test_qa_eval import question_of
 

@@ -4,11 +4,11 @@ others. Real SQLite store, deterministic embedder."""
 
 from __future__ import annotations
 
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.query import asks_aggregate
-from memrl.memory.search_options import PLAIN, SearchOptions
-from memrl.memory.store import NewItem
+from memrl.memory.analysis.query import asks_aggregate
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.options import PLAIN, SearchOptions
+from memrl.memory.store.base import NewItem
 
 
 def test_which_questions_gather_facts():

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memrl.memory import ann, ann_files
-from memrl.memory.dense import TYPE_CODE
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.index import ann, ann_files
+from memrl.memory.records.types import TYPE_CODE
+from memrl.memory.store.base import NewItem
 
 pytest.importorskip("faiss")
 

@@ -14,8 +14,8 @@ from memrl.errors import ConfigError
 from memrl.eval.qa import QAEvaluation
 from memrl.eval.qa_config import QAEvalConfig
 from memrl.llm import ScriptedLLM
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.types import MemoryType
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import MemoryType
 
 SAMPLE = load_dataset("sample")[0][0]
 

@@ -28,7 +28,7 @@ def _check(out: dict, n: int, namespaces: int) -> None:
 
 
 def test_tenants_on_sqlite_and_their_items(tmp_path):
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     corpus = make_corpus(0, 600, 20_000)
     db = str(tmp_path / "t.db")
@@ -114,7 +114,7 @@ def test_runs_merge_per_back_end_and_a_size_measured_twice_is_refused(tmp_path):
 
 def test_the_postgres_servers_memory_is_measured_on_this_machine_only(pg_server):
     from bench.store_data import server_memory_mb
-    from memrl.memory.pglocal import free_port
+    from memrl.memory.backends.postgres.local import free_port
 
     pss = server_memory_mb(pg_server.url())
     assert pss is not None and pss > 1  # the postmaster and its background workers

@@ -11,9 +11,9 @@ from memrl.agents.jobs import JobRunner
 from memrl.cli.main import main
 from memrl.llm.scripted import ScriptedLLM
 from memrl.llm.server import LLMServer
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.sync import Memory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens
 from memrl.server.memory_api import create_app
 from tests.server_helpers import ALICE, TOKENS

@@ -1,10 +1,10 @@
-"""Date spans of questions and turns (time-aware retrieval, memrl/memory/dates.py)."""
+"""Date spans of questions and turns (time-aware retrieval, memrl/memory/analysis/dates.py)."""
 
 from __future__ import annotations
 
 from datetime import date
 
-from memrl.memory.dates import Span, fits, parse_day, question_spans, turn_spans
+from memrl.memory.analysis.dates import Span, fits, parse_day, question_spans, turn_spans
 
 
 def day(y: int, m: int, d: int) -> Span:

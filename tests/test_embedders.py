@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from memrl.errors import ConfigError, ProviderError
-from memrl.memory.embedders import HashingEmbedder, OpenAIEmbedder, create_embedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder, OpenAIEmbedder, create_embedder
+from memrl.memory.facade.memory import AsyncMemory
 
 
 def test_hashing_is_deterministic_across_processes():
     vec = HashingEmbedder(64).embed(["Caroline went camping"])[0]
-    code = "from memrl.memory.embedders import HashingEmbedder; print(HashingEmbedder(64).embed(['Caroline went camping'])[0].tolist())"
+    code = "from memrl.memory.embedders.providers import HashingEmbedder; print(HashingEmbedder(64).embed(['Caroline went camping'])[0].tolist())"
     other = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
     assert np.allclose(vec, other)
     assert np.linalg.norm(vec) == pytest.approx(1.0)
@@ -121,7 +121,7 @@ def test_unknown_model_dimension_is_asked_of_the_server_once(server):
 
 
 def test_cached_embedder_embeds_each_text_once_across_instances(tmp_path):
-    from memrl.memory.embedders import CachedEmbedder
+    from memrl.memory.embedders.providers import CachedEmbedder
     from tests.conftest import CountingEmbedder
 
     path = str(tmp_path / "cache" / "emb.db")
@@ -140,7 +140,7 @@ def test_cached_embedder_embeds_each_text_once_across_instances(tmp_path):
 
 
 def test_combined_embedder_scores_the_weighted_mean_of_its_parts_cosines(tmp_path):
-    from memrl.memory.embedders import CachedEmbedder, CombinedEmbedder, cache_embedder
+    from memrl.memory.embedders.providers import CachedEmbedder, CombinedEmbedder, cache_embedder
     from tests.conftest import CountingEmbedder
 
     texts = ["camping at the lake", "went camping near a lake", "tax return deadline"]

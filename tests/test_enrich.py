@@ -20,9 +20,9 @@ from memrl.eval.ablation import ablation_steps
 from memrl.eval.retrieval_config import RetrievalConfig
 from memrl.llm import ScriptedLLM
 from memrl.llm.registry import PROVIDERS
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 ITEMS = [
     ("a", "Alice said the move went well and the flat is bright"),
@@ -209,7 +209,7 @@ def test_parse_keys():
 
 
 def test_units_pick_one_item_per_unit_and_the_previous_of_its_session():
-    from memrl.memory.types import MemoryItem, MemoryType
+    from memrl.memory.records.types import MemoryItem, MemoryType
 
     def item(i, unit, session):
         return MemoryItem(i, "n", MemoryType.EPISODIC, i, metadata={"unit": unit}, session=session)

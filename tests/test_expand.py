@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from memrl.errors import ConfigError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.expand import session_prior, session_scores, spread
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
-from memrl.memory.terms import NamespaceTerms, content_terms, rule_entities, spacy_model_installed, tagger_of
+from memrl.memory.analysis.terms import content_terms, rule_entities, spacy_model_installed, tagger_of
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.expand import session_prior, session_scores, spread
+from memrl.memory.search.terms import NamespaceTerms
+from memrl.memory.store.base import NewItem
 
 
 def turn(i: str, session: str, speaker: str, text: str) -> NewItem:

@@ -1,4 +1,4 @@
-"""Items that expire (``metadata["expires_at"]``, :mod:`memrl.memory.expiry`), on both back-ends: they leave
+"""Items that expire (``metadata["expires_at"]``, :mod:`memrl.memory.store.expiry`), on both back-ends: they leave
 search at their expiry without costing a search any of its ``top_k`` hits, the sweep deletes them in
 batches (in their history, restorable), writers running beside a sweep lose nothing, and the expiry index
 is what finds them."""
@@ -11,10 +11,10 @@ import time
 import pytest
 
 from memrl.errors import NotFoundError, ValidationError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.expiry import expiry_time
-from memrl.memory.store import NewItem
-from memrl.memory.sync import Memory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.store.base import NewItem
+from memrl.memory.store.expiry import expiry_time
 from memrl.tools.memupdate import MemoryContext
 from memrl.tools.service import SERVICE_TOOLS
 

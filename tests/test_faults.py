@@ -13,10 +13,10 @@ import time
 import pytest
 
 from memrl.errors import StoreError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.schema import SCHEMA_VERSION
-from memrl.memory.sqlite_store import SQLiteStore
-from memrl.memory.sync import Memory
+from memrl.memory.backends.sqlite.migrations import SCHEMA_VERSION
+from memrl.memory.backends.sqlite.store import SQLiteStore
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,8 +71,8 @@ def test_locked_database_gives_clear_error_and_loses_nothing(tmp_path):
 _WRITER = textwrap.dedent(
     """
     import sys
-    from memrl.memory.embedders import HashingEmbedder
-    from memrl.memory.sync import Memory
+    from memrl.memory.embedders.providers import HashingEmbedder
+    from memrl.memory.facade.blocking import Memory
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with Memory(path, embedder=HashingEmbedder(32), busy_timeout=30) as m:
         for i in range(n):
@@ -108,9 +108,9 @@ def test_two_processes_write_the_same_file(tmp_path):
 _CRASHER = textwrap.dedent(
     """
     import sys
-    from memrl.memory.embedders import HashingEmbedder
-    from memrl.memory.sync import Memory
-    from memrl.memory.store import NewItem
+    from memrl.memory.embedders.providers import HashingEmbedder
+    from memrl.memory.facade.blocking import Memory
+    from memrl.memory.store.base import NewItem
     m = Memory(sys.argv[1], embedder=HashingEmbedder(32))
     batch = 0
     while True:  # killed from outside at a random moment

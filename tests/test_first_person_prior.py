@@ -4,11 +4,11 @@ embedder: the prior moves the user's turn above an assistant turn that repeats t
 
 from __future__ import annotations
 
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.query import speakers_meant
-from memrl.memory.search_options import PLAIN
-from memrl.memory.store import NewItem
+from memrl.memory.analysis.query import speakers_meant
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.options import PLAIN
+from memrl.memory.store.base import NewItem
 
 
 def test_who_a_first_person_question_is_about():

@@ -12,9 +12,9 @@ import pytest
 from memrl.agents.jobs import job_writer
 from memrl.errors import NotFoundError, ValidationError
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.past import to_time
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.past import to_time
 from memrl.tools.service import SERVICE_TOOLS
 from tests.server_helpers import ALICE, client, memory_server
 
@@ -154,7 +154,7 @@ async def test_the_mcp_tools_take_as_of_and_include_history(tmp_path):
 
 
 def test_the_sync_memory_takes_as_of_and_versions(tmp_path):
-    from memrl.memory.sync import Memory
+    from memrl.memory.facade.blocking import Memory
 
     with Memory(tmp_path / "m.db", embedder=HashingEmbedder(64)) as m:
         item = m.add("Alice lives in Lisbon", user_id="alice")

@@ -16,8 +16,8 @@ import pytest
 from memrl.agents.jobs import JobConfig, JobRunner
 from memrl.errors import ConflictError
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
 
 TYPES = ("core", "episodic", "semantic", "procedural")
 ANSWERS = {

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from memrl.agents.jobs import job_writer
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens
 from memrl.server.memory_api import create_app
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from memrl.llm.parsing import extract_json
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import CORE_ID
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import CORE_ID
 from memrl.tools.membuilder import action_schema, apply_actions, parse_actions
 
 

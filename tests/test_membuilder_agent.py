@@ -19,9 +19,9 @@ from memrl.data import load_dataset
 from memrl.errors import ConfigError, ProviderError
 from memrl.llm.base import ChatResponse
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import CORE_ID
-from memrl.memory.types import MemoryType
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import MemoryType
+from memrl.memory.store.base import CORE_ID
 from memrl.tools.membuilder import action_schema
 
 NS = "sample-1@membuilder"

@@ -12,10 +12,10 @@ import pytest
 from memrl.agents.jobs import JobRunner, job_writer
 from memrl.errors import ConfigError, ValidationError
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.jobs import JobWriter
-from memrl.memory.sync import Memory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.jobs.table import JobWriter
 from tests.test_jobs import MESSAGES, membuilder_rule
 
 

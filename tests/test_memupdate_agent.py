@@ -20,7 +20,7 @@ from memrl.data import load_dataset
 from memrl.errors import ConfigError, DataError
 from memrl.llm.base import LLMProviderError
 from memrl.llm.scripted import ScriptedLLM, cycle
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.rewards.memupdate import edit_size, retention
 from memrl.tools.memupdate import MEMUPDATE_TOOLS
 

@@ -12,8 +12,7 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.errors import ConfigError
-from memrl.memory import mpnet
-from memrl.memory.embedders import create_embedder
+from memrl.memory.embedders.providers import create_embedder, mpnet
 
 MISSING = ("memrl-test-no-such-part-001",)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memrl.memory.dense import TYPE_CODE
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import TYPE_CODE
 from tests.test_ann import QUERIES, items
 from tests.test_postgres import fresh
 

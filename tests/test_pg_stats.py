@@ -1,4 +1,4 @@
-"""Postgres write batches while the planner's statistics are stale (issue 38): memrl/memory/pg_stats.py
+"""Postgres write batches while the planner's statistics are stale (issue 38): memrl/memory/backends/postgres/stats.py
 refreshes them as a bulk fill grows the tables, and the embedding-cache trigger (migration 0006) finds a new
 vector's items by an index probe even before any ANALYZE."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memrl.memory.store import NewItem
+from memrl.memory.store.base import NewItem
 from tests.test_postgres import fresh
 
 pytestmark = pytest.mark.usefixtures("pg_server")
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.usefixtures("pg_server")
 def _store(pg_server, monkeypatch, min_rows: int):
     import psycopg
 
-    from memrl.memory import pg_stats
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres import stats as pg_stats
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     monkeypatch.setattr(pg_stats, "MIN_ROWS", min_rows)
     url = fresh(pg_server)
@@ -70,7 +70,7 @@ def test_new_cache_vectors_find_their_items_by_index_before_any_analyze(pg_serve
     """The trigger joining new cache rows to the items they belong to probes memories_vector_key per vector.
     With stale statistics it read the whole namespace on every write batch (through the expiry index, or a
     hash join over a scan of the namespace)."""
-    from memrl.memory.validation import content_hash
+    from memrl.memory.store.validation import content_hash
 
     store = _store(pg_server, monkeypatch, min_rows=10**9)  # never analyzed
     try:

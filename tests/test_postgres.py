@@ -14,9 +14,9 @@ import pytest
 from memrl.data import load_conversations
 from memrl.errors import StoreError
 from memrl.eval.retrieval import RetrievalConfig, build_conversation, namespace_of
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 
 def fresh(pg) -> str:
@@ -92,7 +92,7 @@ async def test_one_namespaces_writes_change_neither_anothers_ranking_nor_its_sco
 
 def test_writers_of_other_namespaces_run_while_one_namespace_is_locked(pg_server):
     url = fresh(pg_server)
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     store = PostgresStore(url, busy_timeout=30)
     holding, release, done = threading.Event(), threading.Event(), {}
@@ -128,7 +128,7 @@ def test_writers_of_other_namespaces_run_while_one_namespace_is_locked(pg_server
 
 
 def test_a_namespace_locked_too_long_is_a_clear_error_and_nothing_is_written(pg_server):
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     url = fresh(pg_server)
     holder, waiter = PostgresStore(url), PostgresStore(url, busy_timeout=0.2)
@@ -176,7 +176,7 @@ async def test_many_concurrent_writers_lose_nothing(pg_server):
 def test_migrations_are_recorded_and_a_newer_or_foreign_database_is_refused(pg_server):
     import psycopg
 
-    from memrl.memory.postgres import PostgresStore, migrations
+    from memrl.memory.backends.postgres.store import PostgresStore, migrations
 
     url = pg_server.create_database("mig")
     PostgresStore(url).close()
@@ -202,8 +202,8 @@ def test_migrations_are_recorded_and_a_newer_or_foreign_database_is_refused(pg_s
 
 
 def test_unreachable_server_is_a_clear_error_without_the_password():
-    from memrl.memory.pglocal import free_port
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres.local import free_port
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     with pytest.raises(StoreError) as e:
         PostgresStore(f"postgresql://u:s3cret@127.0.0.1:{free_port()}/x")
@@ -228,7 +228,7 @@ def test_the_embedding_cache_is_read_by_its_key_before_any_analyze(pg_server):
     filtered the hashes after), and the same vectors come back."""
     import hashlib
 
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     store = PostgresStore(fresh(pg_server))
     try:
@@ -241,7 +241,7 @@ def test_the_embedding_cache_is_read_by_its_key_before_any_analyze(pg_server):
         assert sorted(got) == sorted(hashes[9990:10000])
         assert np.frombuffer(got[hashes[9995]], dtype=np.float32).tolist() == (vec + 9995).tolist()
         assert store.get_vectors("m", hashes[:3], "nobody") == {}
-        import memrl.memory.postgres as pgmod
+        import memrl.memory.backends.postgres.store as pgmod
 
         sql = pgmod._pg_sql(store.GET_VECTORS)
         with store.transaction() as c:

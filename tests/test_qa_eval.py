@@ -69,7 +69,7 @@ async def test_perfect_answers_score_one_and_outputs_are_written(tmp_path):
     assert all(r["retrieved_ids"] and len(r["retrieved_ids"]) == 10 for r in rows)
     # the raw builder stores every turn: its evidence recall is measured per question, from what was
     # retrieved; checked here against the store itself (the same search, the items' own evidence)
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     memory = AsyncMemory(str(out / "memory.db"), embedder="hashing")
     try:
@@ -180,7 +180,7 @@ async def test_interrupted_build_resumes_after_rolling_back_the_half_session(tmp
     cfg = config(tmp_path, mode="build")
     with pytest.raises(KeyboardInterrupt):
         await QAEvaluation(cfg, llm=ScriptedLLM([]), progress=False).run()
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     m = AsyncMemory(cfg.out / "memory.db", embedder="hashing")
     assert sorted(i.content for i in await m.list(namespace=cfg.namespace(SAMPLE))) == [
@@ -254,7 +254,7 @@ async def test_raw_build_resumes_over_a_rolled_back_session(tmp_path):
     summary = await QAEvaluation(QAEvalConfig(**{**cfg.__dict__, "resume": True}), llm=ScriptedLLM([]),
                                  progress=False).run()  # fmt: skip
     assert summary["build"]["sessions"] == 3
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     m = AsyncMemory(cfg.out / "memory.db", embedder="hashing")
     items = await m.list(namespace=cfg.namespace(SAMPLE))

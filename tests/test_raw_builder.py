@@ -13,8 +13,8 @@ from memrl.agents.base import create_builder
 from memrl.agents.raw import RawBuilder, RawConfig, build, indexed_text, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question, Session, Turn
 from memrl.errors import ConfigError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
 from tests.conftest import CountingEmbedder
 
 

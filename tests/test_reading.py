@@ -1,4 +1,4 @@
-"""What a reader reads of a memory (memrl.memory.reading.shown_text) and the dates it understands
+"""What a reader reads of a memory (memrl.memory.records.reading.shown_text) and the dates it understands
 (memrl.datetimes): one date per line, never two, in the forms the data sets write."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from memrl.datetimes import format_date, parse_date, shown_date
-from memrl.memory.reading import shown_text
-from memrl.memory.types import MemoryItem
+from memrl.memory.records.reading import shown_text
+from memrl.memory.records.types import MemoryItem
 
 SESSION = {"date_text": "1:56 pm on 8 May, 2023"}
 

@@ -21,7 +21,7 @@ from memrl.eval.redteam.items import pick_questions, priors
 from memrl.eval.redteam.search import HONEST_GENOME, _mean, compare, search
 from memrl.eval.redteam.update import REGRESSIONS as UPDATE_REGRESSIONS
 from memrl.eval.redteam.update import UpdateFamily, score_updates
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.rewards import ADRPOConfig
 
 pytestmark = pytest.mark.data

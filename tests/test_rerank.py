@@ -1,4 +1,4 @@
-"""Date-fit prior, window view and learned reranker (memrl/memory/rerank.py), on a real store with a
+"""Date-fit prior, window view and learned reranker (memrl/memory/search/rerank.py), on a real store with a
 deterministic embedder."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from memrl.errors import ConfigError
-from memrl.memory import rerank_model
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.hybrid import rerank_model
+from memrl.memory.store.base import NewItem
 
 
 def turn(i: str, session: int, day: str, speaker: str, text: str) -> NewItem:

@@ -7,9 +7,9 @@ in two stores), a search gives the same hits and scores whichever search ran bef
 
 from __future__ import annotations
 
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import NewItem
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 TURNS = [
     ("Ann: we hiked the ridge at dawn", "t1"),

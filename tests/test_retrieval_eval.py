@@ -17,11 +17,11 @@ from memrl.eval.ablation import ablation_markdown
 from memrl.eval.retrieval import evaluate_retrieval, load_conversations
 from memrl.eval.retrieval_config import RetrievalConfig
 from memrl.eval.retrieval_report import headline, summarize
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.query import asks_when, date_matches, mentioned_dates, mentions_time, named_in
-from memrl.memory.search import PLAIN
-from memrl.memory.store import NewItem
+from memrl.memory.analysis.query import asks_when, date_matches, mentioned_dates, mentions_time, named_in
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.hybrid import PLAIN
+from memrl.memory.store.base import NewItem
 
 FAST = {"embedder": "hashing", "bootstrap": 50}
 

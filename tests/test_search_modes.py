@@ -12,9 +12,9 @@ from memrl.data import load_conversations
 from memrl.errors import ValidationError
 from memrl.eval.retrieval_config import RetrievalConfig
 from memrl.eval.retrieval_search import build_conversation, namespace_of
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.search import PLAIN, SearchOptions
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.hybrid import PLAIN, SearchOptions
 
 MODES = ("dense", "bm25", "hybrid")
 VARIANTS = {

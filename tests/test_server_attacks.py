@@ -33,8 +33,8 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.responses import HTMLResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.sync import Memory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.blocking import Memory  # noqa: E402
 from memrl.server.http import ServerThread  # noqa: E402
 from tests.server_helpers import ALICE, chromium, memory_server, snapshot  # noqa: E402
 

@@ -29,8 +29,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from memrl.eval.qa import QAEvaluation  # noqa: E402
 from memrl.llm import ScriptedLLM  # noqa: E402
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.sync import Memory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.blocking import Memory  # noqa: E402
 from memrl.server.runs import is_wrong, load_train  # noqa: E402
 from memrl.train.loop import _report  # noqa: E402
 from tests.server_helpers import ROOT, chromium, memory_server  # noqa: E402

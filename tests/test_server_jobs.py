@@ -22,8 +22,8 @@ from memrl.agents.jobs import JobRunner  # noqa: E402
 from memrl.llm.openai_backend import OpenAILLM  # noqa: E402
 from memrl.llm.scripted import ScriptedLLM  # noqa: E402
 from memrl.llm.server import LLMServer  # noqa: E402
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
 from tests.server_helpers import ALICE, BOB, TOKENS, client, snapshot

@@ -14,9 +14,9 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.sync import Memory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.blocking import Memory  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.mcp_server import MCP_TOOLS, create_mcp, http_app  # noqa: E402
 

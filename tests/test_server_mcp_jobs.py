@@ -17,10 +17,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from memrl.agents.jobs import job_writer  # noqa: E402
 from memrl.llm.scripted import ScriptedLLM  # noqa: E402
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
-from memrl.memory.jobs import JobTable  # noqa: E402
-from memrl.memory.sync import Memory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.blocking import Memory  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.memory.jobs.table import JobTable  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.mcp_server import create_mcp, http_app  # noqa: E402
 from tests.test_jobs import MESSAGES, membuilder_rule  # noqa: E402

@@ -11,8 +11,8 @@ import httpx
 
 from memrl.agents.jobs import job_writer
 from memrl.llm.scripted import ScriptedLLM
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens
 from memrl.server.memory_api import create_app
 from tests.server_helpers import ALICE, BOB, TOKENS

@@ -17,8 +17,8 @@ from tests.server_helpers import ALICE, ROOT, client, memory_server, snapshot
 
 pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: pip install 'memrl[serve]'")
 
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
 

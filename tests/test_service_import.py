@@ -18,9 +18,9 @@ from tests.server_helpers import client, memory_server
 pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: pip install 'memrl[serve]'")
 
 from memrl.errors import BusyError  # noqa: E402
-from memrl.memory.sqlite_store import SQLiteStore  # noqa: E402
-from memrl.memory.store import NewItem  # noqa: E402
-from memrl.memory.transfer import ImportReader  # noqa: E402
+from memrl.memory.backends.sqlite.store import SQLiteStore  # noqa: E402
+from memrl.memory.store.base import NewItem  # noqa: E402
+from memrl.memory.store.transfer import ImportReader  # noqa: E402
 
 NDJSON = {"content-type": "application/x-ndjson"}
 
@@ -156,7 +156,7 @@ def test_sqlite_reads_do_not_wait_for_a_long_write_and_writes_wait_at_most_busy_
 def test_file_imports_read_in_chunks_with_the_same_line_limit(tmp_path, capsys) -> None:
     """``memrl memory import`` and ``read_jsonl`` read the file as text lines: one 20 MB line was held whole."""
     from memrl.cli.main import main
-    from memrl.memory.transfer import ImportRefused, read_jsonl
+    from memrl.memory.store.transfer import ImportRefused, read_jsonl
 
     big = tmp_path / "one-line.jsonl"
     big.write_bytes(b'{"kind": "header"' + b" " * (20 << 20))

@@ -19,10 +19,10 @@ from tests.server_helpers import ALICE, BOB, TOKENS, client, memory_server
 
 pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: pip install 'memrl[serve]'")
 
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
-from memrl.memory.store import NewItem  # noqa: E402
-from memrl.memory.validation import content_hash  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.memory.store.base import NewItem  # noqa: E402
+from memrl.memory.store.validation import content_hash  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
 
@@ -155,7 +155,7 @@ def test_an_item_cannot_name_another_namespaces_vector(db_path) -> None:
 
 
 async def test_clones_copy_vectors_resets_drop_them_and_scopes_follow_requests(db_path) -> None:
-    from memrl.memory.dense import cache_scope
+    from memrl.memory.index.dense import cache_scope
 
     emb = SlowEmbedder()
     m = AsyncMemory(db_path, embedder=emb)
@@ -184,7 +184,7 @@ async def _scopes(m: AsyncMemory, text: str) -> list[str]:
 def test_an_old_sqlite_cache_is_split_per_namespace_without_forged_keys(tmp_path) -> None:
     """Migration 4: each namespace keeps the vectors of its own items; a row whose vector_key named another
     text's hash (the attack) does not carry that vector into its namespace."""
-    from memrl.memory.schema import MIGRATIONS, _split_sql
+    from memrl.memory.backends.sqlite.migrations import MIGRATIONS, _split_sql
 
     db = tmp_path / "old.db"
     con = sqlite3.connect(db, isolation_level=None)
@@ -215,7 +215,7 @@ def test_an_old_postgres_cache_is_split_per_namespace_without_forged_keys(pg_ser
     """Postgres migration 2, as SQLite's migration 4."""
     import psycopg
 
-    from memrl.memory.postgres import migrations
+    from memrl.memory.backends.postgres.store import migrations
 
     url = pg_server.create_database("memrl_v1_cache")
     secret = content_hash(SECRETS[0])
@@ -250,7 +250,7 @@ async def test_term_counts_are_cached_per_clone_family_not_across_tenants(tmp_pa
     """The in-process BM25 index caches each text's term counts (a clone's index is built without
     tokenizing): the cache is per clone family, so a search does not get faster because another tenant
     indexed the same text. Counted by wrapping the tokenizing function (its results are unchanged)."""
-    import memrl.memory.lexical as lexical
+    import memrl.memory.index.lexical as lexical
 
     counted: list[str] = []
     real = lexical.term_counts

@@ -24,8 +24,8 @@ pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: 
 import httpx  # noqa: E402
 
 from memrl.errors import StoreError  # noqa: E402
-from memrl.memory.embedders import HashingEmbedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
+from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 from memrl.server.guard import Policy  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
@@ -129,7 +129,7 @@ def test_another_applications_schema_migrations_is_refused_at_once(pg_server) ->
     TypeError traceback; a date-like version told the user to upgrade memrl."""
     import psycopg
 
-    from memrl.memory.postgres import PostgresStore
+    from memrl.memory.backends.postgres.store import PostgresStore
 
     for name, ddl in [
         ("golang", "CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL); "

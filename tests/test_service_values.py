@@ -17,9 +17,9 @@ from tests.server_helpers import ROOT, client, memory_server, snapshot
 pytest.importorskip("fastapi", reason="the server tests need the 'serve' extra: pip install 'memrl[serve]'")
 
 from memrl.errors import ValidationError  # noqa: E402
-from memrl.memory.embedder import Embedder  # noqa: E402
-from memrl.memory.facade import AsyncMemory  # noqa: E402
-from memrl.memory.store import CORE_ID  # noqa: E402
+from memrl.memory.embedders.base import Embedder  # noqa: E402
+from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.memory.store.base import CORE_ID  # noqa: E402
 from memrl.server.http import ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
 
@@ -290,7 +290,7 @@ async def test_mcp_tools_follow_the_same_rule(tmp_path) -> None:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from memrl.memory.embedders import HashingEmbedder
+    from memrl.memory.embedders.providers import HashingEmbedder
     from memrl.server.mcp_server import create_mcp, http_app
 
     db = tmp_path / "mcp.db"

@@ -15,7 +15,7 @@ from memrl.data import load_dataset
 from memrl.data.types import Conversation
 from memrl.errors import DataError
 from memrl.llm.local import LocalLLM
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 from tests.tiny_lm import make_tiny_lm
 
@@ -197,7 +197,7 @@ def test_sft_membuilder_with_a_validation_conversation_and_lora(tiny, tmp_path, 
 def test_the_annotation_expert_writes_up_to_its_limits(conv):
     from memrl.agents.experts import annotation_action
     from memrl.agents.prompts import membuilder as P
-    from memrl.memory.types import MemoryType
+    from memrl.memory.records.types import MemoryType
 
     msgs = P.agent_messages(MemoryType.SEMANTIC, P.session_block(conv.sessions[0]), "", operations=("ADD",))
     ops = annotation_action(conv, msgs, max_items=1, max_chars=20)["operations"]

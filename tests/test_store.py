@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from memrl.errors import ConflictError, NotFoundError, StoreError, ValidationError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.store import CORE_ID, NewItem
-from memrl.memory.sync import Memory
-from memrl.memory.types import MemoryType
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import MemoryType
+from memrl.memory.store.base import CORE_ID, NewItem
 
 
 async def test_add_get_list_count(amem: AsyncMemory):

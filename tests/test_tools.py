@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 from memrl.tools.base import Tool, tool
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
 from memrl.tools.splitting import by_date, by_sentence, by_speaker, limit_parts

@@ -9,8 +9,8 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.errors import ValidationError
-from memrl.memory.embedders import HashingEmbedder
-from memrl.memory.sync import Memory
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
 
 
 def _fill(m: Memory) -> dict[str, str]:

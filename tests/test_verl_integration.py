@@ -169,7 +169,7 @@ async def test_membuilder_loop_trains_the_rows_agent_with_its_adrpo_reward(tiny,
 
 async def test_tool_episodes_in_a_database_file_delete_their_clone_when_dropped(tmp_path):
     from memrl.integrations.verl.tools import EpisodeStores
-    from memrl.memory.facade import AsyncMemory
+    from memrl.memory.facade.memory import AsyncMemory
 
     db = str(tmp_path / "memory.db")
     seed = AsyncMemory(db, embedder="hashing")

@@ -4,8 +4,8 @@ For each item of a namespace (one per unit: the ``raw`` builder's turn and conte
 ``metadata["unit"]``, the turn view is asked), the LLM sees the item's date, the previous item of its
 session as context and the item's text, and replies with one line of comma-separated keywords: the people,
 places, things, topics and dates it is about, with synonyms. The reply is parsed into keys and attached to
-the item (:mod:`memrl.memory.keys`): a second BM25 view that search fuses with weight ``keys``
-(:class:`~memrl.memory.search.SearchOptions`); the item's text is never changed::
+the item (:mod:`memrl.memory.store.keys`): a second BM25 view that search fuses with weight ``keys``
+(:class:`~memrl.memory.search.hybrid.SearchOptions`); the item's text is never changed::
 
     from memrl.agents.enrich import enrich, llm_from_spec
     llm = llm_from_spec("local", cache="llm.sqlite")          # or "openai:gpt-4o-mini", base_url=...
@@ -31,8 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from memrl.errors import ConfigError, ProviderError
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.types import MemoryItem
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import MemoryItem
 
 SYSTEM = (
     "You write search keywords for chat messages. Reply with one line: 5 to 10 comma-separated keywords "

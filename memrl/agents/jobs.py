@@ -9,14 +9,14 @@ The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :cl
     job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
     await runner.undo(job.id)                              # exactly that job's writes; 409 if touched later
 
-How a job runs (see :mod:`memrl.memory.job_commit`): its namespace is cloned into a scratch namespace, the
+How a job runs (see :mod:`memrl.memory.jobs.commit`): its namespace is cloned into a scratch namespace, the
 agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
 undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace in a
 process, and an atomic claim in the store across processes: several server processes may share one store);
 jobs of different namespaces run at once. Every job is a row of the store's ``jobs`` table
-(:mod:`memrl.memory.jobs`) naming the process that runs it (``owner``: host, pid, a random id) and when that
+(:mod:`memrl.memory.jobs.table`) naming the process that runs it (``owner``: host, pid, a random id) and when that
 process last said it was alive (``heartbeat_at``, every ``heartbeat_every`` seconds). A job whose process is
 dead (on this host: its pid is gone or, in this process, its runner closed; on another host: no heartbeat for
 ``stale_after`` seconds) is marked failed and its scratch clone dropped, by :meth:`JobRunner.start` after a
@@ -40,10 +40,10 @@ from memrl.agents.job_progress import Progress
 from memrl.config import option
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
-from memrl.memory.dense import cache_scope
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.job_commit import check_deletes, commit, diff, start_scratch
-from memrl.memory.jobs import Job, JobTable, scratch_name
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.index.dense import cache_scope
+from memrl.memory.jobs.commit import check_deletes, commit, diff, start_scratch
+from memrl.memory.jobs.table import Job, JobTable, scratch_name
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def job_writer(
 
 class JobRunner:
     """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring); a
-    :class:`~memrl.memory.jobs.JobWriter`. Built without a memory, it runs on the one it is given to
+    :class:`~memrl.memory.jobs.table.JobWriter`. Built without a memory, it runs on the one it is given to
     (``AsyncMemory(..., writer=runner)`` calls :meth:`attach`)."""
 
     def __init__(

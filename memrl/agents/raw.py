@@ -17,7 +17,7 @@ reader that wants it without the context.
 
 With ``views=("turn", "context")`` a turn is stored twice (the turn alone, id ``D1:3``, and with its
 context, id ``D1:3+ctx``); both carry ``metadata["unit"] = turn id`` so search collapses them into one
-hit (max-pooling per turn, :class:`memrl.memory.search.SearchOptions` ``collapse``). The context view's
+hit (max-pooling per turn, :class:`memrl.memory.search.hybrid.SearchOptions` ``collapse``). The context view's
 dense vector is pooled by default: the turn's vector plus a fraction of its neighbours', computed here
 and stored as the item's own vector (``NewItem.vector``), so embedding costs one short text per turn;
 ``context_vector="embed"`` embeds the whole context text instead, and views left out of ``dense_views``
@@ -42,10 +42,10 @@ from memrl.agents.base import Builder, SessionResult
 from memrl.config import option
 from memrl.data.types import Conversation, Session, Turn
 from memrl.errors import ConfigError
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.query import mentions_time
-from memrl.memory.store import NewItem
-from memrl.memory.types import MemoryType
+from memrl.memory.analysis.query import mentions_time
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.types import MemoryType
+from memrl.memory.store.base import NewItem
 
 View = Literal["turn", "context"]
 DateStyle = Literal["long", "iso", "text", "none"]

@@ -24,7 +24,7 @@ or from Python: ``evaluate_retrieval(load_conversations(cfg), cfg)`` with ``cfg 
 
 ``output_dir`` receives ``questions.jsonl`` (one line per question: evidence, retrieved turn ids and
 sessions per mode, recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :class:`~memrl.eval.retrieval_config.RetrievalConfig`,
-:class:`RawConfig` and :class:`~memrl.memory.search.SearchOptions`) are the best settings of the ablation study
+:class:`RawConfig` and :class:`~memrl.memory.search.hybrid.SearchOptions`) are the best settings of the ablation study
 (:func:`ablation_steps`): neighbour context as a BM25 view, pooled dense vectors, speaker/time/date priors,
 convex fusion. Knobs were tuned on conversations 0-4; the ablation also reports conversations 5-9 apart.
 All conversations are built before any question is searched (BM25 statistics are per namespace, so the
@@ -51,12 +51,12 @@ from memrl.eval.retrieval_search import (
     namespace_of,
     prefetch_embeddings,
 )
-from memrl.memory.facade import AsyncMemory
+from memrl.memory.facade.memory import AsyncMemory
 
 
 def open_memory(config: RetrievalConfig) -> AsyncMemory:
     """The store the evaluation builds into, its embedder wrapped in the cross-run cache (``embed_cache``)."""
-    from memrl.memory.embedders import cache_embedder, create_embedder, default_cache_path
+    from memrl.memory.embedders.providers import cache_embedder, create_embedder, default_cache_path
 
     embedder = create_embedder(config.embedder)
     if config.embed_cache != "none" and not config.embedder.startswith("hashing"):

@@ -8,7 +8,7 @@ Used by :func:`memrl.eval.retrieval.aevaluate`::
         await build_conversation(memory, conv, config)           # all before any search (global BM25)
     rows, timings = await evaluate_conversation(memory, conv, config)
 
-Each question is searched once for all modes (:meth:`memrl.memory.search.SearchIndex.search_modes`): the
+Each question is searched once for all modes (:meth:`memrl.memory.search.hybrid.SearchIndex.search_modes`): the
 dense and BM25 lists are computed once and each mode ranks from them, with exactly the hits a search in
 that mode alone gives.
 """
@@ -22,8 +22,8 @@ from typing import Any
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
 from memrl.eval.retrieval_config import EXTRA_LEVELS, RetrievalConfig
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.search import SearchOptions
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.search.hybrid import SearchOptions
 from memrl.scoring.metrics import locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k
 
 _PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front

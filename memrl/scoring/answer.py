@@ -18,9 +18,9 @@ from memrl.data.types import Conversation, Question
 from memrl.datetimes import shown_date
 from memrl.errors import MemrlError
 from memrl.llm.base import LLM, SamplingParams
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.reading import shown_text
-from memrl.memory.types import SearchHit
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.reading import shown_text
+from memrl.memory.records.types import SearchHit
 
 ANSWER_SYSTEM = (
     "You answer questions about a long conversation between {speakers}, using only the memories given. "
@@ -44,7 +44,7 @@ def memory_date(hit: SearchHit) -> str | None:
 
 
 def shown_memory(hit: SearchHit) -> str:
-    """One retrieved memory as the reader reads it (:func:`memrl.memory.reading.shown_text`)."""
+    """One retrieved memory as the reader reads it (:func:`memrl.memory.records.reading.shown_text`)."""
     return shown_text(hit.item)
 
 

@@ -39,11 +39,11 @@ from pydantic import AfterValidator
 from starlette.concurrency import run_in_threadpool
 
 from memrl.agents.jobs import JobRunner
-from memrl.memory.dense import cache_scope
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.lexical import tokens as tokens_of
-from memrl.memory.schemas import Name, check
-from memrl.memory.transfer import ImportReader
+from memrl.memory.analysis.tokens import tokens as tokens_of
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.index.dense import cache_scope
+from memrl.memory.records.models import Name, check
+from memrl.memory.store.transfer import ImportReader
 from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
 from memrl.server.http import (
     HTTPError,
@@ -77,7 +77,7 @@ _PATH_NAME = Name(10_000)
 
 
 def no_control(value: str) -> str:
-    """Path names are checked like stored names (:mod:`memrl.memory.schemas`): no control characters."""
+    """Path names are checked like stored names (:mod:`memrl.memory.records.models`): no control characters."""
     return check("name", value, _PATH_NAME)
 
 

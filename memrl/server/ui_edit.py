@@ -2,7 +2,7 @@
 
 Every form carries the visitor's CSRF token (:meth:`memrl.server.ui.UI.form` refuses a missing or wrong
 one with 403). Input goes through the same validation as the REST API, MCP and imports
-(:mod:`memrl.memory.schemas`), so a bad field comes back as a message on the page naming it, and nothing
+(:mod:`memrl.memory.records.models`), so a bad field comes back as a message on the page naming it, and nothing
 is written. Undo says what it will revert, acts only on the change the page showed (a second click
 after the history moved on is refused, not applied to the next older change), and asks first when
 reverting would remove the memory (undoing its creation).
@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from memrl.errors import MemrlError, ValidationError
-from memrl.memory.types import ITEM_TYPES, HistoryEntry, MemoryItem
+from memrl.memory.records.types import ITEM_TYPES, HistoryEntry, MemoryItem
 from memrl.server.http import Principal
 from memrl.server.pages import esc, post_button, seg
 

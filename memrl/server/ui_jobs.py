@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from memrl.errors import MemrlError, NotFoundError
-from memrl.memory.jobs import Job, JobTable
+from memrl.memory.jobs.table import Job, JobTable
 from memrl.server.http import Principal
 from memrl.server.pages import esc, num, pretty, seg, table, when
 
@@ -53,7 +53,7 @@ def _events(ns: str, job: Job) -> str:
 
 def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
     """The job pages and the undo form's handler (see the module docstring). ``jobs``: the server's job
-    runner (a :class:`~memrl.memory.jobs.JobWriter`), which undo goes through."""
+    runner (a :class:`~memrl.memory.jobs.table.JobWriter`), which undo goes through."""
 
     @router.get("/ns/{ns}/jobs")
     async def job_list(request: Request, ns: str) -> Any:

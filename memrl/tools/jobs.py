@@ -2,7 +2,7 @@
 read a document, a job's status, undo a job.
 
 Each acts on the context's namespace only, through the memory's job writer
-(:mod:`memrl.memory.job_methods`); a job id of another namespace is answered as if it did not exist. A job
+(:mod:`memrl.memory.facade.writes`); a job id of another namespace is answered as if it did not exist. A job
 runs in the background: a tool waits up to ``wait_seconds`` (default 10) and otherwise returns the job still
 queued or running, whose id ``job_status`` follows, so a client is never held for minutes.
 
@@ -18,7 +18,7 @@ import pydantic
 from pydantic import Field
 
 from memrl.errors import NotFoundError
-from memrl.memory.jobs import Job
+from memrl.memory.jobs.table import Job
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext
 

@@ -1,7 +1,7 @@
 """MemUpdate's six memory tools, all real: search, manage (create/update), delete, sample, merge, split.
 
 Each is a typed async function; its function-calling schema is derived from it (``TOOL.schema``).
-They act on one namespace of an :class:`~memrl.memory.facade.AsyncMemory` through a
+They act on one namespace of an :class:`~memrl.memory.facade.memory.AsyncMemory` through a
 :class:`MemoryContext`. Every change is recorded in the store's history (actor = ``ctx.actor``), so an
 episode's edits can be audited and undone. In the original MemUpdate, delete/merge/split were mocks.
 
@@ -19,9 +19,9 @@ import numpy as np
 from pydantic import Field
 
 from memrl.datetimes import DATE_KEYS, parse_date, shown_date
-from memrl.memory.facade import AsyncMemory
-from memrl.memory.reading import shown_text
-from memrl.memory.types import MemoryItem
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.records.reading import shown_text
+from memrl.memory.records.types import MemoryItem
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.splitting import SPLITTERS, limit_parts, lost_words
 
@@ -51,7 +51,7 @@ class MemoryContext:
 
 #: Metadata keys the store and its builders derive (search reads some of them: ``unit`` collapses hits,
 #: ``mentions_time`` boosts *when* questions, ``vector_key`` names a cached vector): a tool call may not set
-#: them. The keys a reader is shown (:data:`memrl.memory.reading.READER_KEYS`) are checked apart.
+#: them. The keys a reader is shown (:data:`memrl.memory.records.reading.READER_KEYS`) are checked apart.
 DERIVED_KEYS = ("unit", "mentions_time", "vector_key", "source", "merge_strategy", "session", "memory_id")
 
 
@@ -85,7 +85,7 @@ def item_date(item: MemoryItem) -> str | None:
 
 
 def reader_text(item: MemoryItem) -> str:
-    """A memory as an answering model reads it (:func:`memrl.memory.reading.shown_text`, the line
+    """A memory as an answering model reads it (:func:`memrl.memory.records.reading.shown_text`, the line
     :func:`memrl.scoring.answer.format_memories` shows): its date first, then its text."""
     return shown_text(item)
 

@@ -1,0 +1,120 @@
+"""pgvector's HNSW on Postgres: one partial index per large namespace and model, its candidates re-scored.
+
+``memory_vectors.embedding`` has no fixed dimension (models differ), and an HNSW index needs one, so each
+index is on the expression ``embedding::vector(DIM)``, partial on one model and one namespace
+(``WHERE model = M AND namespace = N``). That is the partition the issue asks for: pgvector 0.6.2 (the one
+``pgserver`` bundles) has no iterative index scans, so one index over all namespaces would return its
+``hnsw.ef_search`` nearest vectors of any tenant and a namespace filter after it could leave fewer than
+``k``; a namespace's own index never loses a row to the namespace filter. Type and metadata filters still
+come after the scan: :class:`~memrl.memory.index.dense.ServerIndex` over-fetches (``ef_search`` grows up to
+pgvector's 1,000) and falls back to the exact scan (:meth:`vector_top`) when still short, and re-scores the
+candidates as the exact path does. A namespace below the threshold keeps the exact scan over the
+``(model, namespace)`` btree, which reads that namespace only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+#: pgvector's largest ``hnsw.ef_search``.
+EF_MAX = 1000
+
+
+class PgAnnMixin:
+    """The HNSW side of :class:`~memrl.memory.backends.postgres.store.PostgresStore`."""
+
+    pool: Any
+    read: Any
+    _errors: Any
+
+    @staticmethod
+    def hnsw_name(ns: str, model: str) -> str:
+        return "memory_vectors_hnsw_" + hashlib.sha256(f"{model}\0{ns}".encode()).hexdigest()[:24]
+
+    def vector_count(self, ns: str, model: str) -> int:
+        return self.read(
+            "SELECT count(*) FROM memory_vectors WHERE model = ? AND namespace = ?", [model, ns]
+        )[0][0]
+
+    def has_hnsw(self, ns: str, model: str) -> bool:
+        rows = self.read(
+            "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(?)",
+            [self.hnsw_name(ns, model)],
+        )
+        return bool(rows and rows[0][0])
+
+    def ensure_hnsw(self, ns: str, model: str, dim: int) -> None:
+        """Build ``ns``'s HNSW index of ``model`` (m 16, ef_construction 64: pgvector's defaults) unless it
+        exists. Blocks writers of ``memory_vectors`` while it builds (a plain CREATE INDEX); two processes
+        asking at once build it once."""
+        from psycopg import sql
+
+        stmt = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON memory_vectors USING hnsw ((embedding::vector({dim})) "
+            "vector_ip_ops) WHERE model = {model} AND namespace = {ns}"
+        ).format(
+            name=sql.Identifier(self.hnsw_name(ns, model)),
+            dim=sql.Literal(int(dim)),
+            model=sql.Literal(model),
+            ns=sql.Literal(ns),
+        )
+        with self._errors(), self.pool.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 1))", (self.hnsw_name(ns, model),))
+            try:
+                conn.execute(stmt)
+                conn.commit()
+            finally:
+                conn.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 1))", (self.hnsw_name(ns, model),)
+                )
+                conn.commit()
+
+    def vector_ann(
+        self,
+        ns: str,
+        model: str,
+        dim: int,
+        query: np.ndarray,
+        fetch: int,
+        types: Sequence[str] | None,
+        allowed: Any,
+        *,
+        explain: bool = False,
+    ) -> list[Any]:
+        """Up to ``fetch`` (rid, vector) of ``ns`` from its HNSW index (``ef_search`` = ``fetch``, at most
+        :data:`EF_MAX`), nearest first, then filtered by ``types`` and ``allowed`` rids: possibly fewer than
+        asked. ``explain``: the plan's lines instead."""
+        from pgvector import Vector
+        from psycopg import sql
+
+        where, params = sql.SQL(""), []
+        if types is not None:
+            where += sql.SQL(" AND type = ANY(%s::text[])")
+            params.append(list(types))
+        if allowed is not None:
+            where += sql.SQL(" AND rid = ANY(%s::bigint[])")
+            params.append([int(r) for r in allowed])
+        stmt = sql.SQL(
+            "{explain}SELECT rid, embedding FROM memory_vectors WHERE model = {model} AND namespace = {ns}{where} "
+            "ORDER BY embedding::vector({dim}) <#> %s LIMIT %s"
+        ).format(
+            explain=sql.SQL("EXPLAIN " if explain else ""),
+            model=sql.Literal(model),
+            ns=sql.Literal(ns),
+            where=where,
+            dim=sql.Literal(int(dim)),
+        )
+        params += [Vector(np.asarray(query, dtype=np.float32)), int(fetch)]
+        with self._errors(), self.pool.connection() as conn, conn.transaction():
+            # this statement is only sent for a namespace that has its index: keep the planner on it
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(EF_MAX, max(40, int(fetch)))}")
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_sort = off")
+            rows = conn.execute(stmt, params, binary=not explain).fetchall()
+        if explain:
+            return [r[0] for r in rows]
+        return [(r[0], np.asarray(r[1].to_numpy(), dtype=np.float32)) for r in rows]

@@ -1,0 +1,226 @@
+"""The HNSW graphs of a store's dense indexes: built when a namespace wants one, kept in step, saved and loaded.
+
+:class:`AnnGraphs` is part of :class:`~memrl.memory.index.dense.DenseIndexes`: after each sync of a namespace it
+builds the graph (in a worker thread) when the backend wants one, adds the pending rows, and rebuilds a
+worn graph. A graph lives in one ``.npz`` per namespace and model in ``<db>.ann/`` beside the SQLite file
+(none for an in-memory store), written atomically after a build, after a flush that grew it by a tenth,
+and on close, with what makes it valid: the format, the namespace's generation (which only grows: a reset,
+a drop or a clone over it changes it), the model and dimension, and the history sequence number it
+reflects. A new process loads it instead of rebuilding, marks the rows changed since that number stale (or
+pending), and checks a sample of the graph's vectors against the store's, so a file of another database
+(or of an older life of this one) is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memrl.errors import ConfigError
+from memrl.memory.index.ann import AnnGraph, require_faiss
+
+FORMAT = 1
+
+
+class AnnGraphs:
+    """The graph side of a :class:`~memrl.memory.index.dense.DenseIndexes` (``owner``)."""
+
+    SAVE_AFTER = 0.1  # save after a flush that grew the graph by this share
+    THREAD_AFTER = 1000  # pending rows added in a worker thread from this many
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+        self._faiss: bool | None = None
+        self._clones: dict[str, str] = {}  # a clone -> its source, until the clone's first graph
+
+    def forget(self, ns: str) -> None:
+        self._clones.pop(ns, None)
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src``: its first graph is a copy of ``src``'s, not a build."""
+        self._clones[dst] = src
+
+    def wanted(self, n: int) -> bool:
+        backend = self.owner.backend
+        if backend == "ann":
+            return True
+        if backend != "auto" or n < self.owner.ann_min:
+            return False
+        if self._faiss is None:
+            try:
+                require_faiss()
+                self._faiss = True
+            except ConfigError:
+                self._faiss = False
+        return self._faiss
+
+    def path(self, ns: str) -> Path | None:
+        db = getattr(self.owner.store, "path", None)
+        if not isinstance(db, str) or db.startswith(("postgres://", "postgresql://")):
+            return None
+        return graph_path(db, ns, self.owner.embedder.name)
+
+    async def follow(self, ns: str, idx: Any) -> None:
+        """After ``idx`` (namespace ``ns``) was synced: give it the graph it should have, up to date."""
+        if not self.wanted(idx.n):
+            if idx.ann is not None and idx.n < self.owner.ann_min // 2:
+                idx.ann = None  # shrank well below the threshold: exact again
+            return
+        g = idx.ann
+        if g is None:
+            g = self._load(ns, idx)
+        if g is None and ns in self._clones:
+            g = self._copy(self._clones.pop(ns), ns, idx)
+        if g is None or g.worn():
+            idx.ann = None  # searches meanwhile are exact
+            g = await asyncio.to_thread(
+                AnnGraph.build, idx.dim, idx.rids[: idx.n].copy(), idx.matrix[: idx.n]
+            )
+            idx.ann = g
+            await asyncio.to_thread(self._save, ns, idx)
+            return
+        idx.ann = g
+        if g.pending:
+            grew = len(g.pending)
+            if grew >= self.THREAD_AFTER:  # faiss may not add and search one graph at once: exact meanwhile
+                idx.ann = None
+                await asyncio.to_thread(g.flush, idx.row_of, idx.matrix)
+                idx.ann = g
+            else:
+                g.flush(idx.row_of, idx.matrix)
+            if grew >= self.SAVE_AFTER * len(g.rids):
+                await asyncio.to_thread(self._save, ns, idx)
+
+    def _load(self, ns: str, idx: Any) -> AnnGraph | None:
+        path = self.path(ns)
+        if path is None or not path.exists():
+            return None
+        got = load(path, ns=ns, model=self.owner.embedder.name, dim=idx.dim, generation=idx.generation)
+        if got is None or got[1] > idx.seq:
+            return None
+        g, seq = got
+        changes = self.owner.store.changes_since(ns, seq)
+        for r in changes:
+            g.changed(r.rid, live=r.rid in idx.row_of)
+        if not agrees(g, idx.row_of, idx.matrix):
+            return None
+        g.saved = not changes
+        return g
+
+    def _copy(self, src: str, ns: str, idx: Any) -> AnnGraph | None:
+        """``ns``'s graph as a copy of its clone source's (the same vectors under the clone's rids): graph
+        positions whose item the clone lacks are dead, rows of the source changed since its graph was last
+        in step are stale, and the clone's rows the graph lacks are pending."""
+        sidx = self.owner._indexes.get(src)
+        sg = getattr(sidx, "ann", None)
+        if sg is None or sidx.generation != self.owner.store.generation(src):
+            return None
+        rid_of = dict(
+            self.owner.store.read(
+                "SELECT s.rid, d.rid FROM memories s JOIN memories d ON d.namespace = ? AND d.id = s.id "
+                "WHERE s.namespace = ?",
+                (ns, src),
+            )
+        )
+        rids = np.array([rid_of.get(r, -1 - i) for i, r in enumerate(sg.rids.tolist())], dtype=np.int64)
+        g = AnnGraph(idx.dim, require_faiss().clone_index(sg.index), rids)
+        changed = {r.rid for r in self.owner.store.changes_since(src, sidx.seq)}
+        g.stale = {int(r) for r in rids if r < 0} | {rid_of[r] for r in sg.stale | changed if r in rid_of}
+        g.pending = {r for r in idx.row_of if r not in g.placed}
+        return g if agrees(g, idx.row_of, idx.matrix) else None
+
+    def _save(self, ns: str, idx: Any) -> None:
+        path = self.path(ns)
+        if path is not None and idx.ann is not None and not idx.ann.pending:
+            save(path, idx.ann, ns=ns, model=self.owner.embedder.name, generation=idx.generation, seq=idx.seq)
+
+    def save_all(self, indexes: dict[str, Any]) -> None:
+        for ns, idx in list(indexes.items()):
+            g = getattr(idx, "ann", None)
+            if g is not None and not g.saved:
+                if g.pending:
+                    g.flush(idx.row_of, idx.matrix)
+                self._save(ns, idx)
+
+
+def graph_path(db: str, ns: str, model: str) -> Path | None:
+    """Where ``ns``'s graph of ``model`` lives for the SQLite file ``db`` (None for an in-memory store)."""
+    if not db or db == ":memory:" or db.startswith("file::memory:"):
+        return None
+    key = hashlib.sha256(f"{ns}\0{model}".encode()).hexdigest()[:32]
+    return Path(db + ".ann") / f"{key}.npz"
+
+
+def save(path: Path, graph: AnnGraph, *, ns: str, model: str, generation: int, seq: int) -> None:
+    """Write ``graph`` (flushed: nothing pending) atomically, with what makes it valid."""
+    faiss = require_faiss()
+    meta = {
+        "format": FORMAT,
+        "ns": ns,
+        "model": model,
+        "dim": graph.dim,
+        "generation": generation,
+        "seq": seq,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(
+        tmp,
+        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        index=faiss.serialize_index(graph.index),
+        rids=graph.rids,
+        stale=np.array(sorted(graph.stale), dtype=np.int64),
+    )
+    os.replace(tmp, path)
+    graph.saved = True
+
+
+def load(path: Path, *, ns: str, model: str, dim: int, generation: int) -> tuple[AnnGraph, int] | None:
+    """(graph, the seq it reflects) from ``path``, or None when there is none or it is not this namespace's
+    current generation of this model. The caller still applies the changes since that seq."""
+    try:
+        with np.load(path) as f:
+            meta = json.loads(f["meta"].tobytes())
+            if (
+                meta.get("format"),
+                meta.get("ns"),
+                meta.get("model"),
+                meta.get("dim"),
+                meta.get("generation"),
+            ) != (
+                FORMAT,
+                ns,
+                model,
+                dim,
+                generation,
+            ):
+                return None
+            index = require_faiss().deserialize_index(f["index"])
+            g = AnnGraph(dim, index, f["rids"].astype(np.int64))
+            g.stale = set(f["stale"].tolist())
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+    if g.index.ntotal != len(g.rids):
+        return None
+    g.saved = True
+    return g, int(meta["seq"])
+
+
+def agrees(graph: AnnGraph, row_of: dict[int, int], matrix: np.ndarray, sample: int = 256) -> bool:
+    """Whether a sample of the graph's fresh (not stale) vectors equals the store's: a file written for
+    another database of the same path, or one whose rows were rewritten, fails here."""
+    fresh = [i for i, r in enumerate(graph.rids.tolist()) if r not in graph.stale]
+    if not fresh:
+        return True
+    pick = np.random.default_rng(len(fresh)).choice(fresh, size=min(sample, len(fresh)), replace=False)
+    for p in pick.tolist():
+        row = row_of.get(int(graph.rids[p]))
+        if row is None or not np.array_equal(graph.index.reconstruct(int(p)), matrix[row]):
+            return False
+    return True

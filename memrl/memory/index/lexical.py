@@ -1,0 +1,312 @@
+"""BM25 computed within one namespace: per-namespace inverted indexes that follow the store like the dense one.
+
+Why not SQLite FTS5 (what search used before): an FTS5 table keeps *one* set of statistics (row count,
+average length, document frequency of each term) for every row it holds. With all namespaces in one
+table, one tenant's writes changed another's BM25 scores and rankings (a side channel: a tenant could
+watch a word's score drop after someone else stored it), and one FTS5 table per namespace does not
+scale to the thousands of RL-episode namespaces a training run clones and drops (each one would be
+schema changes, five shadow tables and its own triggers). So the store keeps the items and search keeps,
+per namespace, an inverted index in memory:
+
+- :class:`LexicalIndex`: one namespace's live items as postings (term -> item slots and term counts),
+  with their lengths and types; BM25 with the namespace's own statistics (live items, average length,
+  document frequency), the formula and constants of FTS5's ``bm25()`` (k1 1.2, b 0.75, idf floored at
+  1e-6), so a store with one namespace scores as FTS5 did;
+- :class:`LexicalIndexes`: one index per namespace, kept in step with the database the way
+  :class:`~memrl.memory.index.dense.DenseIndexes` is (rows changed since the history sequence number last seen;
+  a new generation reloads), and one index of each namespace's retrieval keys
+  (:mod:`memrl.memory.store.keys`), rebuilt when the namespace's keys version changes.
+
+Nothing is written at insert time (the store's inserts got faster without FTS5); a clone or an import is
+indexed on its first search. Any back-end that offers what this module reads (``generation(ns)``,
+``changes_since(ns, seq)`` with each row's ``live`` flag and content, ``keys_state(ns)`` = (generation,
+a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
+scores: the statistics are computed here, not by the database.
+
+Text is analysed by :mod:`memrl.memory.analysis.tokens` and weighted by :mod:`memrl.memory.analysis.bm25`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memrl.memory.analysis import bm25
+from memrl.memory.analysis.tokens import TermCounts, query_terms, term_counts
+
+
+class LexicalIndex:
+    """Postings of one namespace's live texts, with BM25 over the namespace's own statistics.
+
+    Items live in slots (append-only; a changed or deleted item's slot dies and its text, if any, takes a
+    new one); dead slots are compacted away once they outnumber the live ones."""
+
+    def __init__(self, generation: int, version: int = 0) -> None:
+        self.generation = generation
+        self.version = version  # keys index: the namespace's keys version it was built from
+        self.seq = 0
+        self.slot_of: dict[int, int] = {}  # rid -> live slot
+        self._rids: list[int] = []
+        self._types: list[int] = []
+        self._lengths: list[int] = []
+        self._alive: list[bool] = []
+        self._postings: dict[str, tuple[list[int], list[int]]] = {}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._cols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.total_length = 0
+
+    @property
+    def n(self) -> int:
+        """Live items."""
+        return len(self.slot_of)
+
+    def upsert(self, rid: int, text: str, type_code: int = 0, counts: TermCounts | None = None) -> None:
+        """Index ``text`` as item ``rid`` (replacing what it was). ``counts``: its :func:`term_counts`,
+        when the caller has them already (a cache shared by namespaces: a clone's texts are not
+        tokenized again)."""
+        self.remove(rid)
+        self._add(rid, counts or term_counts(text), type_code)
+
+    def remove(self, rid: int) -> None:
+        slot = self.slot_of.pop(rid, None)
+        if slot is None:
+            return
+        self._alive[slot] = False
+        self.total_length -= self._lengths[slot]
+        self._cols = None
+        dead = len(self._rids) - len(self.slot_of)
+        if dead > 64 and dead > len(self.slot_of):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop dead slots: the live items' term counts, rebuilt from the postings, indexed afresh."""
+        counts: dict[int, dict[str, int]] = {s: {} for s in self.slot_of.values()}
+        for term, (slots, tfs) in self._postings.items():
+            for s, tf in zip(slots, tfs, strict=True):
+                if s in counts:
+                    counts[s][term] = tf
+        fresh = LexicalIndex(self.generation, self.version)
+        for s in sorted(counts):
+            fresh._add(self._rids[s], (counts[s], self._lengths[s]), self._types[s])
+        fresh.seq = self.seq
+        self.__dict__.update(fresh.__dict__)
+
+    def _add(self, rid: int, counts: TermCounts, type_code: int) -> None:
+        tf_of, length = counts
+        slot = len(self._rids)
+        self._rids.append(rid)
+        self._types.append(type_code)
+        self._lengths.append(length)
+        self._alive.append(True)
+        self.slot_of[rid] = slot
+        self.total_length += length
+        postings, arrays = self._postings, self._arrays
+        for term, tf in tf_of.items():
+            post = postings.get(term)
+            if post is None:
+                postings[term] = ([slot], [tf])
+            else:
+                post[0].append(slot)
+                post[1].append(tf)
+                if term in arrays:
+                    del arrays[term]
+        self._cols = None
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self._cols is None:
+            self._cols = (
+                np.asarray(self._rids, dtype=np.int64),
+                np.asarray(self._types, dtype=np.int8),
+                np.asarray(self._lengths, dtype=np.float64),
+                np.asarray(self._alive, dtype=bool),
+            )
+        return self._cols
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        arr = self._arrays.get(term)
+        if arr is None:
+            post = self._postings.get(term)
+            if post is None:
+                return None
+            arr = self._arrays[term] = (
+                np.asarray(post[0], dtype=np.int64),
+                np.asarray(post[1], dtype=np.float64),
+            )
+        return arr
+
+    def scores(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, BM25 scores) of the live items matching any of ``terms`` (each term one phrase: a
+        term given twice counts twice, as two FTS5 phrases did)."""
+        n = self.n
+        if n == 0 or not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        _, _, lengths, alive = self._columns()
+        avgdl = self.total_length / n
+        total = np.zeros(len(self._rids))
+        hit = np.zeros(len(self._rids), dtype=bool)
+        for term in terms:
+            post = self._posting(term)
+            if post is None:
+                continue
+            slots, tf = post
+            live = alive[slots]
+            if not live.any():
+                continue
+            slots, tf = slots[live], tf[live]
+            df = len(slots)
+            total[slots] += bm25.weight(bm25.idf(n, df), tf, lengths[slots], avgdl)
+            hit[slots] = True
+        matched = np.flatnonzero(hit)
+        return matched, total[matched]
+
+    def top(
+        self,
+        terms: Sequence[str],
+        k: int,
+        *,
+        type_codes: Sequence[int] | None = None,
+        allowed: np.ndarray | None = None,
+        only: Any = None,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best (rid, BM25 score), best first (ties: lower rid first). ``allowed``: rids that
+        may be returned; ``only``: a callable filtering an array of rids (same length bool mask)."""
+        if k <= 0:
+            return []
+        slots, scores = self.scores(terms)
+        if not len(slots):
+            return []
+        rids_all, types_all, _, _ = self._columns()
+        rids = rids_all[slots]
+        keep = np.ones(len(slots), dtype=bool)
+        if type_codes is not None:
+            keep &= np.isin(types_all[slots], np.asarray(type_codes, dtype=np.int8))
+        if allowed is not None:
+            keep &= np.isin(rids, allowed)
+        if only is not None:
+            keep &= only(rids)
+        rids, scores = rids[keep], scores[keep]
+        if len(rids) > k:
+            cut = np.argpartition(-scores, k - 1)[:k]
+            # every score tied with the k-th must stay a candidate so ties break by rid, not by slot
+            kth = scores[cut].min()
+            pool = np.flatnonzero(scores >= kth)
+            rids, scores = rids[pool], scores[pool]
+        order = np.lexsort((rids, -scores))[:k]
+        return [(int(r), float(s)) for r, s in zip(rids[order], scores[order], strict=True)]
+
+    def live_mask(self, rids: np.ndarray, type_codes: Sequence[int] | None = None) -> np.ndarray:
+        """Which of ``rids`` are live items here (of ``type_codes`` when given)."""
+        _, types_all, _, _ = self._columns()
+        out = np.zeros(len(rids), dtype=bool)
+        for i, r in enumerate(rids.tolist()):
+            s = self.slot_of.get(r)
+            if s is not None and (type_codes is None or int(types_all[s]) in type_codes):
+                out[i] = True
+        return out
+
+
+class LexicalIndexes:
+    """One :class:`LexicalIndex` of item contents and one of retrieval keys per namespace of a store,
+    kept in step with it (see the module docstring)."""
+
+    def __init__(self, store: Any, type_code: dict[str, int]) -> None:
+        self.store = store
+        self.type_code = type_code
+        self._content: dict[str, LexicalIndex] = {}
+        self._keys: dict[str, LexicalIndex] = {}
+        self._lock = threading.RLock()
+        # text -> its term counts, per clone family (a namespace and the clones made from it in this
+        # process): RL episodes clone one namespace again and again, and a clone's index is then built
+        # without tokenizing anything. Not shared further: a cache hit is faster, and how long a search
+        # takes must not tell whether another tenant indexed a text. Bounded: cleared when full.
+        self._counts: dict[str, dict[str, TermCounts]] = {}
+        self._family: dict[str, str] = {}
+        self._n_counted = 0
+        self.max_cached_texts = 50_000
+
+    def _counted(self, ns: str, text: str) -> TermCounts:
+        family = self._counts.setdefault(self._family.get(ns, ns), {})
+        got = family.get(text)
+        if got is None:
+            if self._n_counted >= self.max_cached_texts:
+                self._counts.clear()
+                self._n_counted = 0
+                family = self._counts.setdefault(self._family.get(ns, ns), {})
+            got = family[text] = term_counts(text)
+            self._n_counted += 1
+        return got
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src``: it shares ``src``'s family of term counts."""
+        with self._lock:
+            self._family[dst] = self._family.get(src, src)
+
+    def content(self, ns: str) -> LexicalIndex:
+        """The content index of ``ns``, brought up to date with the database."""
+        with self._lock:
+            gen = self.store.generation(ns)
+            idx = self._content.get(ns)
+            if idx is None or idx.generation != gen:
+                idx = self._content[ns] = LexicalIndex(gen)
+            for r in self.store.changes_since(ns, idx.seq):
+                if r.live:
+                    idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(ns, r.content))
+                else:
+                    idx.remove(r.rid)
+                idx.seq = max(idx.seq, r.seq)
+            return idx
+
+    def keys(self, ns: str) -> LexicalIndex:
+        """The retrieval-keys index of ``ns`` (every keyed item of the namespace, rebuilt when its keys
+        version or generation changes)."""
+        with self._lock:
+            gen, version = self.store.keys_state(ns)
+            idx = self._keys.get(ns)
+            if idx is None or idx.generation != gen or idx.version != version:
+                idx = self._keys[ns] = LexicalIndex(gen, version)
+                for rid, text in self.store.keys_rows(ns):
+                    idx.upsert(rid, text)
+            return idx
+
+    def top(
+        self,
+        ns: str,
+        query: str,
+        k: int,
+        *,
+        keys: bool = False,
+        types: Sequence[str] | None = None,
+        allowed: np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best live items of ``ns`` by BM25 of ``query`` over their content, or over their
+        retrieval keys (``keys``): :class:`~memrl.memory.store.interface.LexicalRanker`."""
+        codes = [self.type_code[t] for t in types] if types else None
+        content = self.content(ns)
+        if not keys:
+            return bm25_top(content, query, k, type_codes=codes, allowed=allowed)
+        live = functools.partial(content.live_mask, type_codes=codes)
+        return bm25_top(self.keys(ns), query, k, only=live, allowed=allowed)
+
+    def forget(self, ns: str) -> None:
+        """``ns`` was replaced (reset, import): its indexes go, and it leaves its clone family."""
+        with self._lock:
+            self._content.pop(ns, None)
+            self._keys.pop(ns, None)
+            self._family.pop(ns, None)
+
+
+def bm25_top(
+    index: LexicalIndex,
+    query: str,
+    k: int,
+    *,
+    type_codes: Sequence[int] | None = None,
+    allowed: np.ndarray | None = None,
+    only: Any = None,
+) -> list[tuple[int, float]]:
+    """The ``k`` best (rid, BM25 score) of ``index`` for the free-text ``query`` (:func:`query_terms`)."""
+    return index.top(query_terms(query), k, type_codes=type_codes, allowed=allowed, only=only)

@@ -1,0 +1,307 @@
+"""Re-scoring search candidates with what the first ranking does not see: time fit, turn windows, and a
+small learned reranker over every signal search has.
+
+Three search options use it (:class:`memrl.memory.search.hybrid.SearchOptions`; off by default unless the
+ablation showed a held-out gain: docs/results.md):
+
+- ``date_fit``: time-aware retrieval. When the question names dates (:func:`memrl.memory.analysis.dates.question_spans`:
+  "on 13 October 2023", "in June", "the week before 9 June 2023"), candidates whose session date or
+  resolved relative expressions ("last month" said in July = June) overlap them get ``date_fit`` times
+  the best score added: a soft prior, never a filter.
+- ``window``: a second dense view. Each candidate is also scored by the best cosine of its window (the
+  turn and the turns just before and after it in its session, by insertion order); the window scores,
+  min-max normalised over the candidates, times ``window`` times the best score, are added.
+- ``rerank``: the ``rerank_depth`` best candidates are re-ordered by a logistic model
+  (:mod:`memrl.memory.search.rerank_model`) over :data:`~memrl.memory.search.rerank_model.FEATURES` (fused score and rank, dense cosine and rank, BM25 score and rank, window cosine,
+  session score and share of the candidates, speaker, date fit, when x time expression, query-term
+  coverage, shared entities, neighbours among the first hits, length). ``rerank="locomo"`` is the model shipped in
+  ``memrl/resources/rerank_locomo.json``, fitted on LoCoMo conversations 0-4 only by
+  ``python bench/fit_rerank.py`` (reproducible: same data, same solver, no randomness); a path loads
+  another fit; :func:`~memrl.memory.search.rerank_model.register` adds a model object in-process (the fitting script
+  records features this way).
+
+Everything here reads per-namespace facts search already keeps (:meth:`SearchIndex._facts`, the term
+index, the dense matrix); turn texts are read only for the candidates' date spans, and cached.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memrl.memory.analysis.dates import Span, fits, parse_day, question_spans, turn_spans
+from memrl.memory.analysis.query import asks_abstract, asks_when, named_in
+from memrl.memory.analysis.terms import content_terms, rule_entities
+from memrl.memory.search.expand import session_scores
+from memrl.memory.search.rerank_model import FEATURES, load
+
+
+@dataclass
+class _Layout:
+    """Per-namespace: each unit's session neighbours and representative dense rid; date spans of units
+    whose text has been read. Kept in step with the store (``seq``): the units of items changed since,
+    by this process or another, are re-read, and only their sessions' neighbours recomputed."""
+
+    generation: int
+    collapse: str | None = None  # the collapse key the units were read with (SearchOptions.collapse)
+    seq: int = 0
+    neighbours: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
+    rids: dict[Any, list[int]] = field(default_factory=dict)
+    spans: dict[Any, list[Span]] = field(default_factory=dict)
+    key_of: dict[int, Any] = field(default_factory=dict)  # rid -> its unit's key
+    session_of: dict[Any, Any] = field(default_factory=dict)  # unit key -> session
+    in_session: dict[Any, set[Any]] = field(default_factory=dict)  # session -> its unit keys
+
+    def place(self, rid: int, fact: tuple[Any, ...] | None, dirty: set[Any]) -> None:
+        """Move ``rid`` to the unit its ``fact`` names (None: the item is gone); ``dirty`` collects the
+        sessions whose order changed."""
+        old = self.key_of.pop(rid, None)
+        if old is not None:
+            self.spans.pop(old, None)
+            rids = self.rids[old]
+            rids.remove(rid)
+            if not rids:
+                del self.rids[old]
+                self.neighbours.pop(old, None)
+                session = self.session_of.pop(old, None)
+                if session is not None:
+                    self.in_session[session].discard(old)
+                    dirty.add(session)
+            elif self.session_of.get(old) is not None:
+                dirty.add(self.session_of[old])
+        if fact is None:
+            return
+        unit, _, session = fact[:3]
+        key = ("u", unit) if unit is not None else ("r", rid)
+        self.key_of[rid] = key
+        self.spans.pop(key, None)
+        if key not in self.rids:
+            self.rids[key] = []
+            self.session_of[key] = session
+            if session is not None:
+                self.in_session.setdefault(session, set()).add(key)
+        insort(self.rids[key], rid)
+        if self.session_of[key] is not None:
+            dirty.add(self.session_of[key])
+
+    def order(self, sessions: set[Any]) -> None:
+        """Each unit of ``sessions`` next to the units before and after it (by first item)."""
+        for session in sessions:
+            keys = sorted(self.in_session.get(session, ()), key=lambda k: self.rids[k][0])
+            for i, k in enumerate(keys):
+                self.neighbours[k] = tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys))
+
+
+class Rescorer:
+    """The date-fit, window and rerank steps of a :class:`memrl.memory.search.hybrid.SearchIndex` (one per index)."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self._layouts: dict[str, _Layout] = {}
+
+    def forget(self, ns: str) -> None:
+        self._layouts.pop(ns, None)
+
+    def layout(
+        self, ns: str, facts: dict[int, tuple[Any, ...]], collapse: str | None = None, seq: int | None = None
+    ) -> _Layout:
+        """The namespace's units and their neighbours for ``facts`` (the search's view of the live items,
+        up to date at ``seq``): built once, then only the items changed since the last call are moved."""
+        gen = self.index.store.generation(ns)
+        lay = self._layouts.get(ns)
+        if lay is None or lay.generation != gen or lay.collapse != collapse:
+            lay = self._layouts[ns] = _Layout(gen, collapse)
+            dirty: set[Any] = set()
+            for rid in sorted(facts):
+                lay.place(rid, facts[rid], dirty)
+            lay.order(dirty)
+            lay.seq = seq or 0
+            return lay
+        if seq is not None and seq > lay.seq:
+            changed = self.index.store.read(
+                "SELECT rid FROM memories WHERE namespace = ? AND seq > ? AND seq <= ?", (ns, lay.seq, seq)
+            )
+            dirty = set()
+            for (rid,) in changed:
+                lay.place(rid, facts.get(rid), dirty)
+            lay.order(dirty)
+            lay.seq = seq
+        return lay
+
+    def _spans(self, lay: _Layout, keys: list[Any], date_of: dict[Any, Any]) -> None:
+        todo = [k for k in keys if k not in lay.spans and k in lay.rids]
+        if not todo:
+            return
+        first = {lay.rids[k][0]: k for k in todo}
+        rows = self.index.store.read(
+            f"SELECT rid, COALESCE({self.index.store.json_text('metadata', 'text')}, content) FROM memories "
+            f"WHERE rid IN ({','.join('?' * len(first))})",
+            list(first),
+        )
+        for rid, text in rows:
+            k = first[rid]
+            lay.spans[k] = turn_spans(text or "", parse_day(date_of.get(k)))
+
+    def _cosines(self, idx: Any, qv: np.ndarray | None, lay: _Layout, keys: list[Any]) -> dict[Any, float]:
+        if qv is None or idx is None:
+            return {}
+        # each key's first item that has a vector
+        cos = idx.cosines(list(dict.fromkeys(r for k in keys for r in lay.rids.get(k, ()))), qv)
+        out: dict[Any, float] = {}
+        for k in keys:
+            s = next((cos[r] for r in lay.rids.get(k, ()) if r in cos), None)
+            if s is not None:
+                out[k] = float(s)
+        return out
+
+    def apply(
+        self,
+        ns: str,
+        query: str,
+        qv: np.ndarray | None,
+        idx: Any,
+        fused: dict[Any, float],
+        rep: dict[Any, int],
+        facts: dict[int, tuple[Any, ...]],
+        opts: Any,
+        dense_c: dict[Any, tuple[int, int, float]],
+        bm25_c: dict[Any, tuple[int, int, float]],
+        bm25_query: str,
+        seq: int | None = None,
+    ) -> dict[Any, float]:
+        """``fused`` after the date-fit prior, the window view and the reranker that ``opts`` turn on
+        (``facts`` are up to date at the namespace's change ``seq``)."""
+        if not fused:
+            return fused
+        lay = self.layout(ns, facts, opts.collapse, seq)
+        top = max(fused.values())
+        scale = top if top > 0 else 1.0
+        out = dict(fused)
+        wanted = question_spans(query) if (opts.date_fit > 0 or opts.rerank) else []
+        date_of = {k: facts[rid][3] for k, rid in rep.items() if rid in facts}
+        fit: dict[Any, bool] = {}
+        if wanted:
+            keys = list(fused)
+            self._spans(lay, keys, date_of)
+            fit = {k: fits(wanted, lay.spans.get(k, ())) for k in keys}
+            if opts.date_fit > 0:
+                for k, ok in fit.items():
+                    if ok:
+                        out[k] += opts.date_fit * scale
+        window: dict[Any, float] = {}
+        own: dict[Any, float] = {}
+        if (opts.window > 0 or opts.rerank) and qv is not None:
+            keys = list(fused)
+            near = {n for k in keys for n in lay.neighbours.get(k, ())}
+            cos = self._cosines(idx, qv, lay, list({*keys, *near}))
+            own = {k: cos[k] for k in keys if k in cos}
+            window = {
+                k: max([cos[n] for n in lay.neighbours.get(k, ()) if n in cos], default=-1.0) for k in keys
+            }
+            if opts.window > 0 and own:
+                best = {k: max(own[k], window[k]) for k in own}
+                lo, hi = min(best.values()), max(best.values())
+                for k, v in best.items():
+                    out[k] += opts.window * scale * (v - lo) / ((hi - lo) or 1.0)
+        if not opts.rerank:
+            return out
+        ranked = sorted(out.items(), key=lambda kv: -kv[1])[: opts.rerank_depth]
+        keys = [k for k, _ in ranked]
+        x = self.features(
+            ns,
+            query,
+            keys,
+            out,
+            lay,
+            facts,
+            rep,
+            own,
+            window,
+            fit,
+            bool(wanted),
+            dense_c,
+            bm25_c,
+            bm25_query,
+            opts,
+        )
+        p = load(opts.rerank).score(x, keys, query, ns)
+        chosen = set(keys)
+        rest_top = max(max((v for k, v in out.items() if k not in chosen), default=0.0), 1e-9)
+        # re-ordered candidates score 1 + p (in (1, 2)); the others keep their order below 1
+        final = {k: 0.5 * max(v, 0.0) / rest_top for k, v in out.items() if k not in chosen}
+        final.update({k: 1.0 + float(s) for k, s in zip(keys, p.tolist(), strict=True)})
+        return final
+
+    def features(
+        self,
+        ns: str,
+        query: str,
+        keys: list[Any],
+        scores: dict[Any, float],
+        lay: _Layout,
+        facts: dict[int, tuple[Any, ...]],
+        rep: dict[Any, int],
+        own: dict[Any, float],
+        window: dict[Any, float],
+        fit: dict[Any, bool],
+        date_asked: bool,
+        dense_c: dict[Any, tuple[int, int, float]],
+        bm25_c: dict[Any, tuple[int, int, float]],
+        bm25_query: str,
+        opts: Any,
+    ) -> np.ndarray:
+        """One row of :data:`FEATURES` per candidate in ``keys`` (best first)."""
+        nt = self.index.terms.get(
+            ns, collapse=opts.collapse, speaker_key=opts.speaker_key, tagger=opts.tagger
+        )
+        q_terms = set(content_terms(bm25_query))
+        speakers = self.index._facts(ns, opts).speakers  # cached per namespace
+        named = named_in(query, speakers)
+        who = next(iter(named)) if len(named) == 1 else None
+        q_ents = rule_entities(query, skip=speakers)
+        sessions = session_scores(nt, q_terms)
+        s_best = max(sessions.values(), default=0.0) or 1.0
+        when, abstract = asks_when(query), asks_abstract(query)
+        top = max(scores[k] for k in keys) or 1.0
+        best_cos = max(own.values(), default=0.0)
+        b_best = max((v[2] for v in bm25_c.values()), default=0.0) or 1.0
+        first5 = set(keys[:5])
+        mass: dict[Any, float] = {}
+        for k in keys:
+            sess = facts.get(rep.get(k, -1), (None,) * 5)[2]
+            mass[sess] = mass.get(sess, 0.0) + max(scores[k], 0.0) / top
+        best_mass = max(mass.values(), default=0.0) or 1.0
+        rows = []
+        depth = len(keys)
+        for rank, k in enumerate(keys, start=1):
+            f = facts.get(rep.get(k, -1), (None,) * 5)
+            unit = nt.units.get(k)
+            cos = own.get(k, 0.0)
+            terms = unit.terms if unit is not None else {}
+            rows.append([
+                scores[k] / top,
+                1.0 - math.log1p(rank) / math.log1p(depth),
+                cos,
+                cos - best_cos,
+                1.0 / math.sqrt(dense_c[k][0]) if k in dense_c else 0.0,
+                bm25_c[k][2] / b_best if k in bm25_c else 0.0,
+                1.0 / math.sqrt(bm25_c[k][0]) if k in bm25_c else 0.0,
+                max(window.get(k, -1.0), 0.0),
+                sessions.get(unit.session, 0.0) / s_best if unit is not None else 0.0,
+                float(who is not None and f[1] == who),
+                float(fit.get(k, False)),
+                float(date_asked),
+                float(when and bool(f[4])),
+                len(q_terms & set(terms)) / len(q_terms) if q_terms else 0.0,
+                min(len(q_ents & unit.entities), 3) / 3 if unit is not None else 0.0,
+                float(any(n in first5 for n in lay.neighbours.get(k, ()))),
+                math.log1p(sum(terms.values())) / 5,
+                cos * float(abstract),
+                mass.get(f[2], 0.0) / best_mass,
+                float(when) * (bm25_c[k][2] / b_best if k in bm25_c else 0.0),
+            ])  # fmt: skip
+        return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES))

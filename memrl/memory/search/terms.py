@@ -1,0 +1,126 @@
+"""Terms and entities of each namespace's units, kept in step with the store, for the retrieval steps that
+look past a single item (session-level BM25 and the entity graph, :mod:`memrl.memory.search.expand`).
+
+:class:`TermIndex` keeps one :class:`NamespaceTerms` per namespace in step with the store, the way the
+dense index does (rows changed since the last search, ``seq > last``; a new generation reloads). It reads
+each item's plain text (``metadata["text"]`` when the builder keeps one, as the ``raw`` builder does, else
+the content), so a turn stored in several views (alone, with neighbours) counts once per unit. What an item
+is about comes from :mod:`memrl.memory.analysis.terms`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from memrl.memory.analysis.terms import content_terms, tagger_of
+from memrl.memory.store.indexing import fact
+
+
+@dataclass
+class Unit:
+    """One retrievable unit (a turn, or an item without a unit): its session, terms and entities."""
+
+    rids: set[int]
+    session: Any
+    terms: Counter[str]
+    entities: set[str]
+
+
+@dataclass
+class NamespaceTerms:
+    """Terms and entities of one namespace's live units, with the postings the expansions need, all kept
+    up to date incrementally (a write costs the size of the units it touches, not of the namespace)."""
+
+    generation: int
+    tagger: str
+    keys: tuple[str | None, str | None] = (None, None)  # (collapse, speaker_key) the units were read with
+    seq: int = 0
+    unit_of: dict[int, Any] = field(default_factory=dict)  # rid -> unit key
+    units: dict[Any, Unit] = field(default_factory=dict)
+    entity_units: dict[str, set[Any]] = field(default_factory=dict)  # entity -> unit keys
+    session_tf: dict[str, dict[Any, int]] = field(default_factory=dict)  # term -> {session: count}
+    session_len: dict[Any, int] = field(default_factory=dict)  # session -> number of terms
+
+    def _count(self, unit: Unit, sign: int) -> None:
+        if unit.session is None:
+            return
+        s = unit.session
+        for t, c in unit.terms.items():
+            row = self.session_tf.setdefault(t, {})
+            row[s] = row.get(s, 0) + sign * c
+            if row[s] <= 0:
+                del row[s]
+                if not row:
+                    del self.session_tf[t]
+        self.session_len[s] = self.session_len.get(s, 0) + sign * sum(unit.terms.values())
+        if self.session_len[s] <= 0:
+            del self.session_len[s]
+
+    def drop(self, rid: int) -> None:
+        key = self.unit_of.pop(rid, None)
+        unit = self.units.get(key)
+        if unit is None:
+            return
+        unit.rids.discard(rid)
+        if not unit.rids:
+            del self.units[key]
+            self._count(unit, -1)
+            for e in unit.entities:
+                holders = self.entity_units.get(e)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self.entity_units[e]
+
+    def add(self, rid: int, key: Any, session: Any, text: str, entities: set[str]) -> None:
+        self.drop(rid)
+        self.unit_of[rid] = key
+        unit = self.units.get(key)
+        if unit is None:
+            unit = self.units[key] = Unit(set(), session, Counter(content_terms(text)), entities)
+            self._count(unit, +1)
+            for e in entities:
+                self.entity_units.setdefault(e, set()).add(key)
+        unit.rids.add(rid)
+
+
+class TermIndex:
+    """Per-namespace :class:`NamespaceTerms` of a store, brought up to date on each :meth:`get`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._cache: dict[str, NamespaceTerms] = {}
+
+    def forget(self, ns: str) -> None:
+        self._cache.pop(ns, None)
+
+    def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
+        gen = self.store.generation(ns)
+        cache = self._cache.get(ns)
+        keys = (collapse, speaker_key)  # other keys, other units: a search with other options rebuilds
+        if cache is None or cache.generation != gen or cache.tagger != tagger or cache.keys != keys:
+            cache = self._cache[ns] = NamespaceTerms(gen, tagger, keys)
+        path = [self.store.json_key(k) for k in (collapse, speaker_key)]
+        j = self.store.json_raw("metadata")
+        rows = self.store.read(
+            f"SELECT rid, deleted, seq, {j}, session, COALESCE({self.store.json_text('metadata', 'text')}, content), "
+            f"{j} FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
+            [path[0], path[1], ns, cache.seq],
+        )
+        if not rows:
+            return cache
+        rows = [(r[0], r[1], r[2], fact(r[3]), r[4], r[5], fact(r[6])) for r in rows]
+        live = [r for r in rows if not r[1]]
+        speakers = {r[6] for r in live if isinstance(r[6], str)}
+        ents = tagger_of(tagger)([r[5] for r in live], speakers) if live else []
+        by_rid = dict(zip((r[0] for r in live), ents, strict=True))
+        for rid, deleted, seq, unit, session, text, _ in rows:
+            if deleted:
+                cache.drop(rid)
+            else:
+                key = ("u", unit) if collapse and unit is not None else ("r", rid)
+                cache.add(rid, key, session, text, by_rid[rid])
+            cache.seq = max(cache.seq, seq)
+        return cache

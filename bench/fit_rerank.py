@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from memrl.eval.retrieval import aevaluate, load_conversations, open_memory  # noqa: E402
 from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
 from memrl.eval.retrieval_search import namespace_of  # noqa: E402
-from memrl.memory.search.hybrid import rerank_model  # noqa: E402
+from memrl.memory.search import rerank_model  # noqa: E402
 from memrl.scoring.metrics import recall_at_k  # noqa: E402
 
 L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)

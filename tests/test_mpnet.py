@@ -12,7 +12,8 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.errors import ConfigError
-from memrl.memory.embedders.providers import create_embedder, mpnet
+from memrl.memory.embedders import mpnet
+from memrl.memory.embedders.providers import create_embedder
 
 MISSING = ("memrl-test-no-such-part-001",)
 

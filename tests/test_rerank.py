@@ -11,7 +11,7 @@ import pytest
 from memrl.errors import ConfigError
 from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.search.hybrid import rerank_model
+from memrl.memory.search import rerank_model
 from memrl.memory.store.base import NewItem
 
 

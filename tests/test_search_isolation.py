@@ -66,7 +66,7 @@ def test_other_namespace_writes_change_neither_ranking_nor_scores(new_db, mode):
 def test_bm25_scores_equal_fts5_in_a_single_namespace_store():
     """The same corpus in an FTS5 table (tokenize porter unicode61) and in a LexicalIndex: equal BM25
     rankings and scores for every query (FTS5's bm25() is lower-is-better; ours is its negation)."""
-    from memrl.memory.analysis.tokens import query_terms
+    from memrl.memory.analysis.tokenizer import query_terms
     from memrl.memory.index.lexical import LexicalIndex
 
     texts = ALICE + [
@@ -101,7 +101,7 @@ def test_bm25_scores_equal_fts5_in_a_single_namespace_store():
 def test_tokens_follow_fts5():
     """Same terms as FTS5's ``porter unicode61`` (a few rare stems differ: nltk's original Porter leaves
     'straße' and 'incredibly' -> 'incredibli' where FTS5 writes 'straß' and 'incred')."""
-    from memrl.memory.analysis.tokens import tokens
+    from memrl.memory.analysis.tokenizer import tokens
 
     vocab = sqlite3.connect(":memory:")
     vocab.execute("CREATE VIRTUAL TABLE f USING fts5 (x, tokenize='porter unicode61')")

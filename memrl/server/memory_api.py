@@ -39,7 +39,7 @@ from pydantic import AfterValidator
 from starlette.concurrency import run_in_threadpool
 
 from memrl.agents.jobs import JobRunner
-from memrl.memory.analysis.tokens import tokens as tokens_of
+from memrl.memory.analysis import tokens as tokens_of
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.index.dense import cache_scope
 from memrl.memory.records.models import Name, check

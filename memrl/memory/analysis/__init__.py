@@ -1,5 +1,5 @@
 """Text and query analysis, no store involved: the words of a query (:mod:`.words`), FTS5's tokenizer and the
-Porter stemmer (:mod:`.tokens`), the BM25 weight (:mod:`.bm25`), what an item is about (:mod:`.terms`:
+Porter stemmer (:mod:`.tokenizer`), the BM25 weight (:mod:`.bm25`), what an item is about (:mod:`.terms`:
 content terms and entities), what a question asks (:mod:`.query`: names, months, *when*) and the dates a
 question or a turn talks about (:mod:`.dates`). Imports only :mod:`memrl.memory.records`.
 """
@@ -15,7 +15,7 @@ from memrl.memory.analysis.query import (
     speakers_meant,
 )  # fmt: skip
 from memrl.memory.analysis.terms import content_terms, rule_entities, spacy_model_installed, tagger_of
-from memrl.memory.analysis.tokens import query_terms, term_counts, tokens
+from memrl.memory.analysis.tokenizer import query_terms, term_counts, tokens
 from memrl.memory.analysis.words import STOPWORDS, TOKEN, query_words, strip_question_words
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memrl.errors import ConfigError
-from memrl.memory.analysis.tokens import _stem
+from memrl.memory.analysis.tokenizer import _stem
 from memrl.memory.analysis.words import STOPWORDS
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")

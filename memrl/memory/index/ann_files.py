@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,7 @@ class AnnGraphs:
         if path is not None and idx.ann is not None and not idx.ann.pending:
             save(path, idx.ann, ns=ns, model=self.owner.embedder.name, generation=idx.generation, seq=idx.seq)
 
-    def save_all(self, indexes: dict[str, Any]) -> None:
+    def save_all(self, indexes: Mapping[str, Any]) -> None:
         for ns, idx in list(indexes.items()):
             g = getattr(idx, "ann", None)
             if g is not None and not g.saved:

@@ -32,6 +32,7 @@ from memrl.memory.index.ann import ANN_BACKENDS, AnnGraph, ann_top, exact_scores
 from memrl.memory.index.ann_files import AnnGraphs
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store, content_hash
+from memrl.memory.store.follow import Following
 from memrl.memory.store.interface import ServerVectorIndex
 
 #: The namespace whose cache :meth:`DenseIndexes.vectors` uses when a call names none ('' = the unscoped
@@ -207,7 +208,7 @@ class DenseIndexes:
         self.embedder = embedder
         self.backend = backend
         self.ann_min = self.ANN_MIN if ann_min is None else ann_min
-        self._indexes: dict[str, Any] = {}
+        self._indexes: Following[Any] = Following(store, self._build)
         self._locks: dict[str, asyncio.Lock] = {}
         self.graphs = AnnGraphs(self)
 
@@ -282,10 +283,7 @@ class DenseIndexes:
         async with lock:
             if self.backend == "pgvector":
                 return await self._sync_server(ns)
-            gen = self.store.generation(ns)
-            idx = self._indexes.get(ns)
-            if idx is None or idx.generation != gen:
-                idx = self._indexes[ns] = self._load(ns, gen)
+            idx = self._indexes.current(ns)
             rows = self.store.changes_since(ns, idx.seq)
             if not rows:
                 await self.graphs.follow(ns, idx)
@@ -309,12 +307,15 @@ class DenseIndexes:
     async def _sync_server(self, ns: str) -> ServerVectorIndex:
         """The database's dense index of ``ns`` (``server_vectors`` back-ends), caught up: every live dense
         item changed since the last sync has a vector of this embedder in the database."""
-        gen = self.store.generation(ns)
-        idx = self._indexes.get(ns)
-        if idx is None or idx.generation != gen:
-            idx = self._indexes[ns] = self.store.vector_index(ns, self.embedder.name, self.embedder.dim, gen)
+        idx = self._indexes.current(ns)
         await idx.catch_up(self._by_key, self.keep, self.ann_min)
         return idx
+
+    def _build(self, ns: str, generation: int, _key: Any) -> DenseIndex | ServerVectorIndex:
+        """A new index of ``ns`` for ``generation``: the database's (``pgvector``) or an in-process one."""
+        if self.backend == "pgvector":
+            return self.store.vector_index(ns, self.embedder.name, self.embedder.dim, generation)
+        return self._load(ns, generation)
 
     def _load(self, ns: str, generation: int) -> DenseIndex:
         """A fresh index of ``ns`` in one query (rows joined with their cached vectors, stacked at once).
@@ -340,7 +341,7 @@ class DenseIndexes:
         return idx
 
     def forget(self, ns: str) -> None:
-        self._indexes.pop(ns, None)
+        self._indexes.forget(ns)
         self.graphs.forget(ns)
 
     def close(self) -> None:

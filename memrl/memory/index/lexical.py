@@ -23,7 +23,7 @@ indexed on its first search. Any back-end that offers what this module reads (``
 a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
 scores: the statistics are computed here, not by the database.
 
-Text is analysed by :mod:`memrl.memory.analysis.tokens` and weighted by :mod:`memrl.memory.analysis.bm25`.
+Text is analysed by :mod:`memrl.memory.analysis.tokenizer` and weighted by :mod:`memrl.memory.analysis.bm25`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from memrl.memory.analysis import bm25
-from memrl.memory.analysis.tokens import TermCounts, query_terms, term_counts
+from memrl.memory.analysis.tokenizer import TermCounts, query_terms, term_counts
+from memrl.memory.store.follow import Following
 
 
 class LexicalIndex:
@@ -216,8 +217,9 @@ class LexicalIndexes:
     def __init__(self, store: Any, type_code: dict[str, int]) -> None:
         self.store = store
         self.type_code = type_code
-        self._content: dict[str, LexicalIndex] = {}
-        self._keys: dict[str, LexicalIndex] = {}
+        self._content: Following[LexicalIndex] = Following(store, lambda ns, gen, key: LexicalIndex(gen))
+        # keyed by the namespace's keys version: a change of any key rebuilds the keys index
+        self._keys: Following[LexicalIndex] = Following(store, self._build_keys)
         self._lock = threading.RLock()
         # text -> its term counts, per clone family (a namespace and the clones made from it in this
         # process): RL episodes clone one namespace again and again, and a clone's index is then built
@@ -248,10 +250,7 @@ class LexicalIndexes:
     def content(self, ns: str) -> LexicalIndex:
         """The content index of ``ns``, brought up to date with the database."""
         with self._lock:
-            gen = self.store.generation(ns)
-            idx = self._content.get(ns)
-            if idx is None or idx.generation != gen:
-                idx = self._content[ns] = LexicalIndex(gen)
+            idx = self._content.current(ns)
             for r in self.store.changes_since(ns, idx.seq):
                 if r.live:
                     idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(ns, r.content))
@@ -264,13 +263,14 @@ class LexicalIndexes:
         """The retrieval-keys index of ``ns`` (every keyed item of the namespace, rebuilt when its keys
         version or generation changes)."""
         with self._lock:
-            gen, version = self.store.keys_state(ns)
-            idx = self._keys.get(ns)
-            if idx is None or idx.generation != gen or idx.version != version:
-                idx = self._keys[ns] = LexicalIndex(gen, version)
-                for rid, text in self.store.keys_rows(ns):
-                    idx.upsert(rid, text)
-            return idx
+            _, version = self.store.keys_state(ns)
+            return self._keys.current(ns, version)
+
+    def _build_keys(self, ns: str, generation: int, version: int) -> LexicalIndex:
+        idx = LexicalIndex(generation, version)
+        for rid, text in self.store.keys_rows(ns):
+            idx.upsert(rid, text)
+        return idx
 
     def top(
         self,
@@ -294,8 +294,8 @@ class LexicalIndexes:
     def forget(self, ns: str) -> None:
         """``ns`` was replaced (reset, import): its indexes go, and it leaves its clone family."""
         with self._lock:
-            self._content.pop(ns, None)
-            self._keys.pop(ns, None)
+            self._content.forget(ns)
+            self._keys.forget(ns)
             self._family.pop(ns, None)
 
 

@@ -33,6 +33,7 @@ from memrl.memory.search.priors import ItemSignals, apply_priors, diversify
 from memrl.memory.search.rerank import Rescorer
 from memrl.memory.search.terms import TermIndex
 from memrl.memory.store.base import Store
+from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
 
 __all__ = ["PLAIN", "Fusion", "SearchIndex", "SearchMode", "SearchOptions"]
@@ -96,7 +97,7 @@ class SearchIndex(DenseIndexes):
         self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
     ) -> None:
         super().__init__(store, embedder, backend=backend, ann_min=ann_min)
-        self._fact_cache: dict[str, _Signals] = {}
+        self._signals: Following[_Signals] = Following(store, lambda ns, gen, key: _Signals(gen, key))
         self.terms = TermIndex(store)
         self.lexical = store.lexical_index()
         self.rescorer = Rescorer(self)
@@ -109,7 +110,7 @@ class SearchIndex(DenseIndexes):
 
     def forget(self, ns: str) -> None:
         super().forget(ns)
-        self._fact_cache.pop(ns, None)
+        self._signals.forget(ns)
         self.terms.forget(ns)
         self.lexical.forget(ns)
         self.rescorer.forget(ns)
@@ -142,10 +143,7 @@ class SearchIndex(DenseIndexes):
         mentions_time), kept in step with the store like the dense index (``seq > last``): one cheap query
         per search instead of reading metadata of every candidate."""
         keys = (opts.collapse, opts.speaker_key, opts.date_key, opts.time_key)
-        gen = self.store.generation(ns)
-        cache = self._fact_cache.get(ns)
-        if cache is None or cache.generation != gen or cache.keys != keys:
-            cache = self._fact_cache[ns] = _Signals(gen, keys)
+        cache = self._signals.current(ns, keys)
         paths = [self.store.json_key(k) for k in keys]
         j = self.store.json_raw("metadata")
         rows = self.store.read(

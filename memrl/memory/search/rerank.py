@@ -38,6 +38,7 @@ from memrl.memory.analysis.query import asks_abstract, asks_when, named_in
 from memrl.memory.analysis.terms import content_terms, rule_entities
 from memrl.memory.search.expand import session_scores
 from memrl.memory.search.rerank_model import FEATURES, load
+from memrl.memory.store.follow import Following
 
 
 @dataclass
@@ -101,25 +102,30 @@ class Rescorer:
 
     def __init__(self, index: Any) -> None:
         self.index = index
-        self._layouts: dict[str, _Layout] = {}
+        self._layouts: Following[_Layout] = Following(index.store, lambda ns, gen, key: _Layout(gen, key))
 
     def forget(self, ns: str) -> None:
-        self._layouts.pop(ns, None)
+        self._layouts.forget(ns)
 
     def layout(
         self, ns: str, facts: dict[int, tuple[Any, ...]], collapse: str | None = None, seq: int | None = None
     ) -> _Layout:
         """The namespace's units and their neighbours for ``facts`` (the search's view of the live items,
         up to date at ``seq``): built once, then only the items changed since the last call are moved."""
-        gen = self.index.store.generation(ns)
-        lay = self._layouts.get(ns)
-        if lay is None or lay.generation != gen or lay.collapse != collapse:
-            lay = self._layouts[ns] = _Layout(gen, collapse)
+        fresh: list[_Layout] = []
+
+        def build(generation: int) -> _Layout:
+            lay = _Layout(generation, collapse)
             dirty: set[Any] = set()
             for rid in sorted(facts):
                 lay.place(rid, facts[rid], dirty)
             lay.order(dirty)
             lay.seq = seq or 0
+            fresh.append(lay)
+            return lay
+
+        lay = self._layouts.current(ns, collapse, build=build)
+        if fresh:
             return lay
         if seq is not None and seq > lay.seq:
             changed = self.index.store.read(

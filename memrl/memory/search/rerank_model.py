@@ -45,7 +45,7 @@ FEATURES = (
     "when_bm25",  # the question asks when x BM25 feature
 )
 
-RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "rerank_locomo.json"
+RESOURCE = Path(__file__).resolve().parents[2] / "resources" / "rerank_locomo.json"  # memrl/resources
 # Shipped models by name: ``locomo`` fitted over MiniLM's features, ``locomo-mpnet`` over the mpnet embedder's.
 SHIPPED = {"locomo": RESOURCE, "locomo-mpnet": RESOURCE.with_name("rerank_locomo_mpnet.json")}
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memrl.memory.analysis.terms import content_terms, tagger_of
+from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
 
 
@@ -91,17 +92,16 @@ class TermIndex:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._cache: dict[str, NamespaceTerms] = {}
+        self._cache: Following[NamespaceTerms] = Following(
+            store, lambda ns, gen, key: NamespaceTerms(gen, key[0], key[1:])
+        )
 
     def forget(self, ns: str) -> None:
-        self._cache.pop(ns, None)
+        self._cache.forget(ns)
 
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
-        gen = self.store.generation(ns)
-        cache = self._cache.get(ns)
-        keys = (collapse, speaker_key)  # other keys, other units: a search with other options rebuilds
-        if cache is None or cache.generation != gen or cache.tagger != tagger or cache.keys != keys:
-            cache = self._cache[ns] = NamespaceTerms(gen, tagger, keys)
+        # other keys, other units: a search with other options rebuilds
+        cache = self._cache.current(ns, (tagger, collapse, speaker_key))
         path = [self.store.json_key(k) for k in (collapse, speaker_key)]
         j = self.store.json_raw("metadata")
         rows = self.store.read(

@@ -1,7 +1,7 @@
 """BM25 on Postgres: the lexical list of :class:`~memrl.memory.backends.postgres.store.PostgresStore`, ranked as FTS5 ranks.
 
 Each live item's content (field 0), and each item's retrieval keys (field 1), are analysed with the
-tokenizer the in-process indexes use (:func:`memrl.memory.analysis.tokens.tokens`) and stored as postings: ``lex_docs``
+tokenizer the in-process indexes use (:func:`memrl.memory.analysis.tokenizer.tokens`) and stored as postings: ``lex_docs``
 (one row per text: its length in tokens) and ``lex_terms`` (one row per distinct term: its frequency).
 ``lex_stats`` holds each namespace's document count and total length, kept by triggers on ``lex_docs``.
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memrl.memory.analysis import bm25
-from memrl.memory.analysis.tokens import query_terms, tokens
+from memrl.memory.analysis.tokenizer import query_terms, tokens
 
 CONTENT, KEYS = 0, 1
 

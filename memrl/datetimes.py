@@ -20,10 +20,25 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["DATE_KEYS", "format_date", "parse_date", "shown_date"]
+__all__ = ["DATE_KEYS", "epoch_seconds", "format_date", "parse_date", "shown_date"]
+
+def epoch_seconds(value: str | datetime) -> float:
+    """UNIX seconds of an instant: an ISO 8601 string (``2026-05-01``, ``2026-05-01T12:00:00Z``,
+    ``...+02:00``; ``Z`` or ``z`` for UTC) or a ``datetime``; a naive one is UTC. The one time parser of the
+    store (``as_of`` times, expiry times). Raises ValueError for a string that is not ISO 8601.
+
+        >>> epoch_seconds("1970-01-02"), epoch_seconds("1970-01-01T01:00:00+01:00")
+        (86400.0, 0.0)
+    """
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.timestamp()
+
 
 #: Metadata keys that carry a memory's date, in the order a reader's date is taken from.
 DATE_KEYS = ("date_text", "date")

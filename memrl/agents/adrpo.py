@@ -57,7 +57,7 @@ from memrl.agents.base import Builder, SessionResult
 from memrl.data.types import Conversation, Question, Session
 from memrl.errors import NotFoundError
 from memrl.llm.base import LLM
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 from memrl.rewards.answer import answer_reward
 from memrl.rewards.membuilder import (
     ADRPOConfig,

@@ -30,7 +30,7 @@ from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
 from memrl.config import option
 from memrl.data.types import Conversation, Session
 from memrl.errors import ConfigError
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 __all__ = ["AnnotationsBuilder", "AnnotationsConfig"]
 

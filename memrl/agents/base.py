@@ -18,7 +18,7 @@ from typing import Any
 from memrl.agents.trajectory import Trajectory
 from memrl.data.types import Conversation, Session
 from memrl.errors import ConfigError
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 
 @dataclass

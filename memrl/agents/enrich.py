@@ -31,8 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from memrl.errors import ConfigError, ProviderError
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import MemoryItem
+from memrl.memory import AsyncMemory
+from memrl.memory.records import MemoryItem
 
 SYSTEM = (
     "You write search keywords for chat messages. Reply with one line: 5 to 10 comma-separated keywords "

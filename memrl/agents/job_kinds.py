@@ -29,7 +29,7 @@ from memrl.agents.raw import RawConfig, store_session
 from memrl.data.types import Conversation, Question, Session, Turn
 from memrl.errors import ValidationError
 from memrl.llm.base import LLM
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 KINDS = ("remember", "maintain", "read")
 

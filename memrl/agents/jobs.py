@@ -40,10 +40,9 @@ from memrl.agents.job_progress import Progress
 from memrl.config import option
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.index.dense import cache_scope
-from memrl.memory.jobs.commit import check_deletes, commit, diff, start_scratch
-from memrl.memory.jobs.table import Job, JobTable, scratch_name
+from memrl.memory import AsyncMemory
+from memrl.memory.index import cache_scope
+from memrl.memory.jobs import Job, JobTable, check_deletes, commit, diff, scratch_name, start_scratch
 
 log = logging.getLogger(__name__)
 

@@ -51,8 +51,8 @@ from memrl.agents.trajectory import Step, Trajectory
 from memrl.data.types import Conversation, Session
 from memrl.errors import MemrlError, is_infrastructure
 from memrl.llm.base import LLM, ChatResponse
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import MemoryType
+from memrl.memory import AsyncMemory
+from memrl.memory.records import MemoryType
 from memrl.tools.membuilder import ActionReport, apply_actions, parse_actions
 
 __all__ = ["OPERATIONS", "ORDER", "Context", "MemBuilderAgent", "MemBuilderConfig"]

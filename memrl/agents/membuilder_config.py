@@ -15,7 +15,7 @@ from memrl.agents.membuilder_schema import REF_CHARS, budget_schema, compress_sc
 from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.llm.base import SamplingParams
-from memrl.memory.records.types import ITEM_TYPES, MemoryType
+from memrl.memory.records import ITEM_TYPES, MemoryType
 from memrl.tools.membuilder import MAX_ITEM_CHARS
 
 __all__ = ["OPERATIONS", "ORDER", "SAMPLING", "Context", "MemBuilderConfig", "prompt_options"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from memrl.agents.membuilder_config import MemBuilderConfig
 from memrl.agents.prompts import membuilder as P
 from memrl.data.types import Session
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import ITEM_TYPES, MemoryItem, MemoryType
-from memrl.memory.search.fusion import rrf
+from memrl.memory import AsyncMemory
+from memrl.memory.records import ITEM_TYPES, MemoryItem, MemoryType
+from memrl.memory.search import rrf
 
 __all__ = ["RRF_K", "memory_views", "relevant_items"]
 

@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from memrl.errors import ConfigError
-from memrl.memory.records.types import MemoryType
+from memrl.memory.records import MemoryType
 from memrl.tools.membuilder import action_schema
 
 REASON_CHARS = 100  # SKIP reasons are for logs; keep them from eating the budget

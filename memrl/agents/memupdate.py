@@ -37,9 +37,9 @@ from memrl.data.locomo import locomo_observations
 from memrl.data.types import Conversation, Question
 from memrl.errors import DataError, MemrlError, is_infrastructure
 from memrl.llm.base import LLM, Message, ToolCall
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import MemoryItem, MemoryType
-from memrl.memory.store.base import NewItem
+from memrl.memory import AsyncMemory
+from memrl.memory.records import MemoryItem, MemoryType
+from memrl.memory.store import NewItem
 from memrl.rewards.memupdate import CONTEXT_CHARS, TOP_K, Probe, scorable_tokens, score_memupdate
 from memrl.tools.base import ToolResult
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext, reader_text

@@ -42,10 +42,10 @@ from memrl.agents.base import Builder, SessionResult
 from memrl.config import option
 from memrl.data.types import Conversation, Session, Turn
 from memrl.errors import ConfigError
-from memrl.memory.analysis.query import mentions_time
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import MemoryType
-from memrl.memory.store.base import NewItem
+from memrl.memory import AsyncMemory
+from memrl.memory.analysis import mentions_time
+from memrl.memory.records import MemoryType
+from memrl.memory.store import NewItem
 
 View = Literal["turn", "context"]
 DateStyle = Literal["long", "iso", "text", "none"]

@@ -70,7 +70,7 @@ def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from memrl.agents.base import create_builder
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
 
     conv = load_conversation(args)
     ns = args.namespace or conv.id
@@ -144,7 +144,7 @@ def _build(args: argparse.Namespace) -> int:
 def _update(args: argparse.Namespace) -> int:
     from memrl.agents.memupdate import MemUpdateConfig, update_memory
     from memrl.data.types import Question
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
 
     conv = load_conversation(args)
     ns = args.namespace or conv.id

@@ -50,7 +50,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     from memrl.eval.qa import QAEvaluation
     from memrl.eval.qa_config import QAEvalConfig
     from memrl.llm import create_llm
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
 
     kw = {"base_url": args.base_url} if args.base_url else {}
     llm = create_llm(args.provider, args.model, **kw)  # one model, shared by both runs

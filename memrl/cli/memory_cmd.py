@@ -17,7 +17,7 @@ from typing import Any
 from memrl.cli.common import add_llm_args
 from memrl.cli.remember_cmd import add_parser as add_remember
 from memrl.errors import ValidationError
-from memrl.memory.records.types import ITEM_TYPES
+from memrl.memory.records import ITEM_TYPES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -131,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from memrl.memory.facade.blocking import Memory
+    from memrl.memory import Memory
 
     # Commands that never embed need no model: a hashing embedder keeps them instant.
     needs_model = args.func in (_add, _search, _update)
@@ -266,7 +266,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from memrl.memory.store.transfer import ImportRefused
+    from memrl.memory.store import ImportRefused
 
     try:
         f = open(args.file, "rb")  # noqa: SIM115 (closed below; read in chunks, never held whole)

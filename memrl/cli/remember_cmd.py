@@ -82,7 +82,7 @@ def _on_server(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]
 
 def _on_store(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
     from memrl.agents.jobs import job_writer
-    from memrl.memory.facade.blocking import Memory
+    from memrl.memory import Memory
 
     with Memory(args.db, embedder=args.embedder, writer=job_writer(args.llm, args.llm_model)) as m:
         job = m.remember(

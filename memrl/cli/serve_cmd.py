@@ -158,7 +158,7 @@ def _limits(args: argparse.Namespace):  # -> Limits
 
 def _shown(db: str) -> str:
     """The store as the start banner shows it: a Postgres URL without its password (from --db or $MEMRL_DB)."""
-    from memrl.memory.backends.postgres.store import redact
+    from memrl.memory.backends import redact
 
     return redact(db) if db.startswith(("postgresql://", "postgres://")) else db
 
@@ -201,7 +201,7 @@ def _run(app, host: str, port: int, what: str, *, open_browser: bool = False) ->
 
 def _serve_memory(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
     from memrl.server.memory_api import create_app
 
     tokens, limits = _tokens(args), _limits(args)
@@ -214,7 +214,7 @@ def _serve_memory(args: argparse.Namespace) -> int:
 
 def _serve_mcp(args: argparse.Namespace) -> int:
     _need("mcp", "mcp")
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
     from memrl.server.mcp_server import create_mcp, http_app
 
     memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))  # and so the job tools
@@ -249,7 +249,7 @@ def _serve_reward(args: argparse.Namespace) -> int:
 
 def _ui(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
     from memrl.server.memory_api import create_app
 
     app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)

@@ -104,7 +104,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     from memrl.errors import ConfigError
     from memrl.llm import create_llm
     from memrl.llm.local import LocalLLM
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
     if args.expert == "model" and not args.expert_model:

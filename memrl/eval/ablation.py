@@ -24,7 +24,7 @@ from memrl.eval.retrieval import aevaluate, open_memory
 from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
 from memrl.eval.retrieval_report import halves
 from memrl.eval.stats import to_markdown
-from memrl.memory.analysis.terms import spacy_model_installed
+from memrl.memory.analysis import spacy_model_installed
 from memrl.scoring.metrics import LOCOMO_CATEGORIES
 
 

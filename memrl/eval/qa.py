@@ -244,7 +244,7 @@ class QAEvaluation:
     # -------------------------------------------------------------------- all
     async def run(self) -> dict[str, Any]:
         from memrl.eval.report import summarize, write_report
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
 
         t0 = time.perf_counter()
         convs = load_conversations(self.cfg)

@@ -51,12 +51,12 @@ from memrl.eval.retrieval_search import (
     namespace_of,
     prefetch_embeddings,
 )
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 
 def open_memory(config: RetrievalConfig) -> AsyncMemory:
     """The store the evaluation builds into, its embedder wrapped in the cross-run cache (``embed_cache``)."""
-    from memrl.memory.embedders.providers import cache_embedder, create_embedder, default_cache_path
+    from memrl.memory.embedders import cache_embedder, create_embedder, default_cache_path
 
     embedder = create_embedder(config.embedder)
     if config.embed_cache != "none" and not config.embedder.startswith("hashing"):

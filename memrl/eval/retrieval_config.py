@@ -17,7 +17,7 @@ from memrl.agents.raw import RawConfig
 from memrl.config import option
 from memrl.data.types import Question
 from memrl.errors import ConfigError
-from memrl.memory.search.hybrid import SearchOptions
+from memrl.memory.search import SearchOptions
 
 #: LoCoMo's answerable categories (1-4), pooled in every headline figure; category 5 only when asked for.
 CORE_CATEGORIES = (1, 2, 3, 4)

@@ -22,8 +22,8 @@ from typing import Any
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
 from memrl.eval.retrieval_config import EXTRA_LEVELS, RetrievalConfig
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.search.hybrid import SearchOptions
+from memrl.memory import AsyncMemory
+from memrl.memory.search import SearchOptions
 from memrl.scoring.metrics import locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k
 
 _PREFETCH_BLOCK = 1024  # texts per embedding call when the evaluation embeds everything up front

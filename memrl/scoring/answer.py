@@ -18,9 +18,8 @@ from memrl.data.types import Conversation, Question
 from memrl.datetimes import shown_date
 from memrl.errors import MemrlError
 from memrl.llm.base import LLM, SamplingParams
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.reading import shown_text
-from memrl.memory.records.types import SearchHit
+from memrl.memory import AsyncMemory
+from memrl.memory.records import SearchHit, shown_text
 
 ANSWER_SYSTEM = (
     "You answer questions about a long conversation between {speakers}, using only the memories given. "

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query
 
 from memrl.agents.jobs import JobRunner
 from memrl.errors import NotFoundError
-from memrl.memory.jobs.table import Job
+from memrl.memory.jobs import Job
 from memrl.server.http import Principal, Tokens, bearer_dependency, json_response_class
 
 JSONResponse = json_response_class()

@@ -24,9 +24,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.index.dense import cache_scope
-from memrl.memory.records.models import DEFAULT_TYPE
+from memrl.memory import AsyncMemory
+from memrl.memory.index import cache_scope
+from memrl.memory.records import DEFAULT_TYPE
 from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
 from memrl.tools.base import Tool, ToolResult

@@ -39,11 +39,11 @@ from pydantic import AfterValidator
 from starlette.concurrency import run_in_threadpool
 
 from memrl.agents.jobs import JobRunner
+from memrl.memory import AsyncMemory
 from memrl.memory.analysis import tokens as tokens_of
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.index.dense import cache_scope
-from memrl.memory.records.models import Name, check
-from memrl.memory.store.transfer import ImportReader
+from memrl.memory.index import cache_scope
+from memrl.memory.records import Name, check
+from memrl.memory.store import ImportReader
 from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
 from memrl.server.http import (
     HTTPError,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.eval.report import latest_rows
+from memrl.memory.backends import peek_items
 
 #: A predicted answer counts as wrong below this official F1 (when no judge label is present).
 WRONG_F1 = 0.5
@@ -132,29 +133,7 @@ def retrieved_memories(run: EvalRun, row: dict[str, Any]) -> list[dict[str, Any]
     ns = eval_namespace(run.config, str(row.get("conversation")))
     if not ids or ns is None or not db.exists():
         return []
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        marks = ",".join("?" * len(ids))
-        got = {
-            r[0]: {
-                "id": r[0],
-                "type": r[1],
-                "content": r[2],
-                "evidence": json.loads(r[3]),
-                "deleted": bool(r[4]),
-            }
-            for r in con.execute(
-                f"SELECT id, type, content, evidence, deleted FROM memories WHERE namespace = ? AND id IN ({marks})",
-                [ns, *ids],
-            )
-        }
-    except sqlite3.Error:
-        return []
-    finally:
-        con.close()
-    return [got[i] for i in ids if i in got]
+    return peek_items(db, ns, ids)
 
 
 @dataclass

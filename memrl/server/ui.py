@@ -19,8 +19,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from memrl.errors import MemrlError, NotFoundError
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import ITEM_TYPES
+from memrl.memory import AsyncMemory
+from memrl.memory.records import ITEM_TYPES
 from memrl.server.guard import CsrfTokens
 from memrl.server.http import HTTPError, Principal, Tokens
 from memrl.server.pages import esc, num, page, post_button, pretty, seg, table, url, when

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from memrl.errors import MemrlError, ValidationError
-from memrl.memory.records.types import ITEM_TYPES, HistoryEntry, MemoryItem
+from memrl.memory.records import ITEM_TYPES, HistoryEntry, MemoryItem
 from memrl.server.http import Principal
 from memrl.server.pages import esc, post_button, seg
 

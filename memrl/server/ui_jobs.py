@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from memrl.errors import MemrlError, NotFoundError
-from memrl.memory.jobs.table import Job, JobTable
+from memrl.memory.jobs import Job, JobTable
 from memrl.server.http import Principal
 from memrl.server.pages import esc, num, pretty, seg, table, when
 

@@ -18,7 +18,7 @@ import pydantic
 from pydantic import Field
 
 from memrl.errors import NotFoundError
-from memrl.memory.jobs.table import Job
+from memrl.memory.jobs import Job, JobTable
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext
 
@@ -74,7 +74,7 @@ async def _finish(ctx: MemoryContext, job: Job, wait_seconds: float) -> ToolResu
 
 
 def _own(ctx: MemoryContext, job_id: str) -> None:
-    if ctx.memory.store.read("SELECT namespace FROM jobs WHERE id = ?", (job_id,)) != [(ctx.namespace,)]:
+    if JobTable(ctx.memory.store).namespace_of(job_id) != ctx.namespace:
         raise NotFoundError(f"no job {job_id!r} in namespace {ctx.namespace!r}")
 
 

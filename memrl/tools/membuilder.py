@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memrl.errors import MemrlError, NotFoundError, is_infrastructure
 from memrl.llm.parsing import extract_json
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import MemoryItem, MemoryType
+from memrl.memory import AsyncMemory
+from memrl.memory.records import MemoryItem, MemoryType
 from memrl.tools.base import clean_schema
 
 MAX_ITEM_CHARS = 600

@@ -19,9 +19,8 @@ import numpy as np
 from pydantic import Field
 
 from memrl.datetimes import DATE_KEYS, parse_date, shown_date
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.reading import shown_text
-from memrl.memory.records.types import MemoryItem
+from memrl.memory import AsyncMemory
+from memrl.memory.records import MemoryItem, shown_text
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.splitting import SPLITTERS, limit_parts, lost_words
 

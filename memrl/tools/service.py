@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from memrl.memory.records.models import (
+from memrl.memory.records import (
     DEFAULT_TYPE,
     Evidence,
     Filters,
@@ -30,7 +30,7 @@ from memrl.memory.records.models import (
     Offset,
     Session,
 )
-from memrl.memory.records.models import Content as Text
+from memrl.memory.records import Content as Text
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext, Query, format_item
 

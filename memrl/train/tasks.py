@@ -157,7 +157,7 @@ class AnswerTasks(GroupedTasks):
         """Build each conversation's store with the ``raw`` builder (once; an existing namespace is reused)
         and render every question's prompt (retrieval is deterministic, so it is done once)."""
         from memrl.agents.base import create_builder
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
         from memrl.scoring.answer import answer_messages
 
         if self._ready:
@@ -238,7 +238,7 @@ class UpdateTasks(GroupedTasks):
 
     async def setup(self) -> None:
         from memrl.agents.memupdate import init_from_observations
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
 
         self.memory = AsyncMemory(":memory:", embedder=self.embedder)
         for conv in self.conversations:
@@ -295,7 +295,7 @@ class BuildTasks(GroupedTasks):
         from memrl.agents.adrpo import expert_lengths
         from memrl.agents.experts import annotation_expert
         from memrl.agents.membuilder import MemBuilderAgent
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
 
         self.memory = AsyncMemory(":memory:", embedder=self.embedder)
         wanted = {(c.id, s.index) for c, s, _ in self.items}

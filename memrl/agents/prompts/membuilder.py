@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memrl.data.types import Session
-from memrl.memory.records.types import MemoryItem, MemoryType
+from memrl.memory.records import MemoryItem, MemoryType
 
 PREAMBLE = (
     "You keep one part of the long-term memory of an assistant that talks with {speakers}. After each "

@@ -15,8 +15,8 @@ from typing import Any
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.eval.redteam import HONEST, RewardTable
 from memrl.eval.redteam.items import Item, spoken_date
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.records.types import SearchHit
+from memrl.memory import AsyncMemory
+from memrl.memory.records import SearchHit
 from memrl.rewards.answer import answer_reward, reward_golds
 from memrl.rewards.memagent import memagent_reward
 from memrl.scoring import metrics as M

@@ -22,7 +22,7 @@ from typing import Any
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.data.types import Conversation, Question, Session
 from memrl.eval.redteam import HONEST, RewardTable
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 __all__ = [
     "BUILD_POLICIES",

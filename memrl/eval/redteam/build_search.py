@@ -21,7 +21,7 @@ from typing import Any
 from memrl.data.types import Conversation, Question, Session
 from memrl.eval.redteam.build import _CAPS, TYPES, _copy, _kind, oracle_reader
 from memrl.eval.redteam.items import squeeze
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 __all__ = ["REGRESSIONS", "BuildCase", "BuildFamily", "build_cases", "genome_agents"]
 

@@ -21,7 +21,7 @@ from typing import Any
 from memrl.data.types import Conversation
 from memrl.eval.redteam.items import Item, pick_questions, priors
 from memrl.eval.redteam.search import HONEST_GENOME, Genome, compare, search
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 __all__ = ["pick_adversarial", "search_all", "start_genomes"]
 

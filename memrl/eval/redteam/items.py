@@ -87,6 +87,6 @@ def spoken_date(iso: object) -> str | None:
 def squeeze(content: str) -> str:
     """``content`` without its stopwords: shorter, the same content words (nothing a reader needs is
     known to be lost, and the store keeps the dropped words elsewhere, so retention stays near 1)."""
-    from memrl.memory.analysis.words import STOPWORDS, TOKEN
+    from memrl.memory.analysis import STOPWORDS, TOKEN
 
     return " ".join(t for t in TOKEN.findall(content) if t.lower() not in STOPWORDS) or content

@@ -16,7 +16,7 @@ from typing import Any
 
 from memrl.eval.redteam import HONEST, RewardTable
 from memrl.eval.redteam.items import Item, spoken_date, squeeze
-from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory import AsyncMemory
 
 __all__ = [
     "DATE_BAG",

@@ -122,7 +122,7 @@ class MemrlAgentLoop(AgentLoopBase):
         return row
 
     def memory(self) -> Any:
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
 
         return AsyncMemory(":memory:", embedder=shared_embedder(self.embedder))
 

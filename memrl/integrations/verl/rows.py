@@ -121,8 +121,8 @@ async def _snapshots(conv: Conversation, expert: str) -> tuple[dict[int, str], d
     reply length per memory type for each session (JSON; empty without an expert)."""
     from memrl.agents.adrpo import expert_lengths
     from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
-    from memrl.memory.embedders.providers import HashingEmbedder
-    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory import AsyncMemory
+    from memrl.memory.embedders import HashingEmbedder
 
     out: dict[int, str] = {}
     lengths: dict[int, str] = {}

@@ -18,7 +18,7 @@ _LOCK = threading.Lock()
 def shared_embedder(spec: str) -> Any:
     """The embedder for ``spec`` (``minilm``, ``hashing``, ... as :func:`memrl.memory.embedders.providers.create_embedder`)
     of this process, built on first use."""
-    from memrl.memory.embedders.providers import create_embedder
+    from memrl.memory.embedders import create_embedder
 
     with _LOCK:
         if spec not in _EMBEDDERS:

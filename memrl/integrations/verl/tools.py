@@ -55,7 +55,7 @@ class EpisodeStores:
             ctx = self.contexts.get(key)
         if ctx is not None:
             return ctx
-        from memrl.memory.facade.memory import AsyncMemory
+        from memrl.memory import AsyncMemory
 
         # what a memory's speaker metadata may be (any one short name when the conversation is unknown)
         speakers: tuple[str, ...] = ()

@@ -6,13 +6,22 @@ pgvector (:mod:`memrl.memory.backends.postgres`, by URL). Code above the back-en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from memrl.memory.backends.urls import is_postgres_url, redact
 from memrl.memory.store.base import Store
 
-__all__ = ["is_postgres_url", "open_store", "redact"]
+__all__ = ["is_postgres_url", "open_store", "peek_items", "redact"]
+
+
+def peek_items(path: str | Path, ns: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Items ``ids`` of ``ns`` in a SQLite file, read-only and without opening a store
+    (:func:`memrl.memory.backends.sqlite.store.peek_items`)."""
+    from memrl.memory.backends.sqlite.store import peek_items
+
+    return peek_items(path, ns, ids)
 
 
 def open_store(path: str | Path = ":memory:", **options: Any) -> Store:

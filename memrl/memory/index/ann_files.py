@@ -122,13 +122,7 @@ class AnnGraphs:
         sg = getattr(sidx, "ann", None)
         if sg is None or sidx.generation != self.owner.store.generation(src):
             return None
-        rid_of = dict(
-            self.owner.store.read(
-                "SELECT s.rid, d.rid FROM memories s JOIN memories d ON d.namespace = ? AND d.id = s.id "
-                "WHERE s.namespace = ?",
-                (ns, src),
-            )
-        )
+        rid_of = self.owner.store.clone_rids(src, ns)
         rids = np.array([rid_of.get(r, -1 - i) for i, r in enumerate(sg.rids.tolist())], dtype=np.int64)
         g = AnnGraph(idx.dim, require_faiss().clone_index(sg.index), rids)
         changed = {r.rid for r in self.owner.store.changes_since(src, sidx.seq)}

@@ -117,6 +117,11 @@ class JobWriter(Protocol):
         """The job once finished, or as it is after ``timeout`` seconds."""
         ...
 
+    def namespace_of(self, job_id: str) -> str | None:
+        """The namespace job ``job_id`` runs on, or None when there is no such job."""
+        rows = self.store.read("SELECT namespace FROM jobs WHERE id = ?", (job_id,))
+        return rows[0][0] if rows else None
+
     def get(self, job_id: str) -> Job: ...
 
     async def cancel(self, job_id: str) -> Job: ...
@@ -198,6 +203,11 @@ class JobTable:
                  job.created_at),
             )  # fmt: skip
         return job, True
+
+    def namespace_of(self, job_id: str) -> str | None:
+        """The namespace job ``job_id`` runs on, or None when there is no such job."""
+        rows = self.store.read("SELECT namespace FROM jobs WHERE id = ?", (job_id,))
+        return rows[0][0] if rows else None
 
     def get(self, job_id: str) -> Job:
         rows = self.store.read(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))

@@ -144,12 +144,7 @@ class SearchIndex(DenseIndexes):
         per search instead of reading metadata of every candidate."""
         keys = (opts.collapse, opts.speaker_key, opts.date_key, opts.time_key)
         cache = self._signals.current(ns, keys)
-        paths = [self.store.json_key(k) for k in keys]
-        j = self.store.json_raw("metadata")
-        rows = self.store.read(
-            f"SELECT rid, deleted, seq, {j}, {j}, session, {j}, {j} FROM memories WHERE namespace = ? AND seq > ?",
-            [*paths, ns, cache.seq],
-        )
+        rows = self.store.signal_rows(ns, keys, cache.seq)
         for rid, deleted, seq, unit, speaker, session, date, when in rows:
             if deleted:
                 cache.of.pop(rid, None)
@@ -178,7 +173,7 @@ class SearchIndex(DenseIndexes):
     ) -> list[tuple[int, float]]:
         """BM25 list re-scored with pseudo-relevance feedback (see :class:`SearchOptions` ``prf_docs``)."""
         top = [r for r, _ in ranked[: opts.prf_docs]]
-        rows = self.store.read(f"SELECT content FROM memories WHERE rid IN ({','.join('?' * len(top))})", top)
+        rows = [(text,) for _, text in self.store.texts_of(top)]
         seen = set(TOKEN.findall(query.lower()))
         df: dict[str, int] = {}
         for (text,) in rows:

@@ -128,11 +128,8 @@ class Rescorer:
         if fresh:
             return lay
         if seq is not None and seq > lay.seq:
-            changed = self.index.store.read(
-                "SELECT rid FROM memories WHERE namespace = ? AND seq > ? AND seq <= ?", (ns, lay.seq, seq)
-            )
             dirty = set()
-            for (rid,) in changed:
+            for rid in self.index.store.changed_rids(ns, lay.seq, seq):
                 lay.place(rid, facts.get(rid), dirty)
             lay.order(dirty)
             lay.seq = seq
@@ -143,12 +140,7 @@ class Rescorer:
         if not todo:
             return
         first = {lay.rids[k][0]: k for k in todo}
-        rows = self.index.store.read(
-            f"SELECT rid, COALESCE({self.index.store.json_text('metadata', 'text')}, content) FROM memories "
-            f"WHERE rid IN ({','.join('?' * len(first))})",
-            list(first),
-        )
-        for rid, text in rows:
+        for rid, text in self.index.store.texts_of(list(first), plain=True):
             k = first[rid]
             lay.spans[k] = turn_spans(text or "", parse_day(date_of.get(k)))
 

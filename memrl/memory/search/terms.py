@@ -102,13 +102,7 @@ class TermIndex:
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
         # other keys, other units: a search with other options rebuilds
         cache = self._cache.current(ns, (tagger, collapse, speaker_key))
-        path = [self.store.json_key(k) for k in (collapse, speaker_key)]
-        j = self.store.json_raw("metadata")
-        rows = self.store.read(
-            f"SELECT rid, deleted, seq, {j}, session, COALESCE({self.store.json_text('metadata', 'text')}, content), "
-            f"{j} FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
-            [path[0], path[1], ns, cache.seq],
-        )
+        rows = self.store.unit_rows(ns, collapse, speaker_key, cache.seq)
         if not rows:
             return cache
         rows = [(r[0], r[1], r[2], fact(r[3]), r[4], r[5], fact(r[6])) for r in rows]

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from memrl.datetimes import epoch_seconds
 from memrl.errors import ValidationError
 
 #: The metadata key holding an item's expiry time (seconds since the epoch, UTC).
@@ -40,18 +41,14 @@ def expiry_time(expires_at: Any = None, ttl: Any = None, *, now: float | None = 
         return (time.time() if now is None else now) + float(ttl)
     if expires_at is None:
         return None
-    if isinstance(expires_at, str):
+    if isinstance(expires_at, str | datetime):
         try:
-            expires_at = datetime.fromisoformat(expires_at.strip().replace("Z", "+00:00"))
+            return epoch_seconds(expires_at)
         except ValueError as e:
             raise ValidationError(
                 f"expires_at must be seconds since the epoch or an ISO 8601 time, got {expires_at!r}",
                 field="expires_at",
             ) from e
-    if isinstance(expires_at, datetime):
-        if expires_at.tzinfo is None:
-            expires_at = expires_at.replace(tzinfo=timezone.utc)
-        return expires_at.timestamp()
     return check_expiry(expires_at)
 
 

@@ -74,6 +74,50 @@ class IndexSupportMixin:
             )
         ]
 
+    def signal_rows(self, ns: str, keys: Sequence[Any], seq: int) -> list[tuple[Any, ...]]:
+        """Rows of ``ns`` changed after history ``seq`` with four metadata values as JSON text (read them with
+        :func:`fact`): (rid, deleted, seq, keys[0], keys[1], session, keys[2], keys[3])."""
+        j = self.json_raw("metadata")
+        return self.read(
+            f"SELECT rid, deleted, seq, {j}, {j}, session, {j}, {j} FROM memories WHERE namespace = ? AND seq > ?",
+            [*(self.json_key(k) for k in keys[:2]), *(self.json_key(k) for k in keys[2:4]), ns, seq],
+        )
+
+    def unit_rows(self, ns: str, unit_key: Any, speaker_key: Any, seq: int) -> list[tuple[Any, ...]]:
+        """Rows of ``ns`` changed after history ``seq``, oldest first, with their plain text
+        (``metadata["text"]``, else the content): (rid, deleted, seq, unit JSON, session, text, speaker JSON)."""
+        j = self.json_raw("metadata")
+        return self.read(
+            f"SELECT rid, deleted, seq, {j}, session, COALESCE({self.json_text('metadata', 'text')}, content), "
+            f"{j} FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq",
+            [self.json_key(unit_key), self.json_key(speaker_key), ns, seq],
+        )
+
+    def changed_rids(self, ns: str, since: int, upto: int) -> list[int]:
+        """rids of ``ns`` whose last change is after history ``since`` and at most ``upto``."""
+        rows = self.read(
+            "SELECT rid FROM memories WHERE namespace = ? AND seq > ? AND seq <= ?", (ns, since, upto)
+        )
+        return [r[0] for r in rows]
+
+    def texts_of(self, rids: Sequence[int], *, plain: bool = False) -> list[tuple[int, str]]:
+        """(rid, content) of rows ``rids`` (any namespace, in no set order); ``plain``: the text a reader is
+        shown (``metadata["text"]`` when set) in place of the content."""
+        if not rids:
+            return []
+        col = f"COALESCE({self.json_text('metadata', 'text')}, content)" if plain else "content"
+        return [tuple(r) for r in self.read(
+            f"SELECT rid, {col} FROM memories WHERE rid IN ({','.join('?' * len(rids))})", list(rids)
+        )]  # fmt: skip
+
+    def clone_rids(self, src: str, dst: str) -> dict[int, int]:
+        """rid in ``src`` -> rid in ``dst`` of the items with the same id (a clone's copies)."""
+        return dict(self.read(
+            "SELECT s.rid, d.rid FROM memories s JOIN memories d ON d.namespace = ? AND d.id = s.id "
+            "WHERE s.namespace = ?",
+            (dst, src),
+        ))  # fmt: skip
+
     def allowed_rids(self, ns: str, filters: dict[str, Any]) -> list[int]:
         """rids of live items whose metadata matches every ``key: value`` (a list value means any of)."""
         where, params = self.metadata_where(filters)

@@ -15,9 +15,10 @@ temporal index. Items copied by ``clone`` carry no history; they count as presen
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from memrl.datetimes import epoch_seconds
 from memrl.errors import NotFoundError, ValidationError
 from memrl.memory.records.types import MemoryItem
 from memrl.memory.store.history import CORE_ID
@@ -39,15 +40,13 @@ def to_time(value: AsOf) -> float:
         except ValueError:
             pass
         try:
-            value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            return epoch_seconds(text)
         except ValueError:
             raise ValidationError(
                 f"as_of: {value!r} is not a time; give UNIX seconds or ISO 8601 (2026-05-01T12:00:00Z)"
             ) from None
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.timestamp()
+        return epoch_seconds(value)
     raise ValidationError(f"as_of: expected a time, got {type(value).__name__}")
 
 

@@ -24,7 +24,6 @@ import functools
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +39,7 @@ from memrl.memory.backends.postgres.vectors import PgVectorIndex
 from memrl.memory.backends.urls import is_postgres_url, redact
 from memrl.memory.records.models import Filters, check
 from memrl.memory.store.base import Store
+from memrl.memory.store.nesting import Nesting
 
 __all__ = ["PostgresStore", "is_postgres_url", "migrations", "redact"]
 
@@ -50,10 +50,8 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class _Tx(threading.local):
+class _Tx(Nesting, threading.local):
     conn: Any = None
-    depth: int = 0
-    batch: str | None = None
     locked: frozenset = frozenset()
 
 
@@ -176,27 +174,19 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, PgStatsMixin, Store):
         if tx.depth:  # nested: join, locking any namespace not locked yet
             with self._errors():
                 self._lock(tx.conn, names)
-            opened = batch and tx.batch is None
-            if opened:
-                tx.batch = uuid.uuid4().hex
-            tx.depth += 1
-            try:
+            with tx.level(batch):
                 yield _Conn(tx.conn)
-            finally:
-                tx.depth -= 1
-                if opened:
-                    tx.batch = None
             return
         self._rolled_back()
         with self._errors(), self.pool.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = {int(self.busy_timeout * 1000)}")
-            tx.conn, tx.depth, tx.locked = conn, 1, frozenset()
-            tx.batch = uuid.uuid4().hex if batch else None
+            tx.conn, tx.locked = conn, frozenset()
             try:
-                self._lock(conn, names)
-                yield _Conn(conn)
+                with tx.level(batch):
+                    self._lock(conn, names)
+                    yield _Conn(conn)
             finally:
-                tx.conn, tx.depth, tx.batch, tx.locked = None, 0, None, frozenset()
+                tx.conn, tx.locked = None, frozenset()
         self._committed()  # reached only when the transaction committed
 
     def read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:

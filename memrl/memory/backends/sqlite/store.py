@@ -8,9 +8,9 @@ and its migrations (:mod:`memrl.memory.backends.sqlite.migrations`). BM25 runs i
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +21,36 @@ from memrl.memory.backends.sqlite.migrations import connect, store_error
 from memrl.memory.index.lexical import LexicalIndexes
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store
+from memrl.memory.store.nesting import Nesting
+
+
+def peek_items(path: str | Path, ns: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Items ``ids`` of namespace ``ns`` in the SQLite file ``path``, read without opening a store (read-only,
+    no migration, nothing created), in the order of ``ids``; [] when the file cannot be read. For pages that
+    show what an evaluation run stored (the run's database may be older than this memrl)."""
+    if not ids or not Path(path).exists():
+        return []
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        marks = ",".join("?" * len(ids))
+        got = {
+            r[0]: {
+                "id": r[0],
+                "type": r[1],
+                "content": r[2],
+                "evidence": json.loads(r[3]),
+                "deleted": bool(r[4]),
+            }
+            for r in con.execute(
+                f"SELECT id, type, content, evidence, deleted FROM memories WHERE namespace = ? AND id IN ({marks})",
+                [ns, *ids],
+            )
+        }
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+    return [got[i] for i in ids if i in got]
 
 
 class SQLiteStore(Store):
@@ -47,8 +77,7 @@ class SQLiteStore(Store):
         self.busy_timeout = busy_timeout
         self._conn = connect(self.path, busy_timeout=busy_timeout)
         self._lock = threading.RLock()
-        self._depth = 0
-        self._batch: str | None = None
+        self._tx = Nesting()
         self._local = threading.local()  # per-thread read connections (files only)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -100,28 +129,19 @@ class SQLiteStore(Store):
         """
         self._acquire()
         try:
-            outer = self._depth == 0
+            outer = self._tx.depth == 0
             if outer:
                 try:
                     self._conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as e:
                     raise store_error(e, self.path) from e
-            opened_batch = batch and self._batch is None
-            if opened_batch:
-                self._batch = uuid.uuid4().hex
-            self._depth += 1
             try:
-                yield self._conn
+                with self._tx.level(batch):
+                    yield self._conn
             except BaseException:
-                self._depth -= 1
-                if opened_batch:
-                    self._batch = None
                 if outer:
                     self._conn.execute("ROLLBACK")
                 raise
-            self._depth -= 1
-            if opened_batch:
-                self._batch = None
             if outer:
                 try:
                     self._conn.execute("COMMIT")
@@ -130,6 +150,10 @@ class SQLiteStore(Store):
                     raise store_error(e, self.path) from e
         finally:
             self._lock.release()
+
+    @property
+    def _batch(self) -> str | None:  # type: ignore[override]
+        return self._tx.batch
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn = None

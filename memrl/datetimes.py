@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = ["DATE_KEYS", "epoch_seconds", "format_date", "parse_date", "shown_date"]
 
+
 def epoch_seconds(value: str | datetime) -> float:
     """UNIX seconds of an instant: an ISO 8601 string (``2026-05-01``, ``2026-05-01T12:00:00Z``,
     ``...+02:00``; ``Z`` or ``z`` for UTC) or a ``datetime``; a naive one is UTC. The one time parser of the

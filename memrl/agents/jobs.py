@@ -249,9 +249,7 @@ class JobRunner:
             await asyncio.gather(task, return_exceptions=True)
         elif not job.finished:  # queued or run by another process: its heartbeat sees this and stops it,
             # and its commit is refused (JobTable.require_running)
-            with self.memory.store.transaction(job.namespace):
-                if not self.table.get(job_id).finished:
-                    self.table.finish(job_id, "cancelled", error="cancelled")
+            self.table.cancel_unfinished(job)
         return self.table.get(job_id)
 
     async def undo(self, job_id: str, *, actor: str | None = None) -> Job:
@@ -263,9 +261,7 @@ class JobRunner:
             raise NotFoundError(f"nothing to undo: job {job_id!r} {state}")
         lock = self._locks.setdefault(job.namespace, asyncio.Lock())
         async with lock:  # not in the middle of another job of the namespace
-            with self.memory.store.transaction(job.namespace):
-                self.memory.store.undo_batch(job.namespace, job.batch, actor=actor or f"undo:job:{job_id}")
-                self.table.mark_undone(job_id)
+            self.table.undo(job, actor=actor or f"undo:job:{job_id}")
         return self.table.get(job_id)
 
     # ------------------------------------------------------------------ running
@@ -340,9 +336,7 @@ class JobRunner:
                 applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
                 applied["events"] = events + result["events"]
                 if job.dry_run:
-                    with store.transaction(ns):
-                        self.table.require_running(job.id, self.owner)
-                        self.table.finish(job.id, "succeeded", result=applied)
+                    self.table.succeed_unapplied(job, self.owner, applied)
                 else:
                     commit(store, self.table, job.id, ns, scratch, base, events, applied,
                            actor=f"job:{job.id}", owner=self.owner)  # fmt: skip

@@ -117,11 +117,6 @@ class JobWriter(Protocol):
         """The job once finished, or as it is after ``timeout`` seconds."""
         ...
 
-    def namespace_of(self, job_id: str) -> str | None:
-        """The namespace job ``job_id`` runs on, or None when there is no such job."""
-        rows = self.store.read("SELECT namespace FROM jobs WHERE id = ?", (job_id,))
-        return rows[0][0] if rows else None
-
     def get(self, job_id: str) -> Job: ...
 
     async def cancel(self, job_id: str) -> Job: ...
@@ -357,6 +352,27 @@ class JobTable:
     def mark_undone(self, job_id: str) -> None:
         with self.store.transaction() as c:
             c.execute("UPDATE jobs SET undone = 1 WHERE id = ?", (job_id,))
+
+    def cancel_unfinished(self, job: Job) -> None:
+        """Mark ``job`` cancelled unless it finished meanwhile (one transaction on its namespace): a job
+        queued, or run by another process whose heartbeat sees this and stops it (its commit is refused by
+        :meth:`require_running`)."""
+        with self.store.transaction(job.namespace):
+            if not self.get(job.id).finished:
+                self.finish(job.id, "cancelled", error="cancelled")
+
+    def undo(self, job: Job, *, actor: str) -> None:
+        """Revert every write of succeeded ``job`` (its history batch) and mark it undone, as one change."""
+        with self.store.transaction(job.namespace):
+            self.store.undo_batch(job.namespace, job.batch, actor=actor)
+            self.mark_undone(job.id)
+
+    def succeed_unapplied(self, job: Job, owner: str | None, result: dict[str, Any]) -> None:
+        """A dry run's end: ``job`` succeeded with ``result`` and nothing of it applied (refused with
+        :class:`ConflictError` when it is no longer ``owner``'s running job)."""
+        with self.store.transaction(job.namespace):
+            self.require_running(job.id, owner)
+            self.finish(job.id, "succeeded", result=result)
 
     def unfinished(self) -> list[Job]:
         """Jobs queued or running: after a restart, the queued ones run again and the running ones failed."""

@@ -10,6 +10,7 @@ it is given a layer.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,6 +155,108 @@ def test_design_page_shows_the_same_order():
     assert layer_line() in (ROOT / "docs" / "design.md").read_text(), (
         f"docs/design.md must show the layer order the test holds: {layer_line()}"
     )
+
+
+# ---------------------------------------------------------------------------------------------- memrl.memory
+
+#: The sub-packages of memrl.memory, bottom first (docs/design.md): the same rule as the packages above.
+#: ``memory`` is memrl.memory's own ``__init__`` (its lazily imported public surface).
+MEMORY_LAYERS: list[set[str]] = [
+    {"records"},
+    {"analysis"},
+    {"embedders"},
+    {"store"},
+    {"index", "jobs"},
+    {"backends"},
+    {"search"},
+    {"facade"},
+    {"memory"},
+]
+
+
+def memory_package_of(module: str, path: Path | None = None) -> str:
+    """``memrl.memory.search.hybrid`` -> ``search``; ``memrl.memory`` and a module beside its ``__init__``
+    (``memrl.memory._moved``) -> ``memory``."""
+    parts = module.split(".")
+    if len(parts) == 3 and path is not None and path.name != "__init__.py":
+        return "memory"
+    return parts[2] if len(parts) > 2 else "memory"
+
+
+def memory_violations(package_dir: Path, layers: list[set[str]] = MEMORY_LAYERS) -> list[str]:
+    """Imports between memrl.memory's sub-packages against their order, sub-packages without a layer, and
+    imports from outside memrl.memory that reach past its surface (``memrl.memory`` or a sub-package's
+    ``__init__``) into a module."""
+    rank = {pkg: i for i, layer in enumerate(layers) for pkg in layer}
+    known = modules(package_dir)
+    inside = {m for m in known if m == "memrl.memory" or m.startswith("memrl.memory.")}
+    sub = {m: memory_package_of(m, known[m]) for m in inside}
+    bad = sorted({f"sub-package {sub[m]!r} has no layer" for m in inside if sub[m] not in rank})
+    interfaces = {m for m in inside if known[m].name == "__init__.py"}
+    for name, path in known.items():
+        rel = path.relative_to(package_dir.parent)
+        for line, target in imports(name, path, known):
+            if target not in inside:
+                continue
+            if name not in inside:
+                if target not in interfaces:
+                    bad.append(f"{rel}:{line} imports {target}: outside memrl.memory, import its surface")
+                continue
+            here, there = sub[name], sub[target]
+            if here == there or here not in rank or there not in rank:
+                continue
+            if rank[there] >= rank[here]:
+                way = "sideways" if rank[there] == rank[here] else "up"
+                bad.append(f"{rel}:{line} imports {target} (memory.{here} -> memory.{there}: {way})")
+    return bad
+
+
+def test_memory_sub_packages_import_only_those_below_and_others_only_its_surface():
+    bad = memory_violations(ROOT / "memrl")
+    assert not bad, "imports against memrl.memory's seams (docs/design.md):\n" + "\n".join(bad)
+
+
+def test_design_page_shows_the_memory_order():
+    line = layer_line(MEMORY_LAYERS)
+    assert line in (ROOT / "docs" / "design.md").read_text(), f"docs/design.md must show: {line}"
+
+
+def test_nothing_outside_the_store_layers_writes_sql():
+    """Raw SQL on the store's tables lives in memory/store, memory/jobs and memory/backends only (the LLM and
+    embedding caches keep their own SQLite files)."""
+    own_files = {"memrl/llm/cache.py", "memrl/memory/embedders/providers.py"}
+    allowed = ("memrl/memory/store/", "memrl/memory/jobs/", "memrl/memory/backends/")
+    sql = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b.*\b(FROM|VALUES|SET|WHERE)\b")
+    bad = []
+    for path in sorted((ROOT / "memrl").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in own_files or rel.startswith(allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and sql.search(node.value):
+                bad.append(f"{rel}:{node.lineno}: {node.value.strip()[:60]!r}")
+    assert not bad, "raw SQL outside the store layers:\n" + "\n".join(bad)
+
+
+def test_memory_checker_finds_upward_and_past_the_surface_imports(tmp_path):
+    pkg = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "memory/__init__.py": "",
+            "memory/records/__init__.py": "",
+            "memory/records/types.py": "from memrl.memory.store.base import S\n",  # up
+            "memory/store/__init__.py": "from memrl.memory.store.base import S\n",
+            "memory/store/base.py": "from memrl.memory.records.types import T\n",  # down: allowed
+            "agents/__init__.py": "",
+            "agents/a.py": "from memrl.memory.store import S\nfrom memrl.memory.store.base import S\n",
+        },
+    )
+    pkg = pkg.rename(tmp_path / "memrl")
+    assert memory_violations(pkg, [{"records"}, {"store"}, {"memory"}]) == [
+        "memrl/agents/a.py:2 imports memrl.memory.store.base: outside memrl.memory, import its surface",
+        "memrl/memory/records/types.py:1 imports memrl.memory.store.base (memory.records -> memory.store: up)",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- the checker

@@ -9,7 +9,7 @@ The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :cl
     job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
     await runner.undo(job.id)                              # exactly that job's writes; 409 if touched later
 
-How a job runs (see :mod:`memrl.memory.jobs.commit`): its namespace is cloned into a scratch namespace, the
+How a job runs (see :mod:`memrl.memory.jobs.changes`): its namespace is cloned into a scratch namespace, the
 agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and

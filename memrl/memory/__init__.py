@@ -13,13 +13,17 @@ from a sub-package's ``__init__``), never from a sub-package's modules. The sub-
 - ``search``: hybrid search, its options, fusion, priors, expansion and re-scoring;
 - ``facade``: :class:`AsyncMemory` and :class:`Memory`.
 
-Names are imported on first use, so ``import memrl.memory`` costs nothing.
+Names are imported on first use, so ``import memrl.memory`` costs nothing. The flat module paths of
+earlier releases (``memrl.memory.types``, ``memrl.memory.sync``, ...) still import, with a
+``DeprecationWarning`` (:mod:`memrl.memory._moved`).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from memrl.memory import _moved
 
 if TYPE_CHECKING:  # the same names as _EXPORTS (tests/test_memory_surface.py checks they agree)
     from memrl.memory.backends import is_postgres_url, open_store
@@ -29,6 +33,8 @@ if TYPE_CHECKING:  # the same names as _EXPORTS (tests/test_memory_surface.py ch
     from memrl.memory.records import ITEM_TYPES, HistoryEntry, MemoryItem, MemoryType, SearchHit, shown_text
     from memrl.memory.search import PLAIN, SearchOptions
     from memrl.memory.store import NewItem, Store
+
+_moved.install()
 
 #: name -> the sub-package that defines it.
 _EXPORTS = {

@@ -143,7 +143,7 @@ async def read_document(
         dry_run: Only say what would change; change nothing.
         wait_seconds: How long to wait for the job to finish (0: return the queued job at once).
     """
-    job = await ctx.memory.read(document, namespace=ctx.namespace, question=question, title=title,
+    job = await ctx.memory.memorize(document, namespace=ctx.namespace, question=question, title=title,
                                 dry_run=dry_run, wait=False)  # fmt: skip
     return await _finish(ctx, job, wait_seconds)
 

@@ -13,11 +13,12 @@ it was given, usually :class:`memrl.agents.jobs.JobRunner`::
 
 Each method returns the :class:`~memrl.memory.jobs.table.Job` (finished, with ``wait=True``, the default; queued
 with ``wait=False``). A job runs on a clone of its namespace and is applied as one history batch (see
-:mod:`memrl.memory.jobs.commit`); a failed job (``status == "failed"``, ``error`` says why) changed nothing.
+:mod:`memrl.memory.jobs.changes`); a failed job (``status == "failed"``, ``error`` says why) changed nothing.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -114,7 +115,7 @@ class JobMethods:
         return await self._run_job(self.ns(namespace, user_id), "maintain", request, dry_run=dry_run, wait=wait,
                                    timeout=timeout, idempotency_key=idempotency_key)  # fmt: skip
 
-    async def read(
+    async def memorize(
         self,
         document: str,
         *,
@@ -127,13 +128,21 @@ class JobMethods:
         timeout: float | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """MemAgent reads ``document`` chunk by chunk and stores its final memory; with a ``question`` the
-        job's ``result["answer"]`` holds its answer."""
+        """A write job: MemAgent reads ``document`` chunk by chunk and stores its final memory; with a
+        ``question`` the job's ``result["answer"]`` holds its answer. (It was called ``read``, which is
+        still accepted, deprecated: it writes memory, it does not read it.)"""
         if not isinstance(document, str) or not document.strip():
             raise ValidationError("document must be non-empty text", field="document")
         request = {"document": document, "question": question, "title": title}
         return await self._run_job(self.ns(namespace, user_id), "read", request, dry_run=dry_run, wait=wait,
                                    timeout=timeout, idempotency_key=idempotency_key)  # fmt: skip
+
+    async def read(self, document: str, **kwargs: Any) -> Job:
+        """Deprecated name of :meth:`memorize` (a write job, not a read)."""
+        warnings.warn(
+            "AsyncMemory.read(document) is now memorize(document)", DeprecationWarning, stacklevel=2
+        )
+        return await self.memorize(document, **kwargs)
 
     async def job(self, job_id: str, *, wait: bool = False, timeout: float | None = None) -> Job:
         """A job by id (waiting for it to finish with ``wait``)."""

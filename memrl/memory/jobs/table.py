@@ -10,7 +10,7 @@ table (SQLite migration 5, Postgres ``0003_jobs.sql``), so a restarted server fi
 An idempotency key is unique per namespace: creating a job again with the same key returns the first job
 (``created`` False), so a retried request never builds twice. While a job runs, the agent writes into a
 scratch clone of the namespace (``scratch``); the namespace itself changes once, when the job commits
-(:mod:`memrl.memory.jobs.commit`), in one history batch (``batch``) that undoes as a whole.
+(:mod:`memrl.memory.jobs.changes`), in one history batch (``batch``) that undoes as a whole.
 """
 
 from __future__ import annotations

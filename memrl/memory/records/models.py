@@ -215,7 +215,7 @@ class HistoryLine(_Line):
     def misfit(self) -> tuple[str, str] | None:
         """(field, message) when the snapshots do not fit the entry (checked by the import, which names
         the field), else None."""
-        from memrl.memory.store.history import CORE_ID
+        from memrl.memory.records.types import CORE_ID
 
         want = CoreSnapshot if self.memory_id == CORE_ID else ItemSnapshot
         for name in ("old", "new"):

@@ -10,7 +10,7 @@ the same search, top-k and prompt, :func:`memrl.scoring.answer.answer_messages`)
 
 - ``first line``: official F1 of the prompt's first context line (memory 1; before issue 35 the core
   memory's first line when there was a core memory), cut to the answer budget in the answerer's tokens and cleaned like an
-  answer. SmolLM2-135M answers mostly by copying that line (``results.md``), so this is a stand-in for
+  answer. SmolLM2-135M answers mostly by copying that line (``docs/results/builders.md``), so this is a stand-in for
   it; how close it is is checked against the real answers of the same store when the folder has them
   (``real F1``);
 - ``best line``: the best F1 of any one context line (a reader that picks the right line and copies it);

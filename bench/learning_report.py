@@ -115,7 +115,7 @@ def rules_report(task: str, items: Sequence[Any], trivial: Mapping[str, Sequence
 
 
 def markdown(result: Mapping[str, Any]) -> str:
-    """Tables for docs/results.md: each system by category, then the paired comparisons."""
+    """Tables for docs/results/learning.md: each system by category, then the paired comparisons."""
     systems = result["by_category"]
     cats = list(next(iter(systems.values())))
     lines = ["| system | " + " | ".join(f"{c} (n={next(iter(systems.values()))[c]['n']})" for c in cats) + " | all |",

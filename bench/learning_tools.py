@@ -15,7 +15,7 @@ no expert), their sessions answered and judged by the same untrained model as th
 
 The metric is the task's own training reward (x100), not an F1: these tasks have no answer to score.
 Before running the benchmark, ``--eval-items 0`` means every held-out item; the documented runs use a
-sample (see docs/results.md).
+sample (see docs/results/learning.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Search defaults across data sets: hybrid fusion settings scored on LoCoMo and LongMemEval at once.
 
-    HF_HUB_OFFLINE=1 python bench/search_defaults.py                       # the grid in docs/results.md
+    HF_HUB_OFFLINE=1 python bench/search_defaults.py                       # the grid in docs/results/retrieval.md
     python bench/search_defaults.py --embedder hashing --locomo-conv conv-41 # a smoke run
     python bench/search_defaults.py --only "defaults (" --vary time_boost=0.1,0.2 --vary candidates=100
                                              # today's defaults beside one field changed at a time

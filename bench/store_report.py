@@ -8,8 +8,8 @@
 
 Run as a script, it draws that plot from the JSON lines of several runs (their sizes merged per back-end)::
 
-    python -m bench.store_report --plot docs/store-latency.png docs/store-runs/2026-11-27-10k-100k.json \
-        docs/store-runs/2026-11-27-1m.json
+    python -m bench.store_report --plot docs/store-latency.png runs/store/2026-11-27-10k-100k.json \
+        runs/store/2026-11-27-1m.json
 """
 
 from __future__ import annotations

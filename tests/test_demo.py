@@ -27,7 +27,7 @@ def test_the_demo_runs_three_builders_and_says_which_memory_wins(tmp_path, monke
     for name in ("membuilder", "annotations", "raw"):
         assert (tmp_path / name / "report.md").is_file()
         assert any(line.startswith(f"{name} ") and " F1 " in line for line in out.splitlines()), name
-    assert "docs/results.md#membuilders-recipe-on-held-out-conversations" in out
+    assert "docs/results/builders.md#membuilders-recipe-on-held-out-conversations" in out
 
 
 def test_the_verdict_line_names_the_loser_and_the_expert():

@@ -16,7 +16,7 @@ observations a session (8.5 to 10.1 per conversation) and a cut at MemBuilder's 
 thirds of them; and ``core`` says what the expert keeps in core memory: ``first`` (the default), each
 speaker's first observation of the first session only, about 300 characters, inside ADRPO's core length
 target (150 tokens); ``sessions``, those of every session, which fills the block to its compression limit
-and triples the answer prompt. Both were chosen on LoCoMo's training conversations (docs/results.md).
+and triples the answer prompt. Both were chosen on LoCoMo's training conversations (docs/results/builders.md).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-#: measured, not computed here: docs/results.md#membuilders-recipe-on-held-out-conversations (2026-11-27)
+#: measured, not computed here: docs/results/builders.md#membuilders-recipe-on-held-out-conversations (2026-11-27)
 LOCOMO_TEST = (
     "on LoCoMo's 3 test conversations the untrained builder scores F1 5.1 against raw's 9.0 (38% of the "
     "questions' evidence reaches its memory, against raw's 83%); the trained builder shipped as "
@@ -118,7 +118,7 @@ LOCOMO_TEST = (
 def verdict(results: dict[str, Any]) -> str:
     """One line: does the model's memory beat raw turns on these questions, and where the full table is."""
     f1 = {name: s["f1"] for name, (_, s) in results.items() if s.get("f1") is not None}
-    where = "LoCoMo's table and the SFT recipe: docs/results.md#membuilders-recipe-on-held-out-conversations"
+    where = "LoCoMo's table and the SFT recipe: docs/results/builders.md#membuilders-recipe-on-held-out-conversations"
     if "membuilder" not in f1 or "raw" not in f1:
         return where
     pct = lambda v: f"{100 * v:.1f}"  # noqa: E731

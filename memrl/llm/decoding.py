@@ -151,7 +151,7 @@ def generate(
     """Complete every prompt (token ids, no padding). ``matchers[i]``: xgrammar matcher or None.
 
     ``prefill_bf16``: run the prompts under ``torch.autocast(bfloat16)`` (the read benchmark's evaluation
-    1.17x faster on an AVX-512 BF16 CPU, where the long prompts dominate: docs/results.md), then decode in the
+    1.17x faster on an AVX-512 BF16 CPU, where the long prompts dominate: docs/results/learning.md), then decode in the
     model's own precision on a KV cache cast back to it. The sampled tokens' log-probabilities then differ
     from a trainer's full-precision recomputation by more than rounding: for evaluation, never for RL
     rollouts."""

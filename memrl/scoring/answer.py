@@ -73,7 +73,7 @@ def answer_messages(
     documents = is_documents(conversation)
     # The retrieved memories come first and core memory after them: a small reader answers from the
     # prompt's first lines, and core memory is not chosen for the question (a core block in front cut the
-    # first-line F1 of LoCoMo's annotation memory from 11.1 to 2.1; docs/results.md, issue 35).
+    # first-line F1 of LoCoMo's annotation memory from 11.1 to 2.1; docs/results/builders.md, issue 35).
     parts = [f"{'Passages' if documents else 'Memories'} (most relevant first):\n{format_memories(hits)}"]
     if core.strip():
         parts.append(f"Core memory:\n{core.strip()}")

@@ -190,7 +190,7 @@ class DenseIndexes:
     ``ann_min`` vectors in a namespace, ANN from there, exact if faiss is not installed), or ``pgvector``
     (the database searches: a store with ``server_vectors``, i.e. Postgres, hands out its own index)."""
 
-    #: Vectors in a namespace from which ``auto`` uses a graph (bench/ann_choice.py, docs/results.md): at
+    #: Vectors in a namespace from which ``auto`` uses a graph (bench/ann_choice.py, docs/results/store-and-scale.md): at
     #: 384 dimensions exact search takes 1.2 ms at 10k and 3.5 ms at 20k, an HNSW query with search's fetch
     #: 1.7 ms at 100k; below 20k exact is within 2 ms and needs no build (~0.46 ms a vector).
     ANN_MIN = 20_000

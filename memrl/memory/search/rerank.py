@@ -2,7 +2,7 @@
 small learned reranker over every signal search has.
 
 Three search options use it (:class:`memrl.memory.search.hybrid.SearchOptions`; off by default unless the
-ablation showed a held-out gain: docs/results.md):
+ablation showed a held-out gain: docs/results/retrieval.md):
 
 - ``date_fit``: time-aware retrieval. When the question names dates (:func:`memrl.memory.analysis.dates.question_spans`:
   "on 13 October 2023", "in June", "the week before 9 June 2023"), candidates whose session date or

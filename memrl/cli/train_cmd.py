@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed"],
             help="read: the original's boxed-answer match (0/1, the default); f1 or sub_em of the boxed answer "
-                 "(denser training scores: every extra list part charged, one short answer); f1_unboxed: F1 "
+                 "(denser training scores: list parts past the gold's count charged, one short answer); f1_unboxed: F1 "
                  "of the whole reply when it has no box. answer: f1 (the default), em or sub_em; the "
                  "official metrics are logged, never rewarded",
         )  # fmt: skip

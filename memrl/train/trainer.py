@@ -53,7 +53,8 @@ from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.llm.adapters import base_model_name
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
-from memrl.train.logprobs import PolicyLogProbs, Sample
+from memrl.train.checkpoints import LocalModelTrainer, checkpoint_folder
+from memrl.train.logprobs import Sample
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
 
 __all__ = ["LocalModelTrainer", "PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
@@ -95,47 +96,6 @@ class TrainerConfig:
             raise ConfigError("kl_coef must be >= 0")
         if self.lora_rank < 0 or self.micro_tokens < 1:
             raise ConfigError("lora_rank must be >= 0 (0 = full fine-tuning) and micro_tokens >= 1")
-
-
-class LocalModelTrainer:
-    """What every local trainer shares: the LocalLLM's model, token batches, log-probs, checkpoints."""
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self.model = llm.hf_model
-        self.scorer = PolicyLogProbs(llm)
-
-    # ---- log-probabilities --------------------------------------------------------------------------
-    def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Completion log-probabilities ``[B, L]`` under ``model``'s behaviour distribution, and their mask
-        (:class:`~memrl.train.logprobs.PolicyLogProbs`)."""
-        return self.scorer(model, samples)
-
-    def _save_model(self, folder: Path) -> None:
-        self.model.save_pretrained(folder)
-
-    def save_checkpoint(self, folder: str | Path, state: dict[str, Any]) -> Path:
-        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus ``state`` (trainer_state.pt).
-
-        Written to ``FOLDER.part``, then swapped in: the previous checkpoint is renamed ``FOLDER.old``
-        until the new one is in place, so a crash at any point leaves one complete checkpoint
-        (:func:`checkpoint_folder` finds it).
-        """
-        import shutil
-
-        folder = Path(folder)
-        tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
-        shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
-        tmp.mkdir(parents=True)
-        self._save_model(tmp)
-        self.llm.tokenizer.save_pretrained(tmp)
-        torch.save(state, tmp / "trainer_state.pt")
-        if folder.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-        return folder
 
 
 class PolicyTrainer(LocalModelTrainer):
@@ -377,12 +337,3 @@ class PolicyTrainer(LocalModelTrainer):
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = self.config.lr, self.config.weight_decay
         self.steps_done = int(state["steps_done"])
-
-
-def checkpoint_folder(folder: str | Path) -> Path | None:
-    """The complete checkpoint at ``folder``, or the previous one (``FOLDER.old``) if a save was cut."""
-    folder = Path(folder)
-    for candidate in (folder, folder.with_name(folder.name + ".old")):
-        if (candidate / "trainer_state.pt").is_file():
-            return candidate
-    return None

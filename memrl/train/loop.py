@@ -51,8 +51,8 @@ class LoopConfig:
     output_dir: str = option("runs/train", "metrics.jsonl, checkpoint/, report.md, reward.png")
     tensorboard: bool = option(True, "also write metrics to OUTPUT_DIR/tensorboard")
     eval_every: int = option(
-        0, "score the held-out tasks every N steps (they are also scored before the first step and after "
-        "the last); 0: before the first and after the last only. Needs held-out tasks (--eval-split)",
+        0, "with held-out tasks (--eval-split), score them every N steps as well as before the first step "
+        "and after the last (0: only then)",
     )  # fmt: skip
     eval_temperature: float = option(0.0, "sampling temperature of the held-out rollouts (0: greedy)")
 

@@ -51,7 +51,8 @@ def plot_run(path: Path, rows: list[dict[str, Any]]) -> None:
         rw.fill_between(steps, lo, hi, alpha=0.2, label="± std")
         rw.legend(loc="best", fontsize=8)
     rw.set_ylabel("rollout reward")
-    rw.set_ylim(-0.05, 1.05)
+    if all(0 <= m <= 1 for m in mean):  # a 0..1 reward on its full scale; others (ADRPO, deltas) as they fall
+        rw.set_ylim(-0.05, 1.05)
     steps, kls = _series(rows, "kl_to_start")
     if steps:
         kl.plot(steps, kls, marker="o", color="tab:red")

@@ -397,13 +397,56 @@ def test_answer_f1_charges_every_extra_list_part_where_the_official_metric_does_
     assert answer_f1(guesses, gold, 1) == pytest.approx(2 / 6)  # precision 2/6 x recall 1
     assert answer_f1("Paris, Rome", gold, 1) == 1.0 and answer_f1("Rome and Paris", gold, 1) < 1.0
     assert answer_f1("Paris", gold, 1) == pytest.approx(1 / 2)  # one right part of two: P 1, R 0.5
-    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(1 / 6)  # a part matches one gold only
+    assert answer_f1("Paris, Paris, Paris", gold, 1) == pytest.approx(1 / 3)  # official 1/2, 3 parts for 2
     # other categories: stems of the whole answer, precision x recall (every extra word costs)
     assert answer_f1("she was running", "run", 4) == pytest.approx(1 / 3)  # official F1: 0.5
     assert locomo_f1("she was running", "run", 4) == 0.5
     assert answer_f1("pottery", "pottery; she loves it", 3) == 1.0  # the gold is cut at its first ";"
     assert answer_f1("Not mentioned", None, 5) == 1.0
     assert answer_f1("", "Paris", 4) == 0.0 and answer_f1("Paris", "Paris") == 1.0
+
+
+def test_multi_hop_reward_is_locomos_comma_split_f1_with_parts_past_the_golds_charged():
+    """Issue 54: multi-hop F1 fell in every trained run while the reward paid "Lisbon" 0.5 and "Lisbon and
+    Porto" 0.125 for the gold "Lisbon, Porto" (one-to-one parts, precision x recall): dropping list items
+    paid. The reward is now the official metric wherever the answer has no more comma parts than the gold."""
+    gold = "Lisbon, Porto"
+    for pred in ("Lisbon", "Lisbon, Porto", "Porto, Lisbon", "Lisbon and Porto", "Lisbon, Oslo",
+                 "the city of Lisbon, Porto", "Oslo", "", "Lisbon, Porto,"):  # fmt: skip
+        assert answer_f1(pred, gold, 1) == locomo_f1(pred, gold, 1), pred
+    assert answer_f1("Lisbon", gold, 1) == pytest.approx(0.5)
+    assert answer_f1("Lisbon", gold, 1) < answer_f1("Lisbon, Porto", gold, 1) == 1.0
+    assert answer_f1("Lisbon and Porto", gold, 1) == pytest.approx(2 / 3)  # was 0.125: below "Lisbon"
+    # one value repeated is one right part among three written, not the list
+    assert locomo_f1("Lisbon, Lisbon, Lisbon", gold, 1) == 0.5
+    assert answer_f1("Lisbon, Lisbon, Lisbon", gold, 1) == pytest.approx(1 / 3)
+    assert answer_f1("Lisbon, Lisbon", gold, 1) == pytest.approx(0.5)  # as "Lisbon" alone, not the list
+    # parts past the gold's count: free under the metric, charged n_gold / n_pred here
+    assert locomo_f1("Lisbon, Porto, Oslo, Rome", gold, 1) == 1.0
+    assert answer_f1("Lisbon, Porto, Oslo, Rome", gold, 1) == pytest.approx(0.5)
+    # k guesses holding the right one earn 1/k: what committing to one of them earns on average
+    assert answer_f1("Oslo, Rome, Paris", "Paris", 1) == pytest.approx(1 / 3)
+    assert answer_reward("f1", "Lisbon", [gold], "multi-hop") == pytest.approx(0.5)  # a name works too
+    assert answer_reward("f1", "Lisbon", [gold], 1) < answer_reward("f1", "Lisbon, Porto", [gold], 1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "prediction", "golds", "category", "before"),
+    [  # the values the answer rewards gave before issue 54 (the multi-hop change must not touch these)
+        ("f1", "she was running", ["run"], 4, 1 / 3),
+        ("f1", "Paris Rome", ["Paris"], 4, 0.5),
+        ("f1", "Lisbon, Porto", ["Lisbon"], 4, 0.5),
+        ("f1", "7 May 2023", ["May 7, 2023"], 2, 1.0),
+        ("f1", "in the summer of 2022", ["summer 2022"], 2, 0.5),
+        ("f1", "pottery and painting", ["pottery; she loves it"], 3, 0.5),
+        ("f1", "adoption agencies", ["Adoption agencies"], None, 1.0),
+        ("f1", "Not mentioned", [], 5, 1.0),
+        ("em", "Paris", ["paris"], 1, 1.0),
+        ("sub_em", "in Paris, France", ["Paris, France"], 1, 1.0),
+    ],
+)
+def test_other_categories_and_kinds_are_paid_as_before(kind, prediction, golds, category, before):
+    assert answer_reward(kind, prediction, golds, category) == pytest.approx(before)
 
 
 def test_a_hedge_never_pays_more_than_committing():

@@ -68,6 +68,23 @@ async def test_answer_rewards_the_answer_and_charges_guesses(conv):
     assert guesses.metrics["train_reward"] == guesses.reward  # the official F1 is logged beside it
 
 
+async def test_answer_pays_a_multi_hop_list_by_locomos_comma_split_f1(conv):
+    """The question's category reaches the reward: a multi-hop gold "running, swimming" pays the full
+    list more than one item of it, and one item repeated as one item, not as the list (issue 54)."""
+    tasks = AnswerTasks([conv], embedder="hashing")
+    await tasks.setup()
+    k = next(i for i, (_, q) in enumerate(tasks.items) if q.answer == "running, swimming")
+    assert tasks.items[k][1].category_id == 1
+    answers = ["running, swimming", "running", "running, running, running", "running and swimming"]
+    group = [await tasks.rollout(ScriptedLLM(lambda m, t, s, a=a: a), k, 1.0) for a in answers]
+    paid = {t.metrics["prediction"]: t.reward for t in group}
+    assert paid["running, swimming"] == 1.0
+    assert paid["running"] == pytest.approx(0.5) == group[1].metrics["f1"]  # the official metric, logged
+    assert paid["running, running, running"] == pytest.approx(1 / 3)
+    assert paid["running and swimming"] == pytest.approx(group[3].metrics["f1"])  # 2/3: was 1/8
+    assert paid["running and swimming"] > paid["running"]
+
+
 async def test_update_rewards_the_fix_not_a_blind_merge(conv):
     tasks = UpdateTasks([conv], embedder="hashing")
     await tasks.setup()

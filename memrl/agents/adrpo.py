@@ -266,7 +266,7 @@ async def score_session(
 
     With ``judge_llm`` an LLM judge (CORRECT/WRONG) grades each answer, as in the original. Without one,
     an answer is correct when its training F1 (:func:`memrl.rewards.answer.answer_f1`: LoCoMo's F1 with
-    every extra list part charged; the official F1 is recorded beside it) reaches ``f1_threshold``:
+    every list part past the gold's count charged; the official F1 is recorded beside it) reaches ``f1_threshold``:
     deterministic and free, and the safe choice for small models, which make lenient judges (the
     135M offline model judged all five of its own answers CORRECT where one was right).
 

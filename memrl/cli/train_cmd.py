@@ -2,6 +2,7 @@
 
 memrl train grpo --task answer --dataset locomo --split train --steps 40 --lora-rank 16 --lr 2e-4
 memrl train grpo --task read|update|build --dataset sample --steps 20 --output-dir runs/x [--resume]
+memrl train grpo --task answer --dataset locomo --split fit --eval-split validation --eval-every 5
 memrl train memagent ...          (= grpo --task read)
 memrl train sft-membuilder --dataset locomo --conv-id conv-30 --output-dir runs/sft [--resume]
 memrl train sft-membuilder --dataset locomo --split train --val-conv conv-49 --lora-rank 16 --lr 2e-4
@@ -52,12 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "sft|rl|test (MemBuilder's). Default: the training split (train, rl)")  # fmt: skip
         add_split_guard(p)
         p.add_argument("--questions", type=int, help="at most this many questions per conversation")
+        p.add_argument("--eval-split", help="held-out items scored while training (before the first step, "
+                       "every --eval-every steps, after the last; memrl.train.heldout): a split of the data "
+                       "set the run does not train on, e.g. LoCoMo validation; an evaluation split (test) "
+                       "only with --allow-eval-split")  # fmt: skip
+        p.add_argument("--eval-questions", type=int,
+                       help="held-out: at most this many questions per conversation (default: --questions)")  # fmt: skip
         p.add_argument("--lengths", nargs="+", default=[],
                        help="ruler-locomo / ruler-hotpotqa: document length(s) to build, e.g. 1k (default 7k)")  # fmt: skip
         p.add_argument(
             "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed"],
             help="read: the original's boxed-answer match (0/1, the default); f1 or sub_em of the boxed answer "
-                 "(denser training scores: every extra list part charged, one short answer); f1_unboxed: F1 "
+                 "(denser training scores: list parts past the gold's count charged, one short answer); f1_unboxed: F1 "
                  "of the whole reply when it has no box. answer: f1 (the default), em or sub_em; the "
                  "official metrics are logged, never rewarded",
         )  # fmt: skip
@@ -132,6 +139,25 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
     return T.BuildTasks(convs, parse_options(MemBuilderConfig, opts, **base), embedder=args.embedder)
 
 
+def heldout_tasks(args: argparse.Namespace, convs: list) -> object | None:
+    """The task set of ``--eval-split`` (None without it): the same task as training, on that split's
+    conversations, which must not be among the training ones."""
+    from memrl.errors import ConfigError
+
+    if not getattr(args, "eval_split", None):
+        return None
+    held = argparse.Namespace(**{**vars(args), "split": args.eval_split, "conv_id": None,
+                                 "all_conversations": False,
+                                 "questions": args.eval_questions or args.questions})  # fmt: skip
+    held_convs = _conversations(held)
+    shared = sorted({c.id for c in held_convs} & {c.id for c in convs})
+    if shared:
+        raise ConfigError(f"--eval-split {args.eval_split} shares {len(shared)} conversations with the training "
+                          f"items ({', '.join(shared[:3])}): held-out items must be held out")  # fmt: skip
+    args.heldout_conversations = [c.id for c in held_convs]
+    return make_tasks(held, held_convs)
+
+
 def _grpo(args: argparse.Namespace) -> int:
     from memrl.config import from_args
     from memrl.llm.local import LocalLLM
@@ -141,6 +167,7 @@ def _grpo(args: argparse.Namespace) -> int:
     loop = from_args(LoopConfig, args)
     convs = _conversations(args)
     tasks = make_tasks(args, convs)
+    heldout = heldout_tasks(args, convs)
     write_run_meta(args, convs, loop.output_dir)
     checkpoint = Path(loop.output_dir) / "checkpoint"
     found = checkpoint_folder(checkpoint) if args.resume else None
@@ -148,12 +175,14 @@ def _grpo(args: argparse.Namespace) -> int:
     llm = LocalLLM(
         model, device=args.device, threads=args.threads, max_batch_size=max(8, loop.group_size)
     ).load()
-    rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume)  # type: ignore[arg-type]
+    rows = train(llm, tasks, loop, from_args(TrainerConfig, args), resume=args.resume, heldout=heldout)  # type: ignore[arg-type]
     last = rows[-1]
     summary = {
         "task": args.task, "steps": int(last["step"]), "tasks": len(tasks), "output_dir": loop.output_dir,  # type: ignore[arg-type]
         "checkpoint": str(checkpoint), "reward_mean_first": rows[0]["reward_mean"],
         "reward_mean_last": last["reward_mean"], "skipped_steps": sum(int(r["skipped"]) for r in rows),
+        "kl_to_start_last": last.get("kl_to_start"), "heldout_reward_first": rows[0].get("heldout_reward_at_start"),
+        "heldout_reward_last": last.get("heldout_reward"), "plot": str(Path(loop.output_dir) / "reward.png"),
     }  # fmt: skip
     if args.json:
         print(json.dumps(summary))
@@ -161,4 +190,8 @@ def _grpo(args: argparse.Namespace) -> int:
         print(f"trained {args.task} for {summary['steps']} steps on {summary['tasks']} tasks; mean reward "
               f"{summary['reward_mean_first']:.3f} (step 1) -> {summary['reward_mean_last']:.3f} (step {summary['steps']}); "
               f"{summary['skipped_steps']} steps without signal; checkpoint {checkpoint}; report {loop.output_dir}/report.md")  # fmt: skip
+        if summary["heldout_reward_last"] is not None:
+            first = summary["heldout_reward_first"]
+            print(f"held-out reward {'-' if first is None else f'{first:.3f}'} (start) -> "
+                  f"{summary['heldout_reward_last']:.3f} (step {summary['steps']}); plot {summary['plot']}")  # fmt: skip
     return 0

@@ -63,8 +63,8 @@ def _conversations(args: argparse.Namespace) -> list:
 
 
 def write_run_meta(args: argparse.Namespace, convs: list, output_dir: str | None = None) -> None:
-    """``OUTPUT_DIR/run.json``: what the run trained on (data set, split, conversations) and whether it was
-    allowed to touch evaluation items, which ones."""
+    """``OUTPUT_DIR/run.json``: what the run trained on (data set, split, conversations), whether it was
+    allowed to touch evaluation items, which ones, and what it scored as held out (``--eval-split``)."""
     out = Path(output_dir or args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -72,5 +72,7 @@ def write_run_meta(args: argparse.Namespace, convs: list, output_dir: str | None
         "dataset": args.dataset, "split": getattr(args, "resolved_split", None),
         "conversations": [c.id for c in convs], "allow_eval_split": bool(args.allow_eval_split),
         "eval_items": list(getattr(args, "eval_items", [])),
+        "heldout_split": getattr(args, "eval_split", None),
+        "heldout_conversations": list(getattr(args, "heldout_conversations", [])),
     }  # fmt: skip
     (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")

@@ -5,12 +5,19 @@ must not optimise them, because both pay for tricks (REFERENCE.md section 9):
 
 * LoCoMo's official multi-hop F1 splits prediction and gold on commas and scores each gold part against
   its *best* prediction part: extra prediction parts cost nothing, so ``"Paris, Rome, Lisbon, Berlin"``
-  outscores the honest ``"Paris"``. :func:`answer_f1` matches parts one-to-one and divides by the number
-  of prediction parts as well (precision), so every extra guess is charged.
+  outscores the honest ``"Paris"``. A multi-hop answer is paid that very F1 (:func:`multi_hop_reward`,
+  the metric it is judged by), times ``n_gold / n_pred`` when it has more comma parts than the gold: an
+  answer with no more parts than the gold earns exactly the metric, every part past the gold's count is
+  charged, and a list of k guesses holding the right one earns 1/k, what committing to one of them earns.
+  (The earlier one-to-one part matching scored with precision x recall paid ``"Lisbon"`` 0.5 and
+  ``"Lisbon and Porto"`` 0.125 for the gold ``"Lisbon, Porto"``, which the metric scores 0.5 and 2/3: it
+  paid the policy for dropping list items, where issue 54 saw multi-hop F1 fall in every trained run.)
 * Any F1 pays a hedge: ``"Paris Rome"`` scores 2/3 when either is right, more than the 1/2 a policy torn
   between the two earns on average by committing to one. :func:`answer_f1` multiplies precision and
   recall instead of taking their harmonic mean: a hedge between k answers earns at most 1/k of a right
   one, never more than committing (an exact answer still scores 1, every extra word costs in proportion).
+  Multi-hop answers are the exception: they earn the metric's F1 within a part (``"Paris Rome"`` for the
+  multi-hop gold ``"Paris"`` earns 2/3, as the metric pays it), so that the reward agrees with the metric.
 * sub-EM ("gold in prediction or prediction in gold") pays a one-letter answer that occurs inside the
   gold, and any long dump that contains it. :func:`short_sub_em` pays only when the whole gold occurs in
   the prediction, the prediction is one answer (no more parts than the gold), at most
@@ -22,6 +29,7 @@ must not optimise them, because both pay for tricks (REFERENCE.md section 9):
 All are pure functions of (prediction, golds[, category]); no model, no data download.
 
     answer_f1("Paris, Rome, Lisbon", "Paris", "multi-hop")     # 1/3 (official: 1.0)
+    answer_f1("Lisbon and Porto", "Lisbon, Porto", 1)           # 2/3 (= official)
     answer_f1("Paris Rome", "Paris")                            # 0.5 (token F1: 0.67)
     short_sub_em("e", ["Emily"])                                # 0.0 (official sub-EM: 1.0)
 """
@@ -49,6 +57,7 @@ __all__ = [
     "committed_refusal",
     "answer_parts",
     "answer_reward",
+    "multi_hop_reward",
     "reward_golds",
     "short_sub_em",
 ]
@@ -76,30 +85,27 @@ def _committed(pred: Sequence[str], gold: Sequence[str]) -> float:
     return same * same / (len(pred) * len(gold)) if same else 0.0
 
 
-def _matched_f1(pred_parts: Sequence[str], gold_parts: Sequence[str]) -> float:
-    """Precision x recall over parts matched one-to-one (greedy on the part-to-part score): precision
-    divides the matched score by the number of prediction parts, recall by the number of gold parts."""
-    if not pred_parts or not gold_parts:
-        return 0.0
-    pred = [_stems(p) for p in pred_parts]
-    gold = [_stems(g) for g in gold_parts]
-    pairs = sorted(
-        ((_committed(p, g), i, j) for i, p in enumerate(pred) for j, g in enumerate(gold)), reverse=True
-    )
-    used_p: set[int] = set()
-    used_g: set[int] = set()
-    total = 0.0
-    for score, i, j in pairs:
-        if score <= 0:
-            break
-        if i in used_p or j in used_g:
-            continue
-        used_p.add(i)
-        used_g.add(j)
-        total += score
-    if total == 0:
-        return 0.0
-    return (total / len(pred)) * (total / len(gold))
+def _comma_parts(text: str) -> int:
+    """How many comma-separated parts of ``text`` hold a word (the official metric's split, empty parts
+    not counted)."""
+    return sum(1 for p in text.split(",") if normalize_answer(p))
+
+
+def multi_hop_reward(prediction: Any, gold: Any) -> float:
+    """A multi-hop (category 1) answer's training reward: LoCoMo's official comma-split F1
+    (:func:`memrl.scoring.metrics.locomo_f1`, the metric reports judge it by), times ``n_gold / n_pred``
+    when the prediction has more comma parts than the gold (the metric charges none of them).
+
+    So an answer with no more parts than the gold earns exactly the metric (``"Lisbon"`` 0.5 and
+    ``"Lisbon, Porto"`` 1.0 for the gold ``"Lisbon, Porto"``), ``"Lisbon, Lisbon, Lisbon"`` earns 1/3
+    (one value repeated is one part right of three written), and a list of k single guesses earns 1/k of a
+    right one, what committing to one of them earns in expectation.
+    """
+    pred = "" if prediction is None else str(prediction)
+    ref = "" if gold is None else str(gold)
+    official = locomo_f1(pred, ref, 1)
+    n_pred, n_gold = _comma_parts(pred), _comma_parts(ref)
+    return official * n_gold / n_pred if n_pred > n_gold > 0 else official
 
 
 #: Words that state no answer of their own (prepositions, pronouns, auxiliaries): an answer may add these
@@ -135,8 +141,8 @@ def answer_f1(prediction: Any, gold: Any, category: int | str | None = None) -> 
     """The training F1 of one answer: LoCoMo's normalisation and stemming, scored by precision x recall
     (not their harmonic mean: a hedge must not pay, see the module docstring), every extra part charged.
 
-    Multi-hop (category 1) answers are compared part by part (one-to-one, see the module docstring);
-    other answers as bags of stems over the whole text. Category 3 golds are cut at their first ';' as
+    Multi-hop (category 1) answers earn LoCoMo's comma-split F1 with parts past the gold's count charged
+    (:func:`multi_hop_reward`); other answers are compared as bags of stems over the whole text. Category 3 golds are cut at their first ';' as
     in the official script; category 5 (adversarial) pays a refusal that commits to nothing else
     (:func:`committed_refusal`). ``category=None``: stems of the whole text (documents, other data sets).
     An exact answer scores 1.0 as under F1; reports use the official F1 (:mod:`memrl.scoring.metrics`).
@@ -149,7 +155,7 @@ def answer_f1(prediction: Any, gold: Any, category: int | str | None = None) -> 
     if cat == 3:
         ref = ref.split(";")[0].strip()
     if cat == 1:
-        return _matched_f1(answer_parts(pred), answer_parts(ref))
+        return multi_hop_reward(pred, ref)
     return _committed(_stems(pred), _stems(ref))
 
 

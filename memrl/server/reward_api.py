@@ -98,8 +98,8 @@ class SquadMetric(_Item):
 
 
 class AnswerReward(_Item):
-    """A training reward of :mod:`memrl.rewards.answer`: ``answer_f1`` (LoCoMo's F1 with every extra list
-    part charged; give the LoCoMo ``category`` for its rules), ``sub_em`` (one short answer holding a whole
+    """A training reward of :mod:`memrl.rewards.answer`: ``answer_f1`` (LoCoMo's F1 with every list part
+    past the gold's count charged; give the LoCoMo ``category`` for its rules), ``sub_em`` (one short answer holding a whole
     gold answer), best over the gold answers."""
 
     metric: Literal["answer_f1", "sub_em"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
+    "HeldOut": "memrl.train.heldout",
     "PolicyTrainer": "memrl.train.trainer",
     "TrainerConfig": "memrl.train.trainer",
     "LoopConfig": "memrl.train.loop",

@@ -8,7 +8,14 @@ policy from the groups. Every ``save_every`` steps the policy, optimizer and ste
 ``OUTPUT_DIR/checkpoint`` (written to a temporary folder, then renamed), each step's metrics are
 appended to ``OUTPUT_DIR/metrics.jsonl`` and every rollout to ``rollouts.jsonl`` (:func:`rollout_record`:
 reward, failure, final reply, metrics and its trajectory's LLM calls without token ids, long texts cut);
-``--resume`` continues from the checkpoint, so an interrupted run loses at most the steps since it. At the end, ``report.md`` and ``reward.png`` summarise the run.
+``--resume`` continues from the checkpoint, so an interrupted run loses at most the steps since it. At the
+end (a resumed run's end too), ``report.md`` and ``reward.png`` (reward, KL to the starting policy and
+held-out score per step; :mod:`memrl.train.run_report`) summarise the whole ``metrics.jsonl``.
+
+A step's row holds the update's figures (:mod:`memrl.train.trainer`: reward mean and spread, groups with
+reward variance, reply lengths, ``kl_to_start``, PPO ratio and clip fraction per optimizer step) and, with
+held-out tasks (``heldout=``; :mod:`memrl.train.heldout`), their score every ``eval_every`` steps, after
+the last, and before the first (``heldout_reward_at_start`` in the first row).
 
 Tasks: :mod:`memrl.train.tasks` (``read``, ``answer``, ``update``, ``build``; a failed rollout has no
 reward and is left out). Metrics also go to TensorBoard (``OUTPUT_DIR/tensorboard``; ``tensorboard --logdir
@@ -43,6 +50,11 @@ class LoopConfig:
     seed: int = option(0, "task order and sampling")
     output_dir: str = option("runs/train", "metrics.jsonl, checkpoint/, report.md, reward.png")
     tensorboard: bool = option(True, "also write metrics to OUTPUT_DIR/tensorboard")
+    eval_every: int = option(
+        0, "with held-out tasks (--eval-split), score them every N steps as well as before the first step "
+        "and after the last (0: only then)",
+    )  # fmt: skip
+    eval_temperature: float = option(0.0, "sampling temperature of the held-out rollouts (0: greedy)")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.group_size < 2 or self.tasks_per_step < 1 or self.save_every < 1:
@@ -51,6 +63,9 @@ class LoopConfig:
             )
         if self.temperature <= 0:
             raise ConfigError("rollouts need temperature > 0, or every rollout of a group is the same")
+        if self.eval_every < 0 or self.eval_temperature < 0:
+            raise ConfigError("need eval_every >= 0 (0: before the first step and after the last only) and "
+                              "eval_temperature >= 0")  # fmt: skip
 
 
 #: How agents begin the failure reason of a rollout that a provider or store failure ended.
@@ -102,42 +117,6 @@ class RolloutTasks(Protocol):
     async def rollout(self, llm: Any, index: int, temperature: float) -> Trajectory: ...
 
 
-def _plot(path: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    ax.plot([r["step"] for r in rows], [r["reward_mean"] for r in rows], marker="o")
-    ax.set_xlabel("step")
-    ax.set_ylabel("mean rollout reward")
-    ax.set_ylim(-0.05, 1.05)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _report(out: Path, rows: list[dict[str, Any]]) -> None:
-    cols = [
-        "step",
-        "reward_mean",
-        "groups_kept",
-        "samples",
-        "pg_loss",
-        "approx_kl",
-        "clip_frac",
-        "grad_norm",
-        "seconds",
-    ]
-    lines = ["# Training run", "", f"{len(rows)} steps; metrics per step in `metrics.jsonl`.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]  # fmt: skip
-    for r in rows:
-        lines.append("| " + " | ".join("-" if r.get(c) is None else f"{r[c]:.4g}" for c in cols) + " |")
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    _plot(out / "reward.png", rows)
-
-
 async def _rollouts(
     llm: Any, tasks: RolloutTasks, picks: list[int], cfg: LoopConfig
 ) -> tuple[list[list[Trajectory]], list[str]]:
@@ -183,8 +162,12 @@ class _Board:
     def write(self, row: dict[str, Any]) -> None:
         if self.writer is None:
             return
-        for k, v in row.items():
-            if isinstance(v, (int, float)) and k != "step" and v == v:  # skip NaN (no scored rollout)
+        scalars = {k: v for k, v in row.items() if k != "step"}
+        for k, v in row.items():  # a dict of numbers (heldout_metrics) as one scalar per name
+            if isinstance(v, dict):
+                scalars.update({f"{k}/{name}": x for name, x in v.items()})
+        for k, v in scalars.items():
+            if isinstance(v, (int, float)) and v == v:  # skip NaN (no scored rollout)
                 self.writer.add_scalar(f"train/{k}", v, int(row["step"]))
         self.writer.flush()
 
@@ -202,6 +185,7 @@ def train(
     resume: bool = False,
     progress: bool = True,
     time_limit_s: float | None = None,
+    heldout: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the loop (see the module docstring); returns every step's metrics, those of earlier runs included.
 
@@ -210,9 +194,13 @@ def train(
     this); the optimizer state, step count and KL reference are read from there. ``time_limit_s``: a fixed
     time budget; the loop stops (with a checkpoint) after a step when the time left is shorter than the
     longest step so far (:func:`out_of_time`), so that a run ends within it unless one step outlasts it.
+    ``heldout``: tasks the run does not train on (a task set, or a :class:`~memrl.train.heldout.HeldOut`),
+    scored as ``loop.eval_every`` says (the module docstring).
     """
     from tqdm.auto import tqdm
 
+    from memrl.train.heldout import HeldOut
+    from memrl.train.run_report import write_report
     from memrl.train.trainer import PolicyTrainer, checkpoint_folder
 
     if getattr(getattr(llm, "engine", None), "prefill_bf16", False):
@@ -220,6 +208,10 @@ def train(
             "the back-end prefills in bfloat16 (an evaluation setting): rollouts would not be drawn from the "
             "policy the trainer scores; set llm.engine.prefill_bf16 = False before training"
         )
+    if loop.eval_every and heldout is None:
+        raise ConfigError("eval_every needs held-out tasks to score (memrl train grpo: --eval-split)")
+    if heldout is not None and not isinstance(heldout, HeldOut):
+        heldout = HeldOut(heldout, temperature=loop.eval_temperature)
     out = Path(loop.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint"
@@ -250,31 +242,23 @@ def train(
     board = _Board(out / "tensorboard", loop.tensorboard)
     events = asyncio.new_event_loop()  # one loop for the run: stores and the back-end's batching live on it
     try:
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         if hasattr(tasks, "setup"):
             events.run_until_complete(tasks.setup())
-        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-        _steps(
-            llm,
-            tasks,
-            loop,
-            trainer,
-            events,
-            board,
-            bar,
-            rows,
-            metrics_path,
-            rollouts_path,
-            checkpoint,
-            deadline,
-        )
+        if heldout is not None:
+            events.run_until_complete(heldout.setup())
+        _steps(llm, tasks, loop, trainer, events, board, bar, rows, metrics_path, rollouts_path, checkpoint,
+               deadline, heldout)  # fmt: skip
     finally:
         if hasattr(tasks, "close"):
             events.run_until_complete(tasks.close())
+        if heldout is not None:
+            events.run_until_complete(heldout.close())
         events.run_until_complete(llm.aclose())
         events.close()
         board.close()
         bar.close()
-    _report(out, rows)
+    write_report(out, rows)
     return rows
 
 
@@ -286,10 +270,14 @@ def out_of_time(now: float, deadline: float | None, longest_step_s: float) -> bo
 
 def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, board: _Board, bar: Any,
            rows: list[dict[str, Any]], metrics_path: Path, rollouts_path: Path, checkpoint: Path,
-           deadline: float | None = None) -> None:  # fmt: skip
+           deadline: float | None = None, heldout: Any = None) -> None:  # fmt: skip
     import torch
 
     longest = 0.0
+    at_start: dict[str, Any] = {}
+    if heldout is not None and trainer.steps_done == 0:
+        first = events.run_until_complete(heldout.evaluate(llm))  # the policy before any update
+        at_start = {f"{k}_at_start": v for k, v in first.items()}
     while trainer.steps_done < loop.steps:
         step = trainer.steps_done + 1
         t0 = time.perf_counter()
@@ -307,6 +295,14 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         )  # fmt: skip
         if infra:
             metrics["task_failures"] = infra
+        longest = max(longest, time.perf_counter() - t0)
+        late = out_of_time(time.perf_counter(), deadline, longest)
+        if heldout is not None and (
+            step == loop.steps or late or (loop.eval_every and step % loop.eval_every == 0)
+        ):
+            metrics.update(events.run_until_complete(heldout.evaluate(llm)))
+        metrics.update(at_start)
+        at_start = {}
         rows.append(metrics)
         with rollouts_path.open("a") as f:  # what the policy wrote, for reading, not resuming
             for t in (t for g in groups for t in g):
@@ -314,8 +310,6 @@ def _steps(llm: Any, tasks: Any, loop: LoopConfig, trainer: Any, events: Any, bo
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         board.write(metrics)
-        longest = max(longest, time.perf_counter() - t0)
-        late = out_of_time(time.perf_counter(), deadline, longest)
         if step % loop.save_every == 0 or step == loop.steps or late:
             trainer.save(checkpoint)
         if late:

@@ -74,7 +74,8 @@ def policy_loss(
     ``clip_c`` (> 1) enables dual clip: for A < 0 the loss is also capped at ``-A * clip_c``.
 
     Metrics: ``clip_frac`` (tokens whose gradient is clipped away), ``clip_frac_high``/``clip_frac_low``,
-    ``approx_kl`` (k3 estimate of KL(old || new)), ``ratio_mean``, ``n_tokens``, and ``dual_clip_frac``.
+    ``approx_kl`` (k3 estimate of KL(old || new)), ``ratio_mean``, ``ratio_max`` / ``ratio_min`` (over
+    the masked tokens; 1.0 when there are none), ``n_tokens``, and ``dual_clip_frac``.
     """
     if clip_c is not None and clip_c <= 1.0:
         raise ValueError(f"clip_c must be > 1 (or None), got {clip_c}")
@@ -104,6 +105,8 @@ def policy_loss(
             "dual_clip_frac": float(_masked_mean(dual.to(m.dtype), m)),
             "approx_kl": float(_masked_mean(ratio - 1.0 - log_ratio, m)),
             "ratio_mean": float(_masked_mean(ratio, m)),
+            "ratio_max": float(ratio[m.bool()].max()) if m.any() else 1.0,
+            "ratio_min": float(ratio[m.bool()].min()) if m.any() else 1.0,
             "n_tokens": float(m.sum()),
         }
     return loss, metrics

@@ -32,8 +32,8 @@ from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.llm.adapters import base_model_name
+from memrl.train.checkpoints import LocalModelTrainer
 from memrl.train.logprobs import Sample
-from memrl.train.trainer import LocalModelTrainer
 
 __all__ = ["SFTConfig", "SFTTrainer", "sft_samples"]
 
@@ -164,7 +164,7 @@ class SFTTrainer(LocalModelTrainer):
         called with each new step's metrics row, after the step (e.g. to evaluate the weights at set times)."""
         from tqdm.auto import tqdm
 
-        from memrl.train.trainer import checkpoint_folder
+        from memrl.train.checkpoints import checkpoint_folder
 
         cfg = self.config
         if not samples:

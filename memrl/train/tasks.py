@@ -11,8 +11,8 @@ memory type for ``build``). A rollout that fails (provider error, a reward that 
   0/1 match or a denser score of the same box (``f1``, ``sub_em``).
 * :class:`AnswerTasks` (``answer``): a question answered from the top-k memories of a store the ``raw``
   builder filled, with the very prompt and answer clean-up of ``memrl eval`` (:mod:`memrl.scoring.answer`);
-  reward = a training score of :mod:`memrl.rewards.answer` (``f1`` by default: LoCoMo's F1 with every extra
-  list part charged; ``em``; ``sub_em``), the official metric (:func:`memrl.scoring.metrics.score`) logged.
+  reward = a training score of :mod:`memrl.rewards.answer` (``f1`` by default: LoCoMo's F1 with every
+  list part past the gold's count charged; ``em``; ``sub_em``), the official metric (:func:`memrl.scoring.metrics.score`) logged.
 * :class:`UpdateTasks` (``update``): a MemUpdate tool episode on LoCoMo's observation memory, focused on
   one question; the local back-end constrains every reply to a tool call or plain text; reward MemUpdate's
   (:func:`memrl.rewards.memupdate.score_memupdate`).
@@ -37,7 +37,7 @@ __all__ = ["TASKS", "AnswerTasks", "BuildTasks", "MemAgentTasks", "ReadTasks", "
 
 #: ``read`` rewards: ``reward`` is the original's (boxed answer matches a gold, 0/1); ``f1`` and ``sub_em``
 #: score the same boxed answer more densely with the training rewards of :mod:`memrl.rewards.answer` (every
-#: extra list part charged; one short answer holding the whole gold), no box: 0. ``f1_unboxed`` scores the
+#: list part past the gold's count charged; one short answer holding the whole gold), no box: 0. ``f1_unboxed`` scores the
 #: whole final reply when it has no box (for unconstrained rollouts of models that never box). The
 #: official metrics (MemAgent's EM, F1, sub-EM) are logged in the trajectory's metrics, never rewarded.
 READ_REWARDS = ("reward", "f1", "sub_em", "f1_unboxed")

@@ -24,8 +24,17 @@ are on-policy. One update:
    how far training moved the policy the agent acts with, not the mass outside the grammar that neither
    can sample. Aggregated over the whole batch exactly as ``loss_agg`` says, however it is split into
    micro-batches.
-4. **step**: ``mini_batches`` optimizer steps (AdamW, gradient clipping) over the batch; with more than one,
-   the later ones are off-policy and the clip range matters.
+4. **step**: ``epochs`` passes over the batch, each of ``mini_batches`` optimizer steps (AdamW, gradient
+   clipping); with more than one optimizer step, the later ones are off-policy and the clip range
+   matters (``mini_batches`` alone uses each sample once: only ``epochs`` > 1 trains a sample again after
+   the weights it was scored with have moved, as PPO's epochs do).
+
+**What a step logs** (its row of ``metrics.jsonl``, :mod:`memrl.train.diagnostics`): the reward's mean and
+spread, the groups with reward variance, reply lengths, ``kl_to_start`` (KL of the policy that drew the
+batch to the run's starting policy, on the batch's completion tokens, before the step's update: 0 at the
+first step; measured with ``measure_kl`` whatever ``kl_coef`` is, never added to the loss when that is 0),
+the PPO ratio's mean / max / min and the clip fraction over the step and per optimizer step
+(``per_optimizer_step``: the first is on-policy, ratio 1, nothing clipped).
 
 **LoRA** (``lora_rank > 0``, peft): only low-rank adapters train; checkpoints hold the merged model
 (a folder ``LocalLLM`` and ``memrl eval --model`` load) plus the adapter and optimizer state, and a resumed
@@ -53,7 +62,9 @@ from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.llm.adapters import base_model_name
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
-from memrl.train.logprobs import PolicyLogProbs, Sample
+from memrl.train.checkpoints import LocalModelTrainer, checkpoint_folder
+from memrl.train.diagnostics import batch_stats, kl_to_start
+from memrl.train.logprobs import Sample
 from memrl.train.losses import KLKind, LossAgg, kl_penalty, policy_loss
 
 __all__ = ["LocalModelTrainer", "PolicyTrainer", "Sample", "TrainerConfig", "checkpoint_folder"]
@@ -71,9 +82,18 @@ class TrainerConfig:
     )
     normalize_std: bool = option(False, "divide advantages by the group's std (GRPO); MemAgent does not")
     dynamic_sampling: bool = option(True, "drop groups whose rewards are all equal (DAPO)")
-    kl_coef: float = option(0.0, "KL-to-reference coefficient (MemAgent: 0.001); 0 keeps no reference model")
-    kl_kind: KLKind = option("low_var_kl", "KL estimator")
-    mini_batches: int = option(1, "optimizer steps per batch of rollouts")
+    kl_coef: float = option(0.0, "KL-to-reference coefficient in the loss (MemAgent: 0.001)")
+    kl_kind: KLKind = option("low_var_kl", "KL estimator of the loss term")
+    measure_kl: bool = option(
+        True, "log kl_to_start (KL to the starting policy) every step, kl_coef 0 included: one extra "
+        "forward pass without gradient per update; with LoRA the adapter switched off is the starting "
+        "policy, without LoRA a frozen copy of the model is kept (memory: --no-measure-kl)",
+    )  # fmt: skip
+    mini_batches: int = option(1, "optimizer steps per pass over a batch of rollouts (each sample used once)")
+    epochs: int = option(
+        1, "passes over each batch (PPO epochs), each of mini_batches optimizer steps: > 1 trains a sample "
+        "again after the weights moved, so the PPO ratio and clip range come into play",
+    )  # fmt: skip
     micro_batch: int = option(8, "at most this many sequences per forward/backward pass (memory)")
     micro_tokens: int = option(
         4096, "at most this many tokens per forward/backward pass (a shared prompt counts once)"
@@ -85,8 +105,14 @@ class TrainerConfig:
     shuffle_seed: int = option(0, "shuffling of samples into mini-batches")
 
     def __post_init__(self) -> None:
-        if self.lr <= 0 or self.mini_batches < 1 or self.micro_batch < 1 or self.max_grad_norm <= 0:
-            raise ConfigError("need lr > 0, mini_batches >= 1, micro_batch >= 1, max_grad_norm > 0")
+        if (
+            self.lr <= 0
+            or min(self.mini_batches, self.epochs, self.micro_batch) < 1
+            or self.max_grad_norm <= 0
+        ):
+            raise ConfigError(
+                "need lr > 0, mini_batches >= 1, epochs >= 1, micro_batch >= 1, max_grad_norm > 0"
+            )
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
             raise ConfigError(
                 f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}"
@@ -95,47 +121,6 @@ class TrainerConfig:
             raise ConfigError("kl_coef must be >= 0")
         if self.lora_rank < 0 or self.micro_tokens < 1:
             raise ConfigError("lora_rank must be >= 0 (0 = full fine-tuning) and micro_tokens >= 1")
-
-
-class LocalModelTrainer:
-    """What every local trainer shares: the LocalLLM's model, token batches, log-probs, checkpoints."""
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self.model = llm.hf_model
-        self.scorer = PolicyLogProbs(llm)
-
-    # ---- log-probabilities --------------------------------------------------------------------------
-    def token_logprobs(self, model: Any, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Completion log-probabilities ``[B, L]`` under ``model``'s behaviour distribution, and their mask
-        (:class:`~memrl.train.logprobs.PolicyLogProbs`)."""
-        return self.scorer(model, samples)
-
-    def _save_model(self, folder: Path) -> None:
-        self.model.save_pretrained(folder)
-
-    def save_checkpoint(self, folder: str | Path, state: dict[str, Any]) -> Path:
-        """The model and tokenizer (loadable by ``LocalLLM(folder)``) plus ``state`` (trainer_state.pt).
-
-        Written to ``FOLDER.part``, then swapped in: the previous checkpoint is renamed ``FOLDER.old``
-        until the new one is in place, so a crash at any point leaves one complete checkpoint
-        (:func:`checkpoint_folder` finds it).
-        """
-        import shutil
-
-        folder = Path(folder)
-        tmp, old = folder.with_name(folder.name + ".part"), folder.with_name(folder.name + ".old")
-        shutil.rmtree(tmp, ignore_errors=True)  # a stale half-written one from a crash
-        tmp.mkdir(parents=True)
-        self._save_model(tmp)
-        self.llm.tokenizer.save_pretrained(tmp)
-        torch.save(state, tmp / "trainer_state.pt")
-        if folder.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-        return folder
 
 
 class PolicyTrainer(LocalModelTrainer):
@@ -161,7 +146,7 @@ class PolicyTrainer(LocalModelTrainer):
         self.optimizer = opt(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.reference = None
         self.reference_path = reference or getattr(llm, "path", None)
-        if cfg.kl_coef > 0 and not cfg.lora_rank:
+        if self.keeps_start and not cfg.lora_rank:
             if reference is not None and reference != getattr(llm, "path", None):
                 from memrl.llm.hf_models import load_model
 
@@ -171,6 +156,11 @@ class PolicyTrainer(LocalModelTrainer):
             for p in self.reference.parameters():
                 p.requires_grad_(False)
         self.steps_done = 0
+
+    @property
+    def keeps_start(self) -> bool:
+        """Whether updates compute the starting policy's log-probabilities (the KL term or its metric)."""
+        return self.config.kl_coef > 0 or self.config.measure_kl
 
     def reference_logprobs(self, samples: Sequence[Sample]) -> torch.Tensor:
         """Log-probabilities under the KL reference (see the module docstring), no gradient."""
@@ -213,6 +203,7 @@ class PolicyTrainer(LocalModelTrainer):
             "trajectories": float(len(trajs)),
             "failed": float(len(trajs) - len(scored)),
             "reward_mean": float(scored.mean()) if len(scored) else math.nan,
+            **batch_stats(groups),
             "groups": float(len(groups)),
             "groups_kept": float(len({ids[i] for i in range(len(trajs)) if keep[i]})),
             "samples": float(len(out)),
@@ -220,8 +211,9 @@ class PolicyTrainer(LocalModelTrainer):
         return out, stats
 
     # ---- update ------------------------------------------------------------------------------------
-    def step(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, float]:
-        """One policy update from these groups; returns metrics (``skipped`` = 1 when nothing had signal)."""
+    def step(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, Any]:
+        """One policy update from these groups; returns metrics (``skipped`` = 1 when nothing had signal:
+        then no update and no ``kl_to_start``, the policy being the one the previous update left)."""
         samples, stats = self.samples(groups)
         self.steps_done += 1
         if not samples:
@@ -256,15 +248,16 @@ class PolicyTrainer(LocalModelTrainer):
             out[-1].append(s)
         return out
 
-    def _update(self, samples: list[Sample]) -> dict[str, float]:
+    def _update(self, samples: list[Sample]) -> dict[str, Any]:
         cfg = self.config
         model = self.model
         micro = self.micro_batches(samples)
         # With one optimizer step the weights cannot change before a micro-batch's forward pass, so its
         # old log-probabilities are its own, detached: no separate pass (a third of the update's cost).
-        on_policy = cfg.mini_batches == 1
+        on_policy = cfg.mini_batches == 1 and cfg.epochs == 1
         old: list[torch.Tensor | None] = [None] * len(micro)
-        ref: list[torch.Tensor | None] = [None] * len(micro)
+        masks: list[torch.Tensor | None] = [None] * len(micro)
+        start: list[torch.Tensor | None] = [None] * len(micro)  # the starting policy's, for KL
         diffs: list[float] = []
 
         def compare(mb: list[Sample], lp: torch.Tensor, comp: torch.Tensor) -> None:
@@ -276,37 +269,42 @@ class PolicyTrainer(LocalModelTrainer):
         with torch.no_grad():
             for j, mb in enumerate(micro):
                 if not on_policy:
-                    old[j], comp = self.token_logprobs(model, mb)
-                    compare(mb, old[j], comp)
-                if cfg.kl_coef > 0:
-                    ref[j] = self.reference_logprobs(mb)
-        order = list(range(len(micro)))
-        random.Random(cfg.shuffle_seed + self.steps_done).shuffle(order)
-        chunks = [order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)]
-        totals: dict[str, float] = {}
+                    old[j], masks[j] = self.token_logprobs(model, mb)
+                    compare(mb, old[j], masks[j])
+                if self.keeps_start:
+                    start[j] = self.reference_logprobs(mb)
+        # each pass over the batch reshuffles the micro-batches into mini_batches chunks (the first pass
+        # with the generator's first draw, as when there was only one)
+        rng = random.Random(cfg.shuffle_seed + self.steps_done)
+        plan: list[list[int]] = []
+        for _ in range(cfg.epochs):
+            order = list(range(len(micro)))
+            rng.shuffle(order)
+            plan += [c for c in (order[k :: cfg.mini_batches] for k in range(cfg.mini_batches)) if c]
+        per_step: list[dict[str, float]] = []
         grad_norms = []
-        chunks = [c for c in chunks if c]
         # The model stays in eval mode (no dropout): old and new log-probabilities must come from the
         # same function, or the ratio is not 1 before any step and the clip fires for nothing.
         try:
-            for chunk in chunks:
+            for chunk in plan:
                 n_tok = float(
                     sum(len(s.completion_ids) for j in chunk for s in micro[j])
                 )  # = completion mask
                 n_seq = sum(len(micro[j]) for j in chunk)
                 self.optimizer.zero_grad(set_to_none=True)
+                got: dict[str, float] = {}
                 for j in chunk:
                     mb = micro[j]
                     lp, comp = self.token_logprobs(model, mb)
                     if on_policy:
-                        old[j] = lp.detach()
+                        old[j], masks[j] = lp.detach(), comp
                         compare(mb, lp, comp)
                     adv = torch.tensor([s.advantage for s in mb], device=lp.device)
                     old_lp = old[j]
                     assert old_lp is not None
                     loss, m = policy_loss(lp, old_lp, adv, comp, cfg.clip_low, cfg.clip_high, cfg.loss_agg)
-                    if ref[j] is not None:
-                        kl, km = kl_penalty(lp, ref[j], comp, cfg.kl_kind, cfg.loss_agg)
+                    if cfg.kl_coef > 0:
+                        kl, km = kl_penalty(lp, start[j], comp, cfg.kl_kind, cfg.loss_agg)
                         loss = loss + cfg.kl_coef * kl
                         m.update(km)
                     # scale the micro-batch's aggregate to its share of the mini-batch's aggregate
@@ -314,20 +312,32 @@ class PolicyTrainer(LocalModelTrainer):
                         float(comp.sum()) / max(n_tok, 1) if cfg.loss_agg == "token-mean" else len(mb) / n_seq
                     )
                     (loss * share).backward()
-                    for k, v in m.items():  # counts add up, maxima are maxima, the rest is weighted
-                        if k == "n_tokens":
-                            totals[k] = totals.get(k, 0.0) + v
-                        elif k.endswith("_max"):
-                            totals[k] = max(totals.get(k, v), v)
-                        else:
-                            totals[k] = totals.get(k, 0.0) + v * share / len(chunks)
+                    for k, v in m.items():  # maxima are maxima, minima minima, the rest is weighted
+                        if k.endswith("_max"):
+                            got[k] = max(got.get(k, v), v)
+                        elif k.endswith("_min"):
+                            got[k] = min(got.get(k, v), v)
+                        elif k != "n_tokens":
+                            got[k] = got.get(k, 0.0) + v * share
+                per_step.append(got)
                 trainable = [p for p in model.parameters() if p.requires_grad]
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)))
                 self.optimizer.step()
         finally:
             self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, Any] = {}
+        for k in per_step[0]:  # over the optimizer steps: maxima, minima, and the mean of the rest
+            vals = [g[k] for g in per_step]
+            pick = max if k.endswith("_max") else min if k.endswith("_min") else None
+            totals[k] = pick(vals) if pick else sum(vals) / len(vals)
+        totals["n_tokens"] = float(sum(len(s.completion_ids) for s in samples))
         totals["grad_norm"] = sum(grad_norms) / len(grad_norms)
         totals["optimizer_steps"] = float(len(grad_norms))
+        totals["per_optimizer_step"] = [
+            {k: g[k] for k in ("ratio_mean", "ratio_max", "ratio_min", "clip_frac")} for g in per_step
+        ]
+        if self.config.measure_kl:  # the policy that drew the batch (weights before this step's update)
+            totals.update(kl_to_start([(old[j], start[j], masks[j]) for j in range(len(micro))]))
         if diffs:
             totals["rollout_logprob_diff"] = sum(diffs) / len(diffs)
         return totals
@@ -377,12 +387,3 @@ class PolicyTrainer(LocalModelTrainer):
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = self.config.lr, self.config.weight_decay
         self.steps_done = int(state["steps_done"])
-
-
-def checkpoint_folder(folder: str | Path) -> Path | None:
-    """The complete checkpoint at ``folder``, or the previous one (``FOLDER.old``) if a save was cut."""
-    folder = Path(folder)
-    for candidate in (folder, folder.with_name(folder.name + ".old")):
-        if (candidate / "trainer_state.pt").is_file():
-            return candidate
-    return None

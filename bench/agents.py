@@ -34,21 +34,17 @@ import asyncio
 import dataclasses
 import json
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from memrl.agents.base import SessionResult, create_builder  # noqa: E402
-from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig  # noqa: E402
-from memrl.data.types import Conversation  # noqa: E402
-from memrl.eval.qa import QAEvaluation  # noqa: E402
-from memrl.eval.qa_config import QAEvalConfig, load_conversations  # noqa: E402
-from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.agents.base import SessionResult, create_builder
+from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.data.types import Conversation
+from memrl.eval.qa import QAEvaluation
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.memory.facade.memory import AsyncMemory
 
 BUILDERS = ("membuilder-full", "membuilder-retrieved", "raw")
 

@@ -30,11 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.builders_table import CATEGORIES, scored_rows
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.scoring.metrics import _stem, normalize_answer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builders_table import CATEGORIES, scored_rows  # noqa: E402
 
 
 def words(text: Any) -> set[str]:

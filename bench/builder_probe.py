@@ -28,12 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.builders_table import CATEGORIES, scored_rows
 from memrl.eval.qa_config import QAEvalConfig, load_conversations
 from memrl.scoring.answer import answer_messages, clean_prediction
 from memrl.scoring.metrics import score
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builders_table import CATEGORIES, scored_rows  # noqa: E402
 
 
 def context_lines(user_prompt: str) -> list[str]:

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the learning_* modules beside this file
+from memrl.eval.protocol import EVAL_SPLITS
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,7 +49,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--task", required=True, choices=["read", "answer", "update", "build"])
     ap.add_argument("--out", type=Path, help="output folder (default runs/learning-TASK-sSEED)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (task order, sampling)")
-    ap.add_argument("--eval-split", default="validation", choices=["validation", "test"],
+    ap.add_argument("--eval-split", default="validation", choices=list(EVAL_SPLITS),
                     help="held-out items: LoCoMo's validation conversations (settings are chosen here) or, for "
                          "a final setting, its test conversations (counted in --ledger)")  # fmt: skip
     ap.add_argument("--ledger", type=Path, default=Path("runs/protocol/test-evaluations.jsonl"),
@@ -206,11 +206,11 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.eval_only:
-        from learning_answer import eval_only
+        from bench.learning_answer import eval_only
 
         return eval_only(args)
-    import learning_report as report
-    from learning_protocol import cluster_of, protocol
+    from bench import learning_report as report
+    from memrl.eval.protocol import cluster_of, protocol
 
     t0 = time.perf_counter()
     if args.out.exists():
@@ -219,28 +219,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.before_only:
         if args.task != "read" or not args.before_cache or args.ruler_task:
             raise SystemExit("--before-only is for --task read, with --before-cache FILE")
-        from learning_read import before_only
+        from bench.learning_read import before_only
 
         return print(json.dumps(before_only(args, t0)))
     if args.baselines_only:
         if args.task == "read" and args.ruler_task:
-            from learning_ruler import baselines_only
+            from bench.learning_ruler import baselines_only
         elif args.task == "read":
-            from learning_read import baselines_only
+            from bench.learning_read import baselines_only
         elif args.task == "answer":
-            from learning_answer import baselines_only
+            from bench.learning_answer import baselines_only
         else:
             raise SystemExit("--baselines-only is for --task read or answer")
 
         return print(json.dumps(baselines_only(args, t0)))
     if args.task == "read" and args.ruler_task:
-        from learning_ruler import run
+        from bench.learning_ruler import run
     elif args.task == "read":
-        from learning_read import run
+        from bench.learning_read import run
     elif args.task == "answer":
-        from learning_answer import run
+        from bench.learning_answer import run
     else:
-        from learning_tools import run
+        from bench.learning_tools import run
     parts = run(args, t0)
     items, before, after, trivial = parts["items"], parts["before"], parts["after"], parts["trivial"]
     key = parts.get("metric", "f1")
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
                                              "kl_coef", "max_grad_norm")},
         **{k: round(v, 1) for k, v in parts["timings"].items()},
         **{k: v for k, v in parts.items() if k in ("sft", "measure", "evidence")},
-        command="python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        command="python -m bench.learning " + " ".join(sys.argv[1:] if argv is None else argv),
         date=time.strftime("%Y-%m-%d"), machine=f"{os.cpu_count()} CPU cores, no GPU",
         wall_time_s=round(time.perf_counter() - t0, 1), curve=str(args.out / "learning.png"),
         predictions=str(args.out / "predictions.jsonl"),

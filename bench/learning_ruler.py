@@ -118,9 +118,8 @@ def sft_stage(
     llm: Any, items: list[Any], convs: list[Any], config: Any, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Supervised warm start (in place, full weights) on the expert reader's trajectories over the fit items."""
-    from read_expert import ExpertReader
-
     from memrl.agents.memagent import MemAgent, render_conversation
+    from memrl.agents.read_expert import ExpertReader
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
     async def expert(it: Any, conv: Any) -> Any:
@@ -174,8 +173,7 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Rules, untrained, SFT, SFT + GRPO on the same held-out items (module docstring)."""
-    from learning_read import grpo_and_score
-
+    from bench.learning_read import grpo_and_score
     from memrl.llm.local import LocalLLM
     from memrl.train.tasks import ReadTasks
 

@@ -20,11 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load_rows(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -65,8 +62,8 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
                 raise SystemExit(
                     f"{run}: its '{s}' predictions differ from {runs[0]}'s: not the same setting"
                 )
-    from learning_protocol import cluster_of
-    from learning_report import paired, verdict
+    from bench.learning_report import paired, verdict
+    from memrl.eval.protocol import cluster_of
 
     clusters = [cluster_of(i) for i in ids]  # items of one conversation or document are resampled together
     rows = {s: [first_preds[s][i] for i in ids] for s in fixed if s != "after SFT"}
@@ -122,7 +119,7 @@ def per_seed(res: dict[str, Any], preds: dict[str, dict[str, dict[str, Any]]], i
     row["steps"] = train.get("steps")
     row["groups_with_signal_per_step"] = train.get("groups_with_signal_per_step")
     if "after SFT" in preds:
-        from learning_report import mean, paired
+        from bench.learning_report import mean, paired
 
         sft = [preds["after SFT"][i] for i in ids]
         row["after_sft"] = round(mean(sft, key), 2)

@@ -38,17 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning_read beside this file
-from read_expert import (  # noqa: E402  (the expert and the evidence measures, re-exported)
-    bm25_finds_evidence,
-    evidence_in,
-    evidence_lines,
-    expert_trajectories,
-    in_chunk,
-)
-
-__all__ = ["bm25_finds_evidence", "evidence_in", "evidence_lines", "expert_trajectories", "in_chunk", "main"]
-
 
 def _snapshot(model: Any) -> dict[str, Any]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -95,8 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_baselines import document_item
-    from learning_read import (
+    from bench.learning_baselines import document_item
+    from bench.learning_read import (
+        bm25_finds_evidence,
         documents,
         evaluate,
         evidence_summary,
@@ -105,8 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
         sft_stage,
         stratified,
     )
-    from learning_report import by_category, mean, write_predictions
-
+    from bench.learning_report import by_category, mean, write_predictions
     from memrl.llm.local import LocalLLM
 
     t0 = time.perf_counter()
@@ -135,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_sft.append(time.perf_counter())
     sft = sft_stage(student, docs, config, sft_args, on_step=on_step if val_docs else None)
     result: dict[str, Any] = {
-        "command": "python bench/read_sft.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.read_sft " + " ".join(sys.argv[1:] if argv is None else argv),
         "documents": len(docs), **{k: v for k, v in sft.items() if k != "documents"},
         "batch": args.batch, "checkpoint": str(args.out / "sft" / "checkpoint"),
     }  # fmt: skip

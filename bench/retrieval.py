@@ -31,14 +31,11 @@ import os
 import pstats
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memrl.eval.retrieval import aevaluate, load_conversations  # noqa: E402
-from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
-from memrl.memory.embedders.providers import CachedEmbedder, create_embedder  # noqa: E402
-from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.eval.retrieval import aevaluate, load_conversations
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.memory.embedders.providers import CachedEmbedder, create_embedder
+from memrl.memory.facade.memory import AsyncMemory
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

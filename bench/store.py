@@ -65,11 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.store.base import NewItem
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_data import (  # noqa: E402
+from bench.store_data import (
     DIM,
     NAMESPACE,
     TYPES,
@@ -86,7 +82,9 @@ from bench.store_data import (  # noqa: E402
     server_memory_mb,
     stats,
 )  # fmt: skip
-from bench.store_report import print_size, profile_search, summary  # noqa: E402
+from bench.store_report import print_size, profile_search, summary
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 
 def resident_mb() -> dict[str, float]:

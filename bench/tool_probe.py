@@ -27,8 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning_tools beside this file
-
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -121,8 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_tools import _build_sets, _update_sets
-
+    from bench.learning_tools import _build_sets, _update_sets
     from memrl.llm.local import LocalLLM
     from memrl.train.trainer import PolicyTrainer, TrainerConfig
 
@@ -162,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     groups = [g for item in per_item for g in item["groups"]]
     result = {
         "task": args.task,
-        "command": "python bench/tool_probe.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.tool_probe " + " ".join(sys.argv[1:] if argv is None else argv),
         "train_items": len(per_item),
         "group_size": args.group_size,
         "temperature": args.temperature,

@@ -4,14 +4,10 @@ two draws of items, per reward, with MemUpdate's reward parts; the last line is 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import reward_genomes  # noqa: E402
+from bench import reward_genomes
 
 pytestmark = pytest.mark.data
 

@@ -7,18 +7,13 @@ a regular expression)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import learning  # noqa: E402
-import learning_ruler  # noqa: E402
-
-from memrl.data.ruler_synthetic import read_items  # noqa: E402
-from tests.learning_checks import assert_sft_only_control  # noqa: E402
-from tests.tiny_lm import make_tiny_lm  # noqa: E402
+from bench import learning, learning_ruler
+from memrl.data.ruler_synthetic import read_items
+from tests.learning_checks import assert_sft_only_control
+from tests.tiny_lm import make_tiny_lm
 
 
 def test_learning_bench_on_ruler_items_smoke_on_the_tiny_model(tmp_path, capsys):

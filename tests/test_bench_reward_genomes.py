@@ -1,4 +1,4 @@
-"""bench/reward_genomes.py on real LoCoMo with the hashing embedder: a chosen genome against honest on
+"""bench/research/reward_genomes.py on real LoCoMo with the hashing embedder: a chosen genome against honest on
 two draws of items, per reward, with MemUpdate's reward parts; the last line is the JSON of all rows."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench import reward_genomes
+from bench.research import reward_genomes
 
 pytestmark = pytest.mark.data
 

@@ -2,7 +2,7 @@
 that copies one line of it would score (issue 35's diagnosis, without spending an hour of answers).
 
     memrl eval --dataset locomo --split test --builder annotations --mode build --output-dir runs/ann
-    .venv/bin/python bench/builder_probe.py annotations=runs/ann raw=runs/raw --out docs/builders/probe
+    .venv/bin/python -m bench.research.builder_probe annotations=runs/ann raw=runs/raw --out docs/builders/probe
 
 For each store (``memory.db`` of a ``memrl eval`` run; one namespace per conversation) and every question
 of categories 1-4, the retrieval the answerer gets (:func:`memrl.scoring.answer.answer_from_memory`'s:

@@ -1,6 +1,6 @@
 """Why one builder's memory answers better than another's (issue 35): memory, retrieval or reader.
 
-    .venv/bin/python bench/builder_diagnosis.py raw=runs/b35/raw annotations=runs/b35/annotations \\
+    .venv/bin/python -m bench.research.builder_diagnosis raw=runs/b35/raw annotations=runs/b35/annotations \\
         --out docs/builders/diagnosis
 
 For each ``memrl eval`` run (``predictions.jsonl`` and ``memory.db``) and each category 1-4, with no

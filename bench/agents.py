@@ -15,9 +15,9 @@ model from core memory + the top ``--top-k`` retrieved memories (:class:`memrl.e
 
 Run (data from ``$MEMRL_DATA_DIR``, never copied into the repository)::
 
-    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/agents.py            # conv-26, 4 sessions
-    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/agents.py --sessions 2 --questions 10
-    .venv/bin/python bench/agents.py --smoke      # plumbing check in seconds: scripted LLM, hashing embedder
+    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.agents            # conv-26, 4 sessions
+    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.agents --sessions 2 --questions 10
+    .venv/bin/python -m bench.agents --smoke      # plumbing check in seconds: scripted LLM, hashing embedder
 
 ``--replay`` (on by default; cheap) adds a cost projection over the *whole* conversation without generating:
 a scripted model writes LoCoMo's own annotations (observations, events) as its memory, so memory grows as

@@ -9,9 +9,9 @@ keys written for them, and as the last line of stdout one JSON object (``turns``
 
 Run (under /work/cpu.lock on the shared machine)::
 
-    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/enrich.py \\
+    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.enrich \\
         --conv-id conv-26 --limit 64 --cache /tmp/llm.db
-    .venv/bin/python bench/enrich.py --llm openai:gpt-4o-mini --base-url http://localhost:8000/v1
+    .venv/bin/python -m bench.enrich --llm openai:gpt-4o-mini --base-url http://localhost:8000/v1
 """
 
 from __future__ import annotations

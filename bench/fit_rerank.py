@@ -1,9 +1,9 @@
 """Fit the learned reranker (memrl/memory/search/rerank.py) on LoCoMo conversations 0-4, reproducibly.
 
-    MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH] [--embedder mpnet]
+    MEMRL_DATA_DIR=/work/shared/data python -m bench.fit_rerank [--embed-cache FILE] [--out PATH] [--embedder mpnet]
     # train-clean: fit on MemUpdate's 7 training conversations only (0-4 hold the test conversations conv-26,
     # conv-30 and conv-43), then score it on the test split alone
-    python bench/fit_rerank.py --fit-on train --out runs/rerank_train.json
+    python -m bench.fit_rerank --fit-on train --out runs/rerank_train.json
     memrl eval retrieval --dataset locomo --split test --modes hybrid --rerank runs/rerank_train.json
 
 Builds every LoCoMo conversation with the default ``raw`` builder (BM25 statistics are global to the

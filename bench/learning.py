@@ -4,25 +4,25 @@ One seed of one task, in a fixed time budget (default 29 minutes, everything cou
 fitted on TRAIN items, the untrained model evaluated on held-out items, GRPO training (LoRA) with
 ``memrl train grpo``'s own code (:func:`memrl.train.loop.train`, the task sets of
 :mod:`memrl.train.tasks`) on TRAIN items only, the trained model evaluated on the same held-out items.
-The protocol (:mod:`learning_protocol`): TRAIN items come from LoCoMo's ``fit`` conversations, held-out
+The protocol (:mod:`memrl.eval.protocol`): TRAIN items come from LoCoMo's ``fit`` conversations, held-out
 items from its ``validation`` conversations (``--eval-split validation``, the default, where settings are
 compared) or, for a final setting, its ``test`` conversations (``--eval-split test``: the run is counted in
 a ledger and the result says how many test evaluations its setting has had). With an SFT stage (answer,
 read) the model is also evaluated after SFT, and RL's own effect is *after minus after SFT*, paired::
 
-    .venv/bin/python bench/learning.py --task read --seed 0 --out runs/learning-read-s0
-    .venv/bin/python bench/learning.py --task read --eval-split test --seed 0 --out runs/learning-read-test-s0
-    .venv/bin/python bench/learning.py --task answer --sft-minutes 5 --out runs/learning-answer
-    .venv/bin/python bench/learning.py --task update --out runs/learning-update
-    .venv/bin/python bench/learning.py --task build --out runs/learning-build
+    .venv/bin/python -m bench.learning --task read --seed 0 --out runs/learning-read-s0
+    .venv/bin/python -m bench.learning --task read --eval-split test --seed 0 --out runs/learning-read-test-s0
+    .venv/bin/python -m bench.learning --task answer --sft-minutes 5 --out runs/learning-answer
+    .venv/bin/python -m bench.learning --task update --out runs/learning-update
+    .venv/bin/python -m bench.learning --task build --out runs/learning-build
 
-* ``read`` (:mod:`learning_read`): MemAgent on RULER-LoCoMo documents (evidence session + distractor
+* ``read`` (:mod:`bench.learning_read`): MemAgent on RULER-LoCoMo documents (evidence session + distractor
   sessions of the same split), train documents from LoCoMo's train conversations, test documents from its
   test conversations (conv-43, conv-26, conv-30).
-* ``answer`` (:mod:`learning_answer`): QA from the top-k memories of a ``raw`` store, ``memrl eval``'s code.
-* ``update`` / ``build`` (:mod:`learning_tools`): MemUpdate episodes and MemBuilder sessions, held-out reward.
+* ``answer`` (:mod:`bench.learning_answer`): QA from the top-k memories of a ``raw`` store, ``memrl eval``'s code.
+* ``update`` / ``build`` (:mod:`bench.learning_tools`): MemUpdate episodes and MemBuilder sessions, held-out reward.
 
-Trivial baselines (:mod:`learning_baselines`) and the verdict (:mod:`learning_report`): a gain counts
+Trivial baselines (:mod:`bench.learning_baselines`) and the verdict (:mod:`bench.learning_report`): a gain counts
 only when the paired 95% interval of *after minus the better of before and the best trivial baseline* (per
 item; a cluster bootstrap over conversations) excludes 0. Writes OUT/learning.json, OUT/learning.md, OUT/predictions.jsonl (every
 prediction of every system), OUT/learning.png and OUT/train/ (metrics.jsonl, rollouts.jsonl, report.md,

@@ -12,7 +12,7 @@ training, greedy), in a fresh process per evaluation: the model is loaded before
 models from several threads at once, as the evaluation's concurrent searches do with the embedder, can
 corrupt transformers' loading state for the models loaded after it in the same process).
 
-Trivial baselines (:mod:`learning_baselines`) on the same questions look at the same retrieval: the
+Trivial baselines (:mod:`bench.learning_baselines`) on the same questions look at the same retrieval: the
 top-1 retrieved memory of the same store, ``--top-k`` and search settings (memrl's defaults).
 """
 

@@ -102,7 +102,7 @@ def bm25_finds_evidence(docs: Sequence[Any], items: Sequence[Any], k: int) -> fl
 def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *,
              prefill_bf16: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """Greedy MemAgent on every document (concurrently: the back-end batches), scored per item; each row
-    also says how much of the question's evidence the final memory holds (:func:`read_sft.evidence_in`).
+    also says how much of the question's evidence the final memory holds (:func:`evidence_in`).
     ``prefill_bf16``: the back-end runs prompts in bfloat16 meanwhile (an evaluation-only setting)."""
     from bench.learning_baselines import score_prediction
     from memrl.agents.memagent import MemAgent, render_conversation
@@ -139,7 +139,7 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *
 def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.Namespace,
               on_step: Any = None) -> dict[str, Any]:  # fmt: skip
     """Supervised warm start of ``llm`` (in place, full weights) on the expert reader's trajectories over the
-    TRAIN documents (:mod:`read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
+    TRAIN documents (:mod:`bench.read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
 
     Each answer step is drawn ``--sft-answer-repeat`` times per epoch (answer prompts are a fifth as long as
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs

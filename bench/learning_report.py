@@ -1,6 +1,6 @@
 """The learning benchmark's verdict: before, after and the trivial baselines on the same items, paired.
 
-Every system (the untrained model, the trained one, each rule of :mod:`learning_baselines`) is a list of
+Every system (the untrained model, the trained one, each rule of :mod:`bench.learning_baselines`) is a list of
 per-item score rows in the same item order. :func:`verdict` compares them on one metric (LoCoMo's
 official F1, x100, for reports):
 

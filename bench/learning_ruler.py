@@ -9,7 +9,7 @@ rewards score one boxed answer). Scored as ``memrl eval ruler`` scores: RULER's 
 reply (``score``, x100), the box's exact match beside it (``em``).
 
 The systems, on the same held-out items: the untrained model, the SFT model (``--sft-minutes``/``--sft-steps``:
-an expert reader whose memory keeps the needle sentences it has read, :class:`read_expert.ExpertReader`,
+an expert reader whose memory keeps the needle sentences it has read, :class:`memrl.agents.read_expert.ExpertReader`,
 then the gold in a box), SFT + GRPO (``memrl train grpo``'s loop on :class:`memrl.train.tasks.ReadTasks`
 over the fit items), and two rules that use no model: ``first needle`` (the value of the first sentence
 shaped like a needle) and ``key lookup`` (the value of the needle naming the asked key: RULER's needle

@@ -1,6 +1,6 @@
 """Several seeds of ``bench/learning.py``, together: the figure the README states.
 
-    .venv/bin/python bench/learning_seeds.py runs/learning-read-s0 runs/learning-read-s1 runs/learning-read-s2
+    .venv/bin/python -m bench.learning_seeds runs/learning-read-s0 runs/learning-read-s1 runs/learning-read-s2
 
 Each folder is one seed's run (``learning.json`` and ``predictions.jsonl``), all of one task on the same
 held-out items (checked: same item ids, same untrained and rule predictions). Reported: each seed's
@@ -9,7 +9,7 @@ seeds; and the seed-averaged verdict: per item, the mean of the seeds' after-sco
 before and the best rule (chosen on these items, as each seed's verdict does), with its paired bootstrap 95%
 interval (10,000 resamples). A gain counts only when that interval excludes 0 upwards.
 
-``--rules PREDICTIONS.jsonl`` adds the rules of a ``bench/learning.py --baselines-only`` run on the same
+``--rules PREDICTIONS.jsonl`` adds the rules of a ``python -m bench.learning --baselines-only`` run on the same
 items to runs made before those rules existed (a rule a run already has must predict the same there).
 
 Writes OUT (default: beside the first run, ``seeds.md``); last line of stdout: one JSON object.

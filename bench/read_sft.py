@@ -2,17 +2,17 @@
 
 The expert reads each RULER-LoCoMo document of LoCoMo's TRAIN conversations exactly as the student will
 (:class:`memrl.agents.memagent.MemAgent` itself runs it: same chunks, cut by the student's tokenizer, same
-prompts and budgets as ``bench/learning.py --task read``), but its replies are written from the annotation:
+prompts and budgets as ``python -m bench.learning --task read``), but its replies are written from the annotation:
 after a chunk holding one of the question's evidence turns (LoCoMo's evidence ids), the memory is every
 evidence turn read so far, each with its session's date, cut to the memory budget; after a chunk holding
 none, the previous memory unchanged; the answer is ``\\boxed{gold}`` (the first gold; a gold longer than
 the answer grammar allows leaves that document's answer step out, counted). Each expert call is one SFT
 example (:func:`memrl.train.sft.sft_samples`: the student's chat template, loss on the reply), trained by
 :class:`memrl.train.sft.SFTTrainer` (full weights, one example per forward pass; ``bench/learning.py``'s
-:func:`learning_read.sft_stage`, the same warm start ``--task read --sft-minutes N`` runs) for ``--minutes``::
+:func:`bench.learning_read.sft_stage`, the same warm start ``--task read --sft-minutes N`` runs) for ``--minutes``::
 
-    .venv/bin/python bench/read_sft.py --out runs/read-sft --minutes 8
-    .venv/bin/python bench/learning.py --task read --model runs/read-sft/sft/checkpoint ...
+    .venv/bin/python -m bench.read_sft --out runs/read-sft --minutes 8
+    .venv/bin/python -m bench.learning --task read --model runs/read-sft/sft/checkpoint ...
 
 **Choosing the SFT on train conversations only** (``--val-conv``): the documents whose question belongs to
 that TRAIN conversation are left out of the SFT, ``--val-items`` of them (a sample stratified to their
@@ -21,7 +21,7 @@ scored beside the no-model rules fitted on the other train documents; each readi
 the question's evidence its final memory holds (:func:`evidence_in`: the share of the evidence turns'
 content words in the memory), which separates "found the evidence" from "answered from it"::
 
-    .venv/bin/python bench/read_sft.py --val-conv conv-50 --marks 8,16,24,32 --autocast bf16 --out runs/read-sft-val
+    .venv/bin/python -m bench.read_sft --val-conv conv-50 --marks 8,16,24,32 --autocast bf16 --out runs/read-sft-val
 
 Writes OUT/sft/checkpoint (a model folder), OUT/sft/sft_metrics.jsonl, OUT/read_sft.json (and with
 ``--val-conv`` OUT/val-MINUTES.jsonl: every validation prediction and memory); the last line of stdout is

@@ -1,7 +1,7 @@
 """Load test of memrl's HTTP servers on loopback: requests per second of the memory API and the reward server,
 and a multi-tenant phase with every browser defence on.
 
-    flock /work/cpu.lock .venv/bin/python bench/service.py [--clients 8] [--requests 100] [--tenants 8]
+    flock /work/cpu.lock .venv/bin/python -m bench.service [--clients 8] [--requests 100] [--tenants 8]
 
 N concurrent clients (threads with keep-alive connections) each send a fixed number of requests to a real
 uvicorn server on 127.0.0.1: adds, then searches, on one namespace of a fresh SQLite file (hashing

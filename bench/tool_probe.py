@@ -1,6 +1,6 @@
 """Measure before training: the untrained model's reward distribution on ``update`` or ``build``.
 
-The learning benchmark's own task sets and agent settings (:mod:`learning_tools`: MemUpdate with 4 tool
+The learning benchmark's own task sets and agent settings (:mod:`bench.learning_tools`: MemUpdate with 4 tool
 calls of 128 tokens, MemBuilder with 2 operations of 120 characters) on ``--groups`` TRAIN items drawn
 with ``--seed``, ``--group-size`` rollouts each at ``--temperature``: groups with any reward variance (the
 only groups GRPO learns from; a ``build`` session gives one group per memory type), mean reward, rollouts
@@ -9,8 +9,8 @@ rollout, seconds and tokens per rollout. Then one GRPO update (LoRA 16, every gr
 ``--tasks-per-step`` items would) on the first groups, timed: with the rollout time of as many groups, that
 is the time of one training step.
 
-    .venv/bin/python bench/tool_probe.py --task update --tool-choice required --groups 10 --group-size 4
-    .venv/bin/python bench/tool_probe.py --task build --groups 4 --group-size 4
+    .venv/bin/python -m bench.tool_probe --task update --tool-choice required --groups 10 --group-size 4
+    .venv/bin/python -m bench.tool_probe --task build --groups 4 --group-size 4
 
 Last line of stdout: one JSON object (also written to ``--out``), with every rollout's reward.
 """

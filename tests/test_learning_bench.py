@@ -1,5 +1,5 @@
 """The learning benchmark's parts: split-pure RULER-LoCoMo documents, the trivial baselines, the paired
-verdict, and a smoke run of ``bench/learning.py --task read`` on the tiny real model (real data, real
+verdict, and a smoke run of ``python -m bench.learning --task read`` on the tiny real model (real data, real
 reader, real trainer; the model is tiny and random, so nothing is learned: the run must still produce every
 figure, keep every prediction and refuse nothing)."""
 
@@ -358,7 +358,7 @@ def test_evidence_in_measures_how_much_of_the_evidence_a_memory_holds(locomo_pat
 
 
 def test_read_sft_validation_reads_a_held_out_train_conversation(locomo_path, tmp_path, monkeypatch):
-    """``bench/read_sft.py --val-conv``: that conversation's documents are left out of the SFT and read at
+    """``python -m bench.read_sft --val-conv``: that conversation's documents are left out of the SFT and read at
     the end beside the rules fitted on the others; every reading kept, with its evidence share."""
     from bench import read_sft
     from tests.tiny_lm import make_tiny_lm

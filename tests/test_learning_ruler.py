@@ -1,4 +1,4 @@
-"""``bench/learning.py --task read --ruler-task``: the learning benchmark on RULER's generated needle items
+"""``python -m bench.learning --task read --ruler-task``: the learning benchmark on RULER's generated needle items
 (fit, validation and test generated from their own seeds, read back through the ``ruler-synthetic`` loader),
 a smoke run of the whole pipeline (SFT on the expert reader, GRPO, evaluations) on the tiny real model, and
 the rules' scores on real generated items (the key lookup reads every needle: RULER's needles are solved by

@@ -47,7 +47,7 @@ docs: $(STAMP)
 test: lint docs unit
 
 bench: $(STAMP)
-	$(PY) bench/store.py
+	$(PY) -m bench.store
 
 # Debian's chromium and its driver, for the web browser tests (they are skipped, naming these packages,
 # when missing). Needs root, as on CI; elsewhere install them by hand.

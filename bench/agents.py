@@ -15,9 +15,9 @@ model from core memory + the top ``--top-k`` retrieved memories (:class:`memrl.e
 
 Run (data from ``$MEMRL_DATA_DIR``, never copied into the repository)::
 
-    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/agents.py            # conv-26, 4 sessions
-    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/agents.py --sessions 2 --questions 10
-    .venv/bin/python bench/agents.py --smoke      # plumbing check in seconds: scripted LLM, hashing embedder
+    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.agents            # conv-26, 4 sessions
+    MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.agents --sessions 2 --questions 10
+    .venv/bin/python -m bench.agents --smoke      # plumbing check in seconds: scripted LLM, hashing embedder
 
 ``--replay`` (on by default; cheap) adds a cost projection over the *whole* conversation without generating:
 a scripted model writes LoCoMo's own annotations (observations, events) as its memory, so memory grows as
@@ -34,21 +34,17 @@ import asyncio
 import dataclasses
 import json
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from memrl.agents.base import SessionResult, create_builder  # noqa: E402
-from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig  # noqa: E402
-from memrl.data.types import Conversation  # noqa: E402
-from memrl.eval.qa import QAEvaluation  # noqa: E402
-from memrl.eval.qa_config import QAEvalConfig, load_conversations  # noqa: E402
-from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.agents.base import SessionResult, create_builder
+from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.data.types import Conversation
+from memrl.eval.qa import QAEvaluation
+from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.memory.facade.memory import AsyncMemory
 
 BUILDERS = ("membuilder-full", "membuilder-retrieved", "raw")
 

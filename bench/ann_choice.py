@@ -6,7 +6,7 @@ does), so recall@10 is that of the final top 10 against the exact top 10. Also t
 several sizes, which places ``dense_backend="auto"``'s threshold: below it exact is as fast as ANN and
 needs no build. hnswlib is not measured: it has no wheel on the registry (sdist only).
 
-    flock /work/cpu.lock nice -n 10 python bench/ann_choice.py --n 100000     # prints one JSON line last
+    flock /work/cpu.lock nice -n 10 python -m bench.ann_choice --n 100000     # prints one JSON line last
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The builders' LoCoMo table (issue 35): QA F1 per category with cluster intervals, and what building costs.
 
-    .venv/bin/python bench/builders_table.py raw=runs/b35/raw annotations=runs/b35/annotations \\
+    .venv/bin/python -m bench.builders_table raw=runs/b35/raw annotations=runs/b35/annotations \\
         membuilder=runs/b35/membuilder --baseline raw --out docs/builders/table
 
 Each ``NAME=DIR`` is one ``memrl eval`` output folder (``predictions.jsonl``, ``builds.jsonl``,

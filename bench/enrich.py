@@ -9,9 +9,9 @@ keys written for them, and as the last line of stdout one JSON object (``turns``
 
 Run (under /work/cpu.lock on the shared machine)::
 
-    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/enrich.py \\
+    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.enrich \\
         --conv-id conv-26 --limit 64 --cache /tmp/llm.db
-    .venv/bin/python bench/enrich.py --llm openai:gpt-4o-mini --base-url http://localhost:8000/v1
+    .venv/bin/python -m bench.enrich --llm openai:gpt-4o-mini --base-url http://localhost:8000/v1
 """
 
 from __future__ import annotations
@@ -20,17 +20,13 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich, llm_from_spec  # noqa: E402
-from memrl.eval.retrieval import load_conversations  # noqa: E402
-from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
-from memrl.eval.retrieval_search import build_conversation, namespace_of  # noqa: E402
-from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich, llm_from_spec
+from memrl.eval.retrieval import load_conversations
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_search import build_conversation, namespace_of
+from memrl.memory.facade.memory import AsyncMemory
 
 
 async def main(args: argparse.Namespace) -> dict:

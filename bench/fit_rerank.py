@@ -1,9 +1,9 @@
 """Fit the learned reranker (memrl/memory/search/rerank.py) on LoCoMo conversations 0-4, reproducibly.
 
-    MEMRL_DATA_DIR=/work/shared/data python bench/fit_rerank.py [--embed-cache FILE] [--out PATH] [--embedder mpnet]
+    MEMRL_DATA_DIR=/work/shared/data python -m bench.fit_rerank [--embed-cache FILE] [--out PATH] [--embedder mpnet]
     # train-clean: fit on MemUpdate's 7 training conversations only (0-4 hold the test conversations conv-26,
     # conv-30 and conv-43), then score it on the test split alone
-    python bench/fit_rerank.py --fit-on train --out runs/rerank_train.json
+    python -m bench.fit_rerank --fit-on train --out runs/rerank_train.json
     memrl eval retrieval --dataset locomo --split test --modes hybrid --rerank runs/rerank_train.json
 
 Builds every LoCoMo conversation with the default ``raw`` builder (BM25 statistics are global to the
@@ -30,14 +30,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from memrl.eval.retrieval import aevaluate, load_conversations, open_memory  # noqa: E402
-from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
-from memrl.eval.retrieval_search import namespace_of  # noqa: E402
-from memrl.memory.search import rerank_model  # noqa: E402
-from memrl.scoring.metrics import recall_at_k  # noqa: E402
+from memrl.eval.retrieval import aevaluate, load_conversations, open_memory
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval_search import namespace_of
+from memrl.memory.search import rerank_model
+from memrl.scoring.metrics import recall_at_k
 
 L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 OBJECTIVES = ("pointwise", "pairwise")
@@ -150,7 +147,7 @@ def main() -> None:
         "fitted_on": ("LoCoMo conversations 0-4 (" if args.fit_on == "0-4" else "LoCoMo's training split (")
         + ", ".join(folds)
         + "), categories 1-4, default hybrid search",
-        "command": "python bench/fit_rerank.py"
+        "command": "python -m bench.fit_rerank"
         + ("" if args.embedder == "minilm" else f" --embedder {args.embedder}")
         + ("" if args.fit_on == "0-4" else f" --fit-on {args.fit_on}"),
         "embedder": args.embedder,

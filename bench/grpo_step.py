@@ -7,8 +7,8 @@ one optimizer step per batch of ``prompts_per_step`` groups, for ``--steps`` ste
 LoCoMo F1 of the answer (the same function for both). Time counts rollouts + update (model loading and
 the store excluded); the first step of each is a warm-up and is reported apart.
 
-    .venv/bin/python bench/grpo_step.py                       # needs the trl extra: pip install 'memrl[trl]'
-    .venv/bin/python bench/grpo_step.py --steps 4 --lora-rank 16
+    .venv/bin/python -m bench.grpo_step                       # needs the trl extra: pip install 'memrl[trl]'
+    .venv/bin/python -m bench.grpo_step --steps 4 --lora-rank 16
 
 Last line of stdout: one JSON object with ``memrl_s_per_step``, ``trl_s_per_step``, ``ratio`` (memrl / TRL;
 <= 1 means memrl is no slower) and each side's completion tokens per step.

@@ -4,25 +4,25 @@ One seed of one task, in a fixed time budget (default 29 minutes, everything cou
 fitted on TRAIN items, the untrained model evaluated on held-out items, GRPO training (LoRA) with
 ``memrl train grpo``'s own code (:func:`memrl.train.loop.train`, the task sets of
 :mod:`memrl.train.tasks`) on TRAIN items only, the trained model evaluated on the same held-out items.
-The protocol (:mod:`learning_protocol`): TRAIN items come from LoCoMo's ``fit`` conversations, held-out
+The protocol (:mod:`memrl.eval.protocol`): TRAIN items come from LoCoMo's ``fit`` conversations, held-out
 items from its ``validation`` conversations (``--eval-split validation``, the default, where settings are
 compared) or, for a final setting, its ``test`` conversations (``--eval-split test``: the run is counted in
 a ledger and the result says how many test evaluations its setting has had). With an SFT stage (answer,
 read) the model is also evaluated after SFT, and RL's own effect is *after minus after SFT*, paired::
 
-    .venv/bin/python bench/learning.py --task read --seed 0 --out runs/learning-read-s0
-    .venv/bin/python bench/learning.py --task read --eval-split test --seed 0 --out runs/learning-read-test-s0
-    .venv/bin/python bench/learning.py --task answer --sft-minutes 5 --out runs/learning-answer
-    .venv/bin/python bench/learning.py --task update --out runs/learning-update
-    .venv/bin/python bench/learning.py --task build --out runs/learning-build
+    .venv/bin/python -m bench.learning --task read --seed 0 --out runs/learning-read-s0
+    .venv/bin/python -m bench.learning --task read --eval-split test --seed 0 --out runs/learning-read-test-s0
+    .venv/bin/python -m bench.learning --task answer --sft-minutes 5 --out runs/learning-answer
+    .venv/bin/python -m bench.learning --task update --out runs/learning-update
+    .venv/bin/python -m bench.learning --task build --out runs/learning-build
 
-* ``read`` (:mod:`learning_read`): MemAgent on RULER-LoCoMo documents (evidence session + distractor
+* ``read`` (:mod:`bench.learning_read`): MemAgent on RULER-LoCoMo documents (evidence session + distractor
   sessions of the same split), train documents from LoCoMo's train conversations, test documents from its
   test conversations (conv-43, conv-26, conv-30).
-* ``answer`` (:mod:`learning_answer`): QA from the top-k memories of a ``raw`` store, ``memrl eval``'s code.
-* ``update`` / ``build`` (:mod:`learning_tools`): MemUpdate episodes and MemBuilder sessions, held-out reward.
+* ``answer`` (:mod:`bench.learning_answer`): QA from the top-k memories of a ``raw`` store, ``memrl eval``'s code.
+* ``update`` / ``build`` (:mod:`bench.learning_tools`): MemUpdate episodes and MemBuilder sessions, held-out reward.
 
-Trivial baselines (:mod:`learning_baselines`) and the verdict (:mod:`learning_report`): a gain counts
+Trivial baselines (:mod:`bench.learning_baselines`) and the verdict (:mod:`bench.learning_report`): a gain counts
 only when the paired 95% interval of *after minus the better of before and the best trivial baseline* (per
 item; a cluster bootstrap over conversations) excludes 0. Writes OUT/learning.json, OUT/learning.md, OUT/predictions.jsonl (every
 prediction of every system), OUT/learning.png and OUT/train/ (metrics.jsonl, rollouts.jsonl, report.md,
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the learning_* modules beside this file
+from memrl.eval.protocol import EVAL_SPLITS
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,7 +49,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--task", required=True, choices=["read", "answer", "update", "build"])
     ap.add_argument("--out", type=Path, help="output folder (default runs/learning-TASK-sSEED)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (task order, sampling)")
-    ap.add_argument("--eval-split", default="validation", choices=["validation", "test"],
+    ap.add_argument("--eval-split", default="validation", choices=list(EVAL_SPLITS),
                     help="held-out items: LoCoMo's validation conversations (settings are chosen here) or, for "
                          "a final setting, its test conversations (counted in --ledger)")  # fmt: skip
     ap.add_argument("--ledger", type=Path, default=Path("runs/protocol/test-evaluations.jsonl"),
@@ -206,11 +206,11 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.eval_only:
-        from learning_answer import eval_only
+        from bench.learning_answer import eval_only
 
         return eval_only(args)
-    import learning_report as report
-    from learning_protocol import cluster_of, protocol
+    from bench import learning_report as report
+    from memrl.eval.protocol import cluster_of, protocol
 
     t0 = time.perf_counter()
     if args.out.exists():
@@ -219,28 +219,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.before_only:
         if args.task != "read" or not args.before_cache or args.ruler_task:
             raise SystemExit("--before-only is for --task read, with --before-cache FILE")
-        from learning_read import before_only
+        from bench.learning_read import before_only
 
         return print(json.dumps(before_only(args, t0)))
     if args.baselines_only:
         if args.task == "read" and args.ruler_task:
-            from learning_ruler import baselines_only
+            from bench.learning_ruler import baselines_only
         elif args.task == "read":
-            from learning_read import baselines_only
+            from bench.learning_read import baselines_only
         elif args.task == "answer":
-            from learning_answer import baselines_only
+            from bench.learning_answer import baselines_only
         else:
             raise SystemExit("--baselines-only is for --task read or answer")
 
         return print(json.dumps(baselines_only(args, t0)))
     if args.task == "read" and args.ruler_task:
-        from learning_ruler import run
+        from bench.learning_ruler import run
     elif args.task == "read":
-        from learning_read import run
+        from bench.learning_read import run
     elif args.task == "answer":
-        from learning_answer import run
+        from bench.learning_answer import run
     else:
-        from learning_tools import run
+        from bench.learning_tools import run
     parts = run(args, t0)
     items, before, after, trivial = parts["items"], parts["before"], parts["after"], parts["trivial"]
     key = parts.get("metric", "f1")
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
                                              "kl_coef", "max_grad_norm")},
         **{k: round(v, 1) for k, v in parts["timings"].items()},
         **{k: v for k, v in parts.items() if k in ("sft", "measure", "evidence")},
-        command="python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        command="python -m bench.learning " + " ".join(sys.argv[1:] if argv is None else argv),
         date=time.strftime("%Y-%m-%d"), machine=f"{os.cpu_count()} CPU cores, no GPU",
         wall_time_s=round(time.perf_counter() - t0, 1), curve=str(args.out / "learning.png"),
         predictions=str(args.out / "predictions.jsonl"),

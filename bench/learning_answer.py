@@ -12,7 +12,7 @@ training, greedy), in a fresh process per evaluation: the model is loaded before
 models from several threads at once, as the evaluation's concurrent searches do with the embedder, can
 corrupt transformers' loading state for the models loaded after it in the same process).
 
-Trivial baselines (:mod:`learning_baselines`) on the same questions look at the same retrieval: the
+Trivial baselines (:mod:`bench.learning_baselines`) on the same questions look at the same retrieval: the
 top-1 retrieved memory of the same store, ``--top-k`` and search settings (memrl's defaults).
 """
 
@@ -27,17 +27,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: The repository root: the folder ``python -m bench.NAME`` runs from.
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
     """memrl eval's QA evaluation of ``model`` in a fresh process (see the module docstring)."""
-    cmd = [sys.executable, str(Path(__file__).with_name("learning.py")), "--task", "answer", "--eval-only",
-           str(out), "--out", str(args.out), "--top-k", str(args.top_k), "--answer-tokens", str(args.answer_tokens),
-           "--embedder", args.embedder, "--eval-split", args.eval_split]  # fmt: skip
-    if model or args.model:
-        cmd += ["--eval-model", model or args.model]
+    # ``python -m bench.learning`` from the repository root (where ``bench`` is a package), whatever this
+    # process's folder: the paths it is given are made absolute first
+    model = model or args.model
+    if model and Path(model).exists():
+        model = str(Path(model).resolve())
+    cmd = [sys.executable, "-m", "bench.learning", "--task", "answer", "--eval-only",
+           str(Path(out).resolve()), "--out", str(Path(args.out).resolve()), "--top-k", str(args.top_k),
+           "--answer-tokens", str(args.answer_tokens), "--embedder", args.embedder, "--eval-split", args.eval_split]  # fmt: skip
+    if model:
+        cmd += ["--eval-model", model]
     if args.eval_questions:
         cmd += ["--eval-questions", str(args.eval_questions)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     return json.loads((out / "summary.json").read_text())
 
 
@@ -58,7 +66,7 @@ def eval_only(args: argparse.Namespace) -> None:
 
 def rows_of(folder: Path, items: list) -> list[dict[str, Any]]:
     """memrl eval's predictions in the order of ``items``, scored as the baselines are."""
-    from learning_baselines import score_prediction
+    from bench.learning_baselines import score_prediction
 
     got = {
         r["question_id"]: r for r in map(json.loads, (folder / "predictions.jsonl").read_text().splitlines())
@@ -73,8 +81,7 @@ def rows_of(folder: Path, items: list) -> list[dict[str, Any]]:
 def retrieval_items(db: Path, convs: list, top_k: int, embedder: str = "minilm") -> list:
     """Each question with its top-k memories (the store and search the model answers from), as baseline
     items. Searches run one at a time, before any model is loaded in this process."""
-    from learning_baselines import Candidate, Item, _day_of
-
+    from bench.learning_baselines import Candidate, Item, _day_of
     from memrl.memory.facade.memory import AsyncMemory
     from memrl.scoring.answer import memory_date
 
@@ -123,9 +130,8 @@ def sft_stage(llm, tasks, args: argparse.Namespace, time_limit_s: float | None) 
 def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) -> tuple:
     """The raw store of every conversation, the held-out items with their retrieval, the rules fitted on
     train items and their scored predictions."""
-    from learning_baselines import Baselines, score_prediction
-    from learning_protocol import TRAIN_SPLIT
-
+    from bench.learning_baselines import Baselines, score_prediction
+    from memrl.eval.protocol import TRAIN_SPLIT
     from memrl.eval.qa import QAEvaluation
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
 
@@ -153,7 +159,7 @@ def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) ->
 def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """The no-model rules on the held-out questions (``--baselines-only``): their predictions as JSONL and
     their official F1 / EM x100, overall and per category."""
-    import learning_report as report
+    from bench import learning_report as report
 
     timings: dict[str, float] = {}
     items, rules, trivial, _, _ = _store_and_baselines(args, timings)

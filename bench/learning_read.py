@@ -20,10 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import random
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from memrl.agents.read_expert import evidence_lines
 
 
 def documents(split: str, length: str) -> list[Any]:
@@ -36,7 +39,7 @@ def documents(split: str, length: str) -> list[Any]:
 def stratified(docs: Sequence[Any], n: int | None, seed: str = "learning-eval") -> list[Any]:
     """``n`` documents whose LoCoMo categories keep the mix of ``docs`` (largest remainders), seeded; all
     of them (in a stable order) when ``n`` is None or not smaller."""
-    from learning_baselines import _locomo_id
+    from bench.learning_baselines import _locomo_id
 
     docs = sorted(docs, key=lambda c: c.id)
     if not n or n >= len(docs):
@@ -65,14 +68,43 @@ def reader_config(args: argparse.Namespace) -> Any:
                           memory_last=not args.memory_first)  # fmt: skip
 
 
+@functools.cache
+def _locomo() -> dict[str, Any]:
+    """Every LoCoMo conversation by id (both splits), loaded once."""
+    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+
+    return {c.id: c for split in ("train", "test")
+            for c in load_conversations(QAEvalConfig(dataset="locomo", split=split))}  # fmt: skip
+
+
+def evidence_in(doc: Any, memory: str) -> float | None:
+    """What a memory holds of the evidence: the share of the content words (stemmed, stopwords out) of the question's evidence turns that
+    ``memory`` holds, in [0, 1]; None when the question has no evidence turn with content words."""
+    from memrl.memory.analysis import content_terms
+
+    words = {w for line in evidence_lines(doc, _locomo()) for w in content_terms(line.split(": ", 1)[-1])}
+    if not words:
+        return None
+    return len(words & set(content_terms(memory or ""))) / len(words)
+
+
+def bm25_finds_evidence(docs: Sequence[Any], items: Sequence[Any], k: int) -> float:
+    """The share of documents whose top ``k`` turns by BM25 for the question (the rules' ranking,
+    :func:`bench.learning_baselines.document_item`) include one of its evidence turns: what the no-model rules
+    find, to set beside what the reader's memory holds."""
+    hits = 0
+    for doc, it in zip(docs, items, strict=True):
+        lines = evidence_lines(doc, _locomo())
+        hits += any(c.text and c.text in line for c in it.candidates[:k] for line in lines)
+    return round(hits / max(1, len(docs)), 3)
+
+
 def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *,
              prefill_bf16: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """Greedy MemAgent on every document (concurrently: the back-end batches), scored per item; each row
-    also says how much of the question's evidence the final memory holds (:func:`read_sft.evidence_in`).
+    also says how much of the question's evidence the final memory holds (:func:`evidence_in`).
     ``prefill_bf16``: the back-end runs prompts in bfloat16 meanwhile (an evaluation-only setting)."""
-    from learning_baselines import score_prediction
-    from read_expert import evidence_in
-
+    from bench.learning_baselines import score_prediction
     from memrl.agents.memagent import MemAgent, render_conversation
 
     cfg = dataclasses.replace(config, temperature=0.0)
@@ -107,14 +139,13 @@ def evaluate(llm: Any, docs: Sequence[Any], items: Sequence[Any], config: Any, *
 def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.Namespace,
               on_step: Any = None) -> dict[str, Any]:  # fmt: skip
     """Supervised warm start of ``llm`` (in place, full weights) on the expert reader's trajectories over the
-    TRAIN documents (:mod:`read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
+    TRAIN documents (:mod:`bench.read_sft`), for ``--sft-minutes`` / ``--sft-steps`` at most; what it did.
 
     Each answer step is drawn ``--sft-answer-repeat`` times per epoch (answer prompts are a fifth as long as
     chunk prompts, and the answer's format is most of what the reader gets wrong), and every example runs
     in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
-    from read_expert import expert_trajectories
-
+    from memrl.agents.read_expert import expert_trajectories
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
@@ -185,8 +216,8 @@ def cached_before(args: argparse.Namespace, llm: Any, docs: Sequence[Any], items
 def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dict[str, list[dict[str, Any]]]]:
     """Train documents, held-out documents and their items, the rules fitted on train items, and the rules'
     scored predictions on the held-out items."""
-    from learning_baselines import document_item
-    from learning_protocol import TRAIN_SPLIT
+    from bench.learning_baselines import document_item
+    from memrl.eval.protocol import TRAIN_SPLIT
 
     train_docs = documents(TRAIN_SPLIT, args.length)
     eval_docs = stratified(documents(args.eval_split, args.length), args.eval_items or None)
@@ -197,7 +228,7 @@ def data_and_rules(args: argparse.Namespace) -> tuple[list, list, list, Any, dic
 
 def rules_on(train_docs: Sequence[Any], items: Sequence[Any]) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
     """The no-model rules fitted on ``train_docs``' items, and their scored predictions on ``items``."""
-    from learning_baselines import Baselines, document_item, score_prediction
+    from bench.learning_baselines import Baselines, document_item, score_prediction
 
     rules = Baselines.fit([document_item(d) for d in train_docs])
     trivial = {name: [{"prediction": p, **score_prediction(p, it)} for p, it in zip(preds, items, strict=True)]
@@ -207,8 +238,7 @@ def rules_on(train_docs: Sequence[Any], items: Sequence[Any]) -> tuple[Any, dict
 
 def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """The no-model rules on the held-out documents (``--baselines-only``): predictions as JSONL, F1 / EM."""
-    import learning_report as report
-    from read_expert import bm25_finds_evidence
+    from bench import learning_report as report
 
     _, eval_docs, items, rules, trivial = data_and_rules(args)
     found = {f"top{k}": bm25_finds_evidence(eval_docs, items, k) for k in (1, 3)}
@@ -218,8 +248,7 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
 def before_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """The untrained model's evaluation alone (``--before-only``), written to ``--before-cache``."""
-    import learning_report as report
-
+    from bench import learning_report as report
     from memrl.llm.local import LocalLLM
 
     _, eval_docs, items, _, _ = data_and_rules(args)

@@ -1,6 +1,6 @@
 """The learning benchmark's verdict: before, after and the trivial baselines on the same items, paired.
 
-Every system (the untrained model, the trained one, each rule of :mod:`learning_baselines`) is a list of
+Every system (the untrained model, the trained one, each rule of :mod:`bench.learning_baselines`) is a list of
 per-item score rows in the same item order. :func:`verdict` compares them on one metric (LoCoMo's
 official F1, x100, for reports):
 
@@ -32,18 +32,11 @@ def mean(rows: Sequence[Mapping[str, float]], key: str) -> float:
 
 def paired(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], key: str,
            clusters: Sequence[Any] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Mean of b - a per item (x100) with its paired bootstrap 95% interval (a two-stage cluster bootstrap
-    over ``clusters``, one label per item, when given)."""
-    from memrl.eval.stats import bootstrap_ci, cluster_bootstrap_ci
+    """Mean of b - a per item on metric ``key`` (x100) with its paired bootstrap 95% interval (a two-stage
+    cluster bootstrap over ``clusters``, one label per item, when given): :func:`memrl.eval.stats.paired_difference`."""
+    from memrl.eval.stats import paired_difference
 
-    if len(a) != len(b):
-        raise ValueError(f"cannot pair {len(a)} items with {len(b)}")
-    diffs = [100 * (y[key] - x[key]) for x, y in zip(a, b, strict=True)]
-    if clusters is None:
-        diff, lo, hi = bootstrap_ci(diffs, n_resamples=10_000)
-    else:
-        diff, lo, hi = cluster_bootstrap_ci(diffs, list(clusters), n_resamples=10_000)
-    return {"diff": round(diff, 2), "ci": [round(lo, 2), round(hi, 2)], "excludes_0": bool(lo > 0 or hi < 0)}
+    return paired_difference([x[key] for x in a], [y[key] for y in b], clusters, scale=100)
 
 
 def verdict(before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, float]],
@@ -109,7 +102,7 @@ def rules_report(task: str, items: Sequence[Any], trivial: Mapping[str, Sequence
         "by_category": {n: by_category([{**x, "category": it.category} for x, it in zip(r, items, strict=True)])
                         for n, r in trivial.items()},
         "rule_per_category": {str(c): r for c, r in sorted(rules.by_category.items())}, "top1_text_chars": rules.n_chars,
-        "predictions": str(out / "predictions.jsonl"), "command": "python bench/learning.py " + " ".join(sys.argv[1:]),
+        "predictions": str(out / "predictions.jsonl"), "command": "python -m bench.learning " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - t0, 1),
     }  # fmt: skip
 

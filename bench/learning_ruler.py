@@ -9,7 +9,7 @@ rewards score one boxed answer). Scored as ``memrl eval ruler`` scores: RULER's 
 reply (``score``, x100), the box's exact match beside it (``em``).
 
 The systems, on the same held-out items: the untrained model, the SFT model (``--sft-minutes``/``--sft-steps``:
-an expert reader whose memory keeps the needle sentences it has read, :class:`read_expert.ExpertReader`,
+an expert reader whose memory keeps the needle sentences it has read, :class:`memrl.agents.read_expert.ExpertReader`,
 then the gold in a box), SFT + GRPO (``memrl train grpo``'s loop on :class:`memrl.train.tasks.ReadTasks`
 over the fit items), and two rules that use no model: ``first needle`` (the value of the first sentence
 shaped like a needle) and ``key lookup`` (the value of the needle naming the asked key: RULER's needle
@@ -118,9 +118,8 @@ def sft_stage(
     llm: Any, items: list[Any], convs: list[Any], config: Any, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Supervised warm start (in place, full weights) on the expert reader's trajectories over the fit items."""
-    from read_expert import ExpertReader
-
     from memrl.agents.memagent import MemAgent, render_conversation
+    from memrl.agents.read_expert import ExpertReader
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
     async def expert(it: Any, conv: Any) -> Any:
@@ -174,8 +173,7 @@ def baselines_only(args: argparse.Namespace, t0: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
     """Rules, untrained, SFT, SFT + GRPO on the same held-out items (module docstring)."""
-    from learning_read import grpo_and_score
-
+    from bench.learning_read import grpo_and_score
     from memrl.llm.local import LocalLLM
     from memrl.train.tasks import ReadTasks
 

@@ -1,6 +1,6 @@
 """Several seeds of ``bench/learning.py``, together: the figure the README states.
 
-    .venv/bin/python bench/learning_seeds.py runs/learning-read-s0 runs/learning-read-s1 runs/learning-read-s2
+    .venv/bin/python -m bench.learning_seeds runs/learning-read-s0 runs/learning-read-s1 runs/learning-read-s2
 
 Each folder is one seed's run (``learning.json`` and ``predictions.jsonl``), all of one task on the same
 held-out items (checked: same item ids, same untrained and rule predictions). Reported: each seed's
@@ -9,7 +9,7 @@ seeds; and the seed-averaged verdict: per item, the mean of the seeds' after-sco
 before and the best rule (chosen on these items, as each seed's verdict does), with its paired bootstrap 95%
 interval (10,000 resamples). A gain counts only when that interval excludes 0 upwards.
 
-``--rules PREDICTIONS.jsonl`` adds the rules of a ``bench/learning.py --baselines-only`` run on the same
+``--rules PREDICTIONS.jsonl`` adds the rules of a ``python -m bench.learning --baselines-only`` run on the same
 items to runs made before those rules existed (a rule a run already has must predict the same there).
 
 Writes OUT (default: beside the first run, ``seeds.md``); last line of stdout: one JSON object.
@@ -20,11 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load_rows(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -65,8 +62,8 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
                 raise SystemExit(
                     f"{run}: its '{s}' predictions differ from {runs[0]}'s: not the same setting"
                 )
-    from learning_protocol import cluster_of
-    from learning_report import paired, verdict
+    from bench.learning_report import paired, verdict
+    from memrl.eval.protocol import cluster_of
 
     clusters = [cluster_of(i) for i in ids]  # items of one conversation or document are resampled together
     rows = {s: [first_preds[s][i] for i in ids] for s in fixed if s != "after SFT"}
@@ -122,7 +119,7 @@ def per_seed(res: dict[str, Any], preds: dict[str, dict[str, dict[str, Any]]], i
     row["steps"] = train.get("steps")
     row["groups_with_signal_per_step"] = train.get("groups_with_signal_per_step")
     if "after SFT" in preds:
-        from learning_report import mean, paired
+        from bench.learning_report import mean, paired
 
         sft = [preds["after SFT"][i] for i in ids]
         row["after_sft"] = round(mean(sft, key), 2)

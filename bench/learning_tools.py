@@ -59,9 +59,8 @@ def _sample(indices: list[int], cats: list[int], n: int, seed: str) -> list[int]
 
 
 def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
-    from learning_protocol import TRAIN_SPLIT
-
     from memrl.agents.memupdate import MemUpdateConfig
+    from memrl.eval.protocol import TRAIN_SPLIT
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import UpdateTasks
 
@@ -79,9 +78,8 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
 
 
 def _build_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
-    from learning_protocol import TRAIN_SPLIT
-
     from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.eval.protocol import TRAIN_SPLIT
     from memrl.eval.qa_config import QAEvalConfig, load_conversations
     from memrl.train.tasks import BuildTasks
 

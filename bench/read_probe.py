@@ -8,7 +8,7 @@ asking the model to copy the helpful sentences (what a small model does best). R
 the box and MemAgent's boxed exact match. Then two GRPO updates (LoRA 16, every group kept) on the first
 variant's groups, timed.
 
-    .venv/bin/python bench/read_probe.py --documents 12 --group-size 4
+    .venv/bin/python -m bench.read_probe --documents 12 --group-size 4
 
 Last line of stdout: one JSON object, per variant: groups with reward variance (the only groups GRPO learns
 from), mean reward, rollouts with a non-zero reward, seconds and tokens per rollout; and the update times.

@@ -2,17 +2,17 @@
 
 The expert reads each RULER-LoCoMo document of LoCoMo's TRAIN conversations exactly as the student will
 (:class:`memrl.agents.memagent.MemAgent` itself runs it: same chunks, cut by the student's tokenizer, same
-prompts and budgets as ``bench/learning.py --task read``), but its replies are written from the annotation:
+prompts and budgets as ``python -m bench.learning --task read``), but its replies are written from the annotation:
 after a chunk holding one of the question's evidence turns (LoCoMo's evidence ids), the memory is every
 evidence turn read so far, each with its session's date, cut to the memory budget; after a chunk holding
 none, the previous memory unchanged; the answer is ``\\boxed{gold}`` (the first gold; a gold longer than
 the answer grammar allows leaves that document's answer step out, counted). Each expert call is one SFT
 example (:func:`memrl.train.sft.sft_samples`: the student's chat template, loss on the reply), trained by
 :class:`memrl.train.sft.SFTTrainer` (full weights, one example per forward pass; ``bench/learning.py``'s
-:func:`learning_read.sft_stage`, the same warm start ``--task read --sft-minutes N`` runs) for ``--minutes``::
+:func:`bench.learning_read.sft_stage`, the same warm start ``--task read --sft-minutes N`` runs) for ``--minutes``::
 
-    .venv/bin/python bench/read_sft.py --out runs/read-sft --minutes 8
-    .venv/bin/python bench/learning.py --task read --model runs/read-sft/sft/checkpoint ...
+    .venv/bin/python -m bench.read_sft --out runs/read-sft --minutes 8
+    .venv/bin/python -m bench.learning --task read --model runs/read-sft/sft/checkpoint ...
 
 **Choosing the SFT on train conversations only** (``--val-conv``): the documents whose question belongs to
 that TRAIN conversation are left out of the SFT, ``--val-items`` of them (a sample stratified to their
@@ -21,7 +21,7 @@ scored beside the no-model rules fitted on the other train documents; each readi
 the question's evidence its final memory holds (:func:`evidence_in`: the share of the evidence turns'
 content words in the memory), which separates "found the evidence" from "answered from it"::
 
-    .venv/bin/python bench/read_sft.py --val-conv conv-50 --marks 8,16,24,32 --autocast bf16 --out runs/read-sft-val
+    .venv/bin/python -m bench.read_sft --val-conv conv-50 --marks 8,16,24,32 --autocast bf16 --out runs/read-sft-val
 
 Writes OUT/sft/checkpoint (a model folder), OUT/sft/sft_metrics.jsonl, OUT/read_sft.json (and with
 ``--val-conv`` OUT/val-MINUTES.jsonl: every validation prediction and memory); the last line of stdout is
@@ -37,17 +37,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning_read beside this file
-from read_expert import (  # noqa: E402  (the expert and the evidence measures, re-exported)
-    bm25_finds_evidence,
-    evidence_in,
-    evidence_lines,
-    expert_trajectories,
-    in_chunk,
-)
-
-__all__ = ["bm25_finds_evidence", "evidence_in", "evidence_lines", "expert_trajectories", "in_chunk", "main"]
 
 
 def _snapshot(model: Any) -> dict[str, Any]:
@@ -95,8 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_baselines import document_item
-    from learning_read import (
+    from bench.learning_baselines import document_item
+    from bench.learning_read import (
+        bm25_finds_evidence,
         documents,
         evaluate,
         evidence_summary,
@@ -105,8 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
         sft_stage,
         stratified,
     )
-    from learning_report import by_category, mean, write_predictions
-
+    from bench.learning_report import by_category, mean, write_predictions
     from memrl.llm.local import LocalLLM
 
     t0 = time.perf_counter()
@@ -135,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_sft.append(time.perf_counter())
     sft = sft_stage(student, docs, config, sft_args, on_step=on_step if val_docs else None)
     result: dict[str, Any] = {
-        "command": "python bench/read_sft.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.read_sft " + " ".join(sys.argv[1:] if argv is None else argv),
         "documents": len(docs), **{k: v for k, v in sft.items() if k != "documents"},
         "batch": args.batch, "checkpoint": str(args.out / "sft" / "checkpoint"),
     }  # fmt: skip

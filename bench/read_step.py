@@ -8,7 +8,7 @@ memory: a group's chunk prompts share everything but the memory, prefilled once 
 once in the update). Same documents, seed, group size and budgets for both; the first step of each run
 is a warm-up and is reported apart.
 
-    .venv/bin/python bench/read_step.py --lengths 1k,2k,4k --steps 3
+    .venv/bin/python -m bench.read_step --lengths 1k,2k,4k --steps 3
 
 Last line of stdout: one JSON object, per length and order: seconds per step (rollout, update), tokens per
 rollout (prompt, completion), and ``speedup`` (memory_first / memory_last, steady steps).

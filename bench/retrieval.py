@@ -10,10 +10,10 @@ the embedding.
 
 Run::
 
-    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python bench/retrieval.py
-    .venv/bin/python bench/retrieval.py --warm --profile      # + a second, cached pass; cProfile of it
-    .venv/bin/python bench/retrieval.py --conv-id conv-26 --batch-size 128
-    .venv/bin/python bench/retrieval.py --embed-cache /tmp/emb.db   # twice: the second run is the warm one
+    HF_HUB_OFFLINE=1 MEMRL_DATA_DIR=/work/shared/data .venv/bin/python -m bench.retrieval
+    .venv/bin/python -m bench.retrieval --warm --profile      # + a second, cached pass; cProfile of it
+    .venv/bin/python -m bench.retrieval --conv-id conv-26 --batch-size 128
+    .venv/bin/python -m bench.retrieval --embed-cache /tmp/emb.db   # twice: the second run is the warm one
 
 Timings are noisy when other jobs share the two cores: the load average is printed with the results.
 The last line of stdout is one JSON object (``wall_time_s``, ``embed_time_s``, ``recall_at_10``,
@@ -31,14 +31,11 @@ import os
 import pstats
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memrl.eval.retrieval import aevaluate, load_conversations  # noqa: E402
-from memrl.eval.retrieval_config import RetrievalConfig  # noqa: E402
-from memrl.memory.embedders.providers import CachedEmbedder, create_embedder  # noqa: E402
-from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
+from memrl.eval.retrieval import aevaluate, load_conversations
+from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.memory.embedders.providers import CachedEmbedder, create_embedder
+from memrl.memory.facade.memory import AsyncMemory
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Where retrieval misses, from a retrieval run's per-question output (no model, no search).
 
     memrl eval retrieval --dataset locomo --output-dir runs/retrieval
-    python bench/retrieval_analysis.py runs/retrieval/questions.jsonl [--mode hybrid]
+    python -m bench.retrieval_analysis runs/retrieval/questions.jsonl [--mode hybrid]
 
 Prints, for categories 1-4:
 

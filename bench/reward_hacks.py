@@ -1,7 +1,7 @@
 """Red team of memrl's rewards: scripted cheats beside an honest policy on real LoCoMo items.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/reward_hacks.py                 # docs/rewards.md's table
-    .venv/bin/python bench/reward_hacks.py --per-category 3 --update-questions 4 --sessions 2 --embedder hashing
+    HF_HUB_OFFLINE=1 .venv/bin/python -m bench.reward_hacks                 # docs/rewards.md's table
+    .venv/bin/python -m bench.reward_hacks --per-category 3 --update-questions 4 --sessions 2 --embedder hashing
 
 Every reward memrl trains with (the training answer rewards, MemAgent's boxed match, verl's compute_score,
 the reward server, MemUpdate's reward, MemBuilder's ADRPO per agent) is computed for each fixed policy of

@@ -1,8 +1,8 @@
 """Search defaults across data sets: hybrid fusion settings scored on LoCoMo and LongMemEval at once.
 
-    HF_HUB_OFFLINE=1 python bench/search_defaults.py                       # the grid in docs/results/retrieval.md
-    python bench/search_defaults.py --embedder hashing --locomo-conv conv-41 # a smoke run
-    python bench/search_defaults.py --only "defaults (" --vary time_boost=0.1,0.2 --vary candidates=100
+    HF_HUB_OFFLINE=1 python -m bench.search_defaults                       # the grid in docs/results/retrieval.md
+    python -m bench.search_defaults --embedder hashing --locomo-conv conv-41 # a smoke run
+    python -m bench.search_defaults --only "defaults (" --vary time_boost=0.1,0.2 --vary candidates=100
                                              # today's defaults beside one field changed at a time
 
 Builds each data set's conversations once with the ``raw`` builder (one store, embeddings cached), then, for

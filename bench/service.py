@@ -1,7 +1,7 @@
 """Load test of memrl's HTTP servers on loopback: requests per second of the memory API and the reward server,
 and a multi-tenant phase with every browser defence on.
 
-    flock /work/cpu.lock .venv/bin/python bench/service.py [--clients 8] [--requests 100] [--tenants 8]
+    flock /work/cpu.lock .venv/bin/python -m bench.service [--clients 8] [--requests 100] [--tenants 8]
 
 N concurrent clients (threads with keep-alive connections) each send a fixed number of requests to a real
 uvicorn server on 127.0.0.1: adds, then searches, on one namespace of a fresh SQLite file (hashing
@@ -30,24 +30,21 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memrl.agents.jobs import JobRunner  # noqa: E402
-from memrl.llm.scripted import ScriptedLLM  # noqa: E402
-from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
-from memrl.memory.facade.blocking import Memory  # noqa: E402
+from memrl.agents.jobs import JobRunner
+from memrl.llm.scripted import ScriptedLLM
+from memrl.memory.embedders.providers import HashingEmbedder
+from memrl.memory.facade.blocking import Memory
 from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.jobs.table import JobTable  # noqa: E402
-from memrl.server.http import ServerThread, Tokens  # noqa: E402
-from memrl.server.load import add_request, run_load, search_request  # noqa: E402
-from memrl.server.memory_api import create_app  # noqa: E402
-from memrl.server.reward_api import create_reward_app  # noqa: E402
+from memrl.memory.jobs.table import JobTable
+from memrl.server.http import ServerThread, Tokens
+from memrl.server.load import add_request, run_load, search_request
+from memrl.server.memory_api import create_app
+from memrl.server.reward_api import create_reward_app
 
 TOKEN = "bench-secret-1"
 ITEMS = [

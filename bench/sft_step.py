@@ -10,7 +10,7 @@ emulated on AVX2: :mod:`memrl.llm.cpu`), so the report names the CPU's capabilit
 
     memrl train sft-membuilder --dataset locomo --split train --val-conv conv-44 --val-conv conv-48 \\
         --expert annotations --lora-rank 16 --max-steps 0 --output-dir runs/sft-expert   # the examples
-    .venv/bin/python bench/sft_step.py --expert runs/sft-expert/expert.jsonl --examples 4
+    .venv/bin/python -m bench.sft_step --expert runs/sft-expert/expert.jsonl --examples 4
 
 Last line of stdout: one JSON object: ``cpu_capability``, ``bf16_native``, ``tokens`` (prompt + reply of the
 examples), ``forward_s_per_example`` per precision, ``step_s`` per setting, ``bf16_over_fp32`` (the forward

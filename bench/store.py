@@ -33,19 +33,19 @@ threads waiting for a core): the JSON records the load average before and after.
 
 Run::
 
-    .venv/bin/python bench/store.py              # full: 1k, 10k, 100k (a few minutes, mostly the 100k insert)
-    .venv/bin/python bench/store.py --quick      # smoke run: 1k and 10k, 50 queries
-    .venv/bin/python bench/store.py --sizes 1000,10000,100000 --queries 200 --top-k 10 --langgraph-sizes 10000
-    .venv/bin/python bench/store.py --langgraph-sizes ""   # skip InMemoryStore
+    .venv/bin/python -m bench.store              # full: 1k, 10k, 100k (a few minutes, mostly the 100k insert)
+    .venv/bin/python -m bench.store --quick      # smoke run: 1k and 10k, 50 queries
+    .venv/bin/python -m bench.store --sizes 1000,10000,100000 --queries 200 --top-k 10 --langgraph-sizes 10000
+    .venv/bin/python -m bench.store --langgraph-sizes ""   # skip InMemoryStore
     # ANN at scale (issue 38; not run in a development session: about an hour, 2 GB+ of RAM): each JSON
     # line's "ann" list has, per size, the build time, recall@k against the exact path, dense p50/p99 with
     # and without the graph, and the cold first query (the graph loaded from its file)
-    flock /work/cpu.lock nice -n 10 .venv/bin/python bench/store.py --sizes 10000,100000,1000000 \
+    flock /work/cpu.lock nice -n 10 .venv/bin/python -m bench.store --sizes 10000,100000,1000000 \
         --langgraph-sizes "" --queries 200
     # many tenants (issue 38): the largest size also spread over 1,000 namespaces, searched one at a time
-    flock /work/cpu.lock .venv/bin/python bench/store.py --sizes 1000000 --tenants 1000 --langgraph-sizes ""
+    flock /work/cpu.lock .venv/bin/python -m bench.store --sizes 1000000 --tenants 1000 --langgraph-sizes ""
     # the same phase alone in its process (its resident memory is then its own): add --tenants-only
-    .venv/bin/python bench/store.py --profile    # at the largest size, also: cProfile of the cold load and of
+    .venv/bin/python -m bench.store --profile    # at the largest size, also: cProfile of the cold load and of
                                                  # hybrid/bm25 search, db size by table
 
 A table is printed as it goes; the last line of stdout is one JSON object with every figure.
@@ -65,11 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from memrl.memory.facade.memory import AsyncMemory
-from memrl.memory.store.base import NewItem
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_data import (  # noqa: E402
+from bench.store_data import (
     DIM,
     NAMESPACE,
     TYPES,
@@ -86,7 +82,9 @@ from bench.store_data import (  # noqa: E402
     server_memory_mb,
     stats,
 )  # fmt: skip
-from bench.store_report import print_size, profile_search, summary  # noqa: E402
+from bench.store_report import print_size, profile_search, summary
+from memrl.memory.facade.memory import AsyncMemory
+from memrl.memory.store.base import NewItem
 
 
 def resident_mb() -> dict[str, float]:

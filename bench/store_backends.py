@@ -12,7 +12,7 @@ and the side-by-side table.
   figures must match;
 - :func:`print_side_by_side`.
 
-Not run by itself: ``.venv/bin/python bench/store.py`` (see its docstring).
+Not run by itself: ``.venv/bin/python -m bench.store`` (see its docstring).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Measure before training: the untrained model's reward distribution on ``update`` or ``build``.
 
-The learning benchmark's own task sets and agent settings (:mod:`learning_tools`: MemUpdate with 4 tool
+The learning benchmark's own task sets and agent settings (:mod:`bench.learning_tools`: MemUpdate with 4 tool
 calls of 128 tokens, MemBuilder with 2 operations of 120 characters) on ``--groups`` TRAIN items drawn
 with ``--seed``, ``--group-size`` rollouts each at ``--temperature``: groups with any reward variance (the
 only groups GRPO learns from; a ``build`` session gives one group per memory type), mean reward, rollouts
@@ -9,8 +9,8 @@ rollout, seconds and tokens per rollout. Then one GRPO update (LoRA 16, every gr
 ``--tasks-per-step`` items would) on the first groups, timed: with the rollout time of as many groups, that
 is the time of one training step.
 
-    .venv/bin/python bench/tool_probe.py --task update --tool-choice required --groups 10 --group-size 4
-    .venv/bin/python bench/tool_probe.py --task build --groups 4 --group-size 4
+    .venv/bin/python -m bench.tool_probe --task update --tool-choice required --groups 10 --group-size 4
+    .venv/bin/python -m bench.tool_probe --task build --groups 4 --group-size 4
 
 Last line of stdout: one JSON object (also written to ``--out``), with every rollout's reward.
 """
@@ -26,8 +26,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning_tools beside this file
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -121,8 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from learning_tools import _build_sets, _update_sets
-
+    from bench.learning_tools import _build_sets, _update_sets
     from memrl.llm.local import LocalLLM
     from memrl.train.trainer import PolicyTrainer, TrainerConfig
 
@@ -162,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     groups = [g for item in per_item for g in item["groups"]]
     result = {
         "task": args.task,
-        "command": "python bench/tool_probe.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.tool_probe " + " ".join(sys.argv[1:] if argv is None else argv),
         "train_items": len(per_item),
         "group_size": args.group_size,
         "temperature": args.temperature,

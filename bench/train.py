@@ -10,8 +10,8 @@ won, only on how many tokens it trains on.
 The peer in the same run is the rollout generation itself: ``update_vs_rollout`` is the update's wall time
 over the rollouts'. The last line of stdout is one JSON object.
 
-    .venv/bin/python bench/train.py                   # group of 4, chunks of 1024 tokens
-    .venv/bin/python bench/train.py --group-size 8 --micro-batch 1
+    .venv/bin/python -m bench.train                   # group of 4, chunks of 1024 tokens
+    .venv/bin/python -m bench.train --group-size 8 --micro-batch 1
 """
 
 from __future__ import annotations

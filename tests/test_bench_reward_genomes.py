@@ -1,17 +1,13 @@
-"""bench/reward_genomes.py on real LoCoMo with the hashing embedder: a chosen genome against honest on
+"""bench/research/reward_genomes.py on real LoCoMo with the hashing embedder: a chosen genome against honest on
 two draws of items, per reward, with MemUpdate's reward parts; the last line is the JSON of all rows."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import reward_genomes  # noqa: E402
+from bench.research import reward_genomes
 
 pytestmark = pytest.mark.data
 

@@ -5,16 +5,11 @@ the best setting is the one with the largest worst margin, and the last line is 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
-import search_defaults  # noqa: E402
-from conftest import shared_data_dir  # noqa: E402
+from bench import search_defaults
+from tests.conftest import shared_data_dir
 
 
 def test_search_defaults_on_real_data(capsys):

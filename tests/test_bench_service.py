@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_remember_phase_reports_jobs_per_minute_and_latency():
-    argv = [sys.executable, "bench/service.py", "--clients", "3", "--requests", "20", "--only-remember"]
+    argv = [sys.executable, "-m", "bench.service", "--clients", "3", "--requests", "20", "--only-remember"]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     phase = out["remember"]

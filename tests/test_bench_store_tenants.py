@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench import store as store_bench  # noqa: E402
-from bench.store_data import make_corpus  # noqa: E402
-from bench.store_tenants import bench_tenants  # noqa: E402
+from bench import store as store_bench
+from bench.store_data import make_corpus
+from bench.store_tenants import bench_tenants
 
 
 def _check(out: dict, n: int, namespaces: int) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,9 @@ import memrl.llm.scripted as scripted
 from memrl.cli.main import main
 from memrl.data import load_conversations, load_dataset, save_ruler_hotpotqa
 from memrl.llm import ScriptedLLM
+from tests.hotpot_fixture import code_in, write_hotpot
 from tests.test_data_longmemeval import _entry
 from tests.test_data_perltqa import _memory, _qa
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hotpot_fixture import code_in, write_hotpot  # noqa: E402
 
 _original_init = ScriptedLLM.__init__
 

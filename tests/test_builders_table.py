@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench import builders_table
 from memrl.data import load_dataset
 from memrl.eval.qa import run_qa_eval
 from memrl.eval.qa_config import QAEvalConfig
 from memrl.llm import ScriptedLLM
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import builders_table  # noqa: E402
 
 SAMPLE = load_dataset("sample")[0][0]
 GOLD = {q.question: q.answer for q in SAMPLE.questions}

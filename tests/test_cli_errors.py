@@ -4,14 +4,11 @@ non-zero exit code, and no traceback. The commands run for real (no model is nee
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from memrl.cli.main import main
-
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from hotpot_fixture import write_hotpot  # noqa: E402
+from tests.hotpot_fixture import write_hotpot
 
 
 @pytest.fixture

@@ -1,23 +1,20 @@
 """The learning benchmark's parts: split-pure RULER-LoCoMo documents, the trivial baselines, the paired
-verdict, and a smoke run of ``bench/learning.py --task read`` on the tiny real model (real data, real
+verdict, and a smoke run of ``python -m bench.learning --task read`` on the tiny real model (real data, real
 reader, real trainer; the model is tiny and random, so nothing is learned: the run must still produce every
 figure, keep every prediction and refuse nothing)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from bench.learning_baselines import Baselines, Candidate, Item, document_item, score_prediction
+from bench.learning_report import paired, verdict
 from memrl.data.splits import LOCOMO_PROTOCOL_SPLIT, LOCOMO_UPDATE_SPLIT
 from memrl.eval.qa_config import QAEvalConfig, load_conversations
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from learning_baselines import Baselines, Candidate, Item, document_item, score_prediction  # noqa: E402
-from learning_report import paired, verdict  # noqa: E402
 
 FIT, VALIDATION, TEST = (LOCOMO_PROTOCOL_SPLIT[k] for k in ("fit", "validation", "test"))
 #: The systems a run with an SFT stage scores on its held-out items: the model before, after SFT, after
@@ -126,8 +123,7 @@ _KEYS = (
 
 def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
     """Two GRPO steps after one SFT step: the CI smoke of the read task's whole pipeline."""
-    import learning  # noqa: E402
-
+    from bench import learning
     from tests.tiny_lm import make_tiny_lm
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
@@ -171,8 +167,7 @@ def test_learning_bench_read_smoke_on_the_tiny_model(locomo_path, tmp_path, monk
 def test_read_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path, monkeypatch):
     """``--task read --steps 0``: SFT alone, its model scored once and reported as both the SFT and the final
     model (the equal-time control of a GRPO run); without SFT it is refused, not an empty run."""
-    import learning  # noqa: E402
-
+    from bench import learning
     from tests.learning_checks import assert_sft_only_control
     from tests.tiny_lm import make_tiny_lm
 
@@ -193,8 +188,7 @@ def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
 ):
     """The CI smoke of update and build: two GRPO steps of the tiny real model on TRAIN items, the held-out
     items of TEST conversations scored before and after, the red team's scripted policies as baselines."""
-    import learning  # noqa: E402
-
+    from bench import learning
     from tests.tiny_lm import make_tiny_lm
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
@@ -219,8 +213,7 @@ def test_learning_bench_tool_tasks_smoke_two_steps_on_the_tiny_model(
 def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo_path, tmp_path, monkeypatch):
     """The CI smoke of the answer task: the raw store, the rules on its retrieval, one SFT step, two GRPO
     steps, and three evaluations by memrl eval's own code in fresh processes (before, after SFT, after)."""
-    import learning  # noqa: E402
-
+    from bench import learning
     from tests.tiny_lm import make_tiny_lm
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
@@ -301,10 +294,9 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
     is the boxed gold; every step becomes an SFT example with the prompt MemAgent sends the student."""
     import asyncio
 
-    from learning_read import documents, reader_config
-    from read_expert import evidence_lines, expert_trajectories
-
+    from bench.learning_read import documents, reader_config
     from memrl.agents.memagent import render_conversation
+    from memrl.agents.read_expert import evidence_lines, expert_trajectories
     from memrl.llm.local import LocalLLM
     from memrl.train.sft import sft_samples
     from tests.tiny_lm import make_tiny_lm
@@ -350,8 +342,8 @@ def test_read_sft_expert_writes_the_evidence_when_read_and_boxes_the_gold(locomo
 
 
 def test_evidence_in_measures_how_much_of_the_evidence_a_memory_holds(locomo_path, monkeypatch):
-    from learning_read import documents
-    from read_expert import evidence_in, evidence_lines
+    from bench.learning_read import documents, evidence_in
+    from memrl.agents.read_expert import evidence_lines
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     convs = {c.id: c for c in load_conversations(QAEvalConfig(dataset="locomo", data_path=str(locomo_path),
@@ -366,10 +358,9 @@ def test_evidence_in_measures_how_much_of_the_evidence_a_memory_holds(locomo_pat
 
 
 def test_read_sft_validation_reads_a_held_out_train_conversation(locomo_path, tmp_path, monkeypatch):
-    """``bench/read_sft.py --val-conv``: that conversation's documents are left out of the SFT and read at
+    """``python -m bench.read_sft --val-conv``: that conversation's documents are left out of the SFT and read at
     the end beside the rules fitted on the others; every reading kept, with its evidence share."""
-    import read_sft
-
+    from bench import read_sft
     from tests.tiny_lm import make_tiny_lm
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
@@ -394,8 +385,8 @@ def test_read_sft_validation_reads_a_held_out_train_conversation(locomo_path, tm
 
 
 def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, monkeypatch):
-    from learning_read import documents
-    from read_expert import evidence_lines
+    from bench.learning_read import documents
+    from memrl.agents.read_expert import evidence_lines
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     (doc,) = documents("train", "1k")[:1]
@@ -404,7 +395,7 @@ def test_read_sft_refuses_a_document_whose_question_it_cannot_find(locomo_path, 
 
 
 def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
-    from read_expert import in_chunk
+    from memrl.agents.read_expert import in_chunk
 
     for turn in (
         "Jo: ok, 7 May",
@@ -435,7 +426,7 @@ def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "
 
 
 def test_learning_seeds_averages_the_seeds_per_item_against_the_best_rule(tmp_path):
-    import learning_seeds
+    from bench import learning_seeds
 
     runs = [_seed_run(tmp_path / f"s{k}", k, a) for k, a in
             enumerate([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0], [0.5, 1.0, 1.0, 0.5]])]  # fmt: skip
@@ -453,7 +444,7 @@ def test_learning_seeds_averages_the_seeds_per_item_against_the_best_rule(tmp_pa
 
 
 def test_learning_seeds_refuses_runs_on_other_items_or_settings(tmp_path):
-    import learning_seeds
+    from bench import learning_seeds
 
     a = _seed_run(tmp_path / "s0", 0, [1.0] * 4)
     b = _seed_run(tmp_path / "s1", 1, [1.0] * 4, ids=("a", "b", "c", "e"))
@@ -467,7 +458,7 @@ def test_learning_seeds_refuses_runs_on_other_items_or_settings(tmp_path):
 
 
 def test_learning_seeds_adds_the_rules_of_a_baselines_only_run(tmp_path):
-    import learning_seeds
+    from bench import learning_seeds
 
     runs = [_seed_run(tmp_path / f"s{k}", k, [1.0, 1.0, 1.0, 0.0]) for k in range(2)]
     rules = tmp_path / "rules.jsonl"
@@ -486,7 +477,7 @@ def test_learning_seeds_adds_the_rules_of_a_baselines_only_run(tmp_path):
 def test_read_baselines_only_scores_the_rules_on_the_held_out_documents(
     locomo_path, tmp_path, monkeypatch, capsys
 ):
-    import learning
+    from bench import learning
 
     monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
     out = tmp_path / "rules"
@@ -510,7 +501,7 @@ def test_the_protocol_counts_test_evaluations_per_setting_and_ignores_bookkeepin
     are never recorded."""
     import argparse
 
-    from learning_protocol import protocol
+    from memrl.eval.protocol import protocol
 
     ledger = tmp_path / "ledger.jsonl"
 
@@ -544,7 +535,7 @@ def test_paired_intervals_resample_conversations_when_given():
 
 
 def test_learning_seeds_isolates_grpo_over_the_sft_checkpoint_per_seed_and_averaged(tmp_path):
-    import learning_seeds
+    from bench import learning_seeds
 
     # two conversations (a, b | c, d): the intervals resample them, not the four items
     ids = ("conv-1:q1", "conv-1:q2", "conv-2:q1", "conv-2:q2")

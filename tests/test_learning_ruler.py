@@ -1,4 +1,4 @@
-"""``bench/learning.py --task read --ruler-task``: the learning benchmark on RULER's generated needle items
+"""``python -m bench.learning --task read --ruler-task``: the learning benchmark on RULER's generated needle items
 (fit, validation and test generated from their own seeds, read back through the ``ruler-synthetic`` loader),
 a smoke run of the whole pipeline (SFT on the expert reader, GRPO, evaluations) on the tiny real model, and
 the rules' scores on real generated items (the key lookup reads every needle: RULER's needles are solved by
@@ -7,18 +7,13 @@ a regular expression)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import learning  # noqa: E402
-import learning_ruler  # noqa: E402
-
-from memrl.data.ruler_synthetic import read_items  # noqa: E402
-from tests.learning_checks import assert_sft_only_control  # noqa: E402
-from tests.tiny_lm import make_tiny_lm  # noqa: E402
+from bench import learning, learning_ruler
+from memrl.data.ruler_synthetic import read_items
+from tests.learning_checks import assert_sft_only_control
+from tests.tiny_lm import make_tiny_lm
 
 
 def test_learning_bench_on_ruler_items_smoke_on_the_tiny_model(tmp_path, capsys):

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memrl.eval.stats import bootstrap_ci, category_table, cluster_bootstrap_ci, to_markdown
+from memrl.eval.stats import (
+    bootstrap_ci,
+    category_table,
+    cluster_bootstrap_ci,
+    paired_difference,
+    to_markdown,
+)
 from memrl.scoring.metrics import (
     LOCOMO_CATEGORIES,
     best_over_golds,
@@ -330,6 +336,27 @@ def test_cluster_bootstrap_resamples_conversations_not_questions():
     assert all(math.isnan(x) for x in cluster_bootstrap_ci([], []))
     with pytest.raises(ValueError):
         cluster_bootstrap_ci([1.0], ["a", "b"])
+
+
+def test_paired_difference_is_the_interval_of_the_per_item_differences():
+    """b - a per item, scaled: the plain bootstrap of the differences, or the cluster bootstrap over the
+    items' conversations when they are given; rounded, with whether the interval excludes 0."""
+    a = [0.2, 0.4, 0.1, 0.5, 0.3, 0.0]
+    b = [0.5, 0.4, 0.6, 0.5, 0.9, 0.2]
+    diffs = [100 * (y - x) for x, y in zip(a, b, strict=True)]
+    mean, lo, hi = bootstrap_ci(diffs, n_resamples=10_000)
+    got = paired_difference(a, b, scale=100)
+    assert got == {"diff": round(mean, 2), "ci": [round(lo, 2), round(hi, 2)], "excludes_0": lo > 0 or hi < 0}
+    assert got["diff"] == pytest.approx(160 / 6, abs=0.005) and got["excludes_0"]  # (30+0+50+0+60+20) / 6
+    clusters = ["c1", "c1", "c2", "c2", "c3", "c3"]
+    mean, lo, hi = cluster_bootstrap_ci(diffs, clusters, n_resamples=10_000)
+    assert paired_difference(a, b, clusters, scale=100) == {
+        "diff": round(mean, 2), "ci": [round(lo, 2), round(hi, 2)], "excludes_0": lo > 0 or hi < 0,
+    }  # fmt: skip
+    same = paired_difference(a, a)
+    assert same == {"diff": 0.0, "ci": [0.0, 0.0], "excludes_0": False}
+    with pytest.raises(ValueError, match="cannot pair 2 items with 1"):
+        paired_difference([0.0, 1.0], [1.0])
 
 
 def test_category_table_and_markdown():

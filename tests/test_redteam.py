@@ -74,11 +74,7 @@ async def test_answer_rewards_resist_every_cheat_while_the_official_metrics_do_n
 async def test_the_reward_server_and_verls_compute_score_resist_every_cheat(memory, convs):
     """bench/reward_hacks.py's engine path: the same answers through verl's compute_score and the reward
     server's real routes (its ASGI app behind the service's guard, as the bench reaches it)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from reward_hacks import engine_scores
+    from bench.reward_hacks import engine_scores
 
     items = pick_questions(convs, 3)
     table = await engine_scores(await answer_rows(memory, items, priors(convs)))

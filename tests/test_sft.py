@@ -272,19 +272,13 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_once(tiny, caplog, monkeypa
 
 def test_the_sft_step_benchmark_times_each_setting_on_the_kept_examples(tiny, tmp_path, capsys):
     """bench/sft_step.py reads the examples memrl train sft-membuilder kept and times SFTTrainer's own step."""
-    import importlib.util
-    from pathlib import Path
+    from bench import sft_step
 
     out = tmp_path / "expert"
     assert main(["train", "sft-membuilder", "--dataset", "sample", "--sessions", "1", "--embedder", "hashing",
                  "--model", tiny, "--max-steps", "0", "--output-dir", str(out), "--json"]) == 0  # fmt: skip
-    spec = importlib.util.spec_from_file_location(
-        "sft_step", Path(__file__).parents[1] / "bench" / "sft_step.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     capsys.readouterr()
-    res = bench.main(
+    res = sft_step.main(
         ["--expert", str(out / "expert.jsonl"), "--examples", "2", "--model", tiny, "--lora-rank", "4"]
     )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -294,4 +288,4 @@ def test_the_sft_step_benchmark_times_each_setting_on_the_kept_examples(tiny, tm
     )
     assert set(last["bf16_over_fp32"]) == {"forward", "step"} and isinstance(last["bf16_native"], bool)
     with pytest.raises(SystemExit):
-        bench.main(["--expert", str(out / "expert.jsonl"), "--settings", "fp16-mb1", "--model", tiny])
+        sft_step.main(["--expert", str(out / "expert.jsonl"), "--settings", "fp16-mb1", "--model", tiny])

@@ -6,6 +6,12 @@ Typical use, on a list of per-question result rows::
     table = category_table(rows, value_key="f1", category_key="category")
     print(to_markdown(table))
 
+Two systems scored on the same items are compared by :func:`paired_difference` (per-item differences, a
+cluster bootstrap when the items' conversations are given)::
+
+    paired_difference(before_f1, after_f1, clusters=conversation_ids, scale=100)
+    # {"diff": 3.1, "ci": [0.4, 5.9], "excludes_0": True}
+
 Missing values (``None`` or NaN, e.g. a retrieval recall for a question without evidence) are left out
 of every statistic; ``n`` counts the values actually used. The overall row is the mean over all used
 rows (micro average), not the mean of the category means.
@@ -19,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bootstrap_ci", "category_table", "cluster_bootstrap_ci", "to_markdown"]
+__all__ = ["bootstrap_ci", "category_table", "cluster_bootstrap_ci", "paired_difference", "to_markdown"]
 
 # Resampling is done in chunks so that memory stays bounded (n_resamples x n can be large).
 _CHUNK_ELEMENTS = 2_000_000
@@ -101,6 +107,38 @@ def cluster_bootstrap_ci(
         means[r] = total / count
     low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return (mean, float(low), float(high))
+
+
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    clusters: Sequence[Any] | None = None,
+    *,
+    scale: float = 1.0,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    digits: int = 2,
+) -> dict[str, Any]:
+    """Mean of ``scale * (b[i] - a[i])`` over the items, with its paired bootstrap 95% interval.
+
+    ``a`` and ``b`` score the same items in the same order. The interval is :func:`bootstrap_ci` of the
+    per-item differences, or :func:`cluster_bootstrap_ci` when ``clusters`` (one label per item) is given:
+    items that share a conversation are not independent. Returns ``{"diff", "ci": [low, high],
+    "excludes_0"}``, the numbers rounded to ``digits``; ``excludes_0`` is whether the interval lies wholly
+    on one side of 0 (read ``ci[0] > 0`` for "b is better").
+    """
+    if len(a) != len(b):
+        raise ValueError(f"cannot pair {len(a)} items with {len(b)}")
+    diffs = [scale * (y - x) for x, y in zip(a, b, strict=True)]
+    if clusters is None:
+        diff, lo, hi = bootstrap_ci(diffs, n_resamples=n_resamples, seed=seed)
+    else:
+        diff, lo, hi = cluster_bootstrap_ci(diffs, list(clusters), n_resamples=n_resamples, seed=seed)
+    return {
+        "diff": round(diff, digits),
+        "ci": [round(lo, digits), round(hi, digits)],
+        "excludes_0": bool(lo > 0 or hi < 0),
+    }
 
 
 def _sort_key(cat: Any) -> tuple[int, Any]:

@@ -19,7 +19,7 @@ gathered into batches of up to ``max_batch_size`` (left-padded; shortest prompts
 
 On a CPU shared with other busy processes pass ``threads=1`` (process-wide ``torch.set_num_threads``):
 torch threads that compete with other jobs for the same cores can run several times slower than one
-(compare with ``python -m memrl.llm.bench --threads 1`` and ``--threads 2``).
+(compare with ``python -m bench.decode --threads 1`` and ``--threads 2``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ category's frequent answers, a retrieved memory's date: :data:`GUESSES`) carry r
 and are trivial baselines rather than exploits; they must stay below the honest policy. :func:`verdict` lists these pairs; ``bench/reward_hacks.py`` prints the table and the
 JSON line, and the tests run a small slice of it.
 
-    python bench/reward_hacks.py --questions 12 --sessions 8      # see docs/rewards.md
+    python -m bench.reward_hacks --questions 12 --sessions 8      # see docs/rewards.md
 """
 
 from __future__ import annotations

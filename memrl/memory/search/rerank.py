@@ -16,7 +16,7 @@ ablation showed a held-out gain: docs/results/retrieval.md):
   session score and share of the candidates, speaker, date fit, when x time expression, query-term
   coverage, shared entities, neighbours among the first hits, length). ``rerank="locomo"`` is the model shipped in
   ``memrl/resources/rerank_locomo.json``, fitted on LoCoMo conversations 0-4 only by
-  ``python bench/fit_rerank.py`` (reproducible: same data, same solver, no randomness); a path loads
+  ``python -m bench.fit_rerank`` (reproducible: same data, same solver, no randomness); a path loads
   another fit; :func:`~memrl.memory.search.rerank_model.register` adds a model object in-process (the fitting script
   records features this way).
 

@@ -2,7 +2,7 @@
 (:class:`LogisticModel`), its deterministic fit (pointwise or pairwise, Newton's method), and models by name.
 
 :class:`memrl.memory.search.rerank.Rescorer` computes the feature rows at search time and calls :func:`load`;
-``python bench/fit_rerank.py`` fits a model on LoCoMo conversations 0-4 and writes it as JSON::
+``python -m bench.fit_rerank`` fits a model on LoCoMo conversations 0-4 and writes it as JSON::
 
     model = fit_pairwise([(x_question, y_question), ...], l2=0.01)   # rows of FEATURES, 0/1 evidence labels
     Path("rerank.json").write_text(json.dumps(model.to_json()))

@@ -1,6 +1,6 @@
 """Why one builder's memory answers better than another's (issue 35): memory, retrieval or reader.
 
-    .venv/bin/python bench/builder_diagnosis.py raw=runs/b35/raw annotations=runs/b35/annotations \\
+    .venv/bin/python -m bench.research.builder_diagnosis raw=runs/b35/raw annotations=runs/b35/annotations \\
         --out docs/builders/diagnosis
 
 For each ``memrl eval`` run (``predictions.jsonl`` and ``memory.db``) and each category 1-4, with no
@@ -30,11 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.builders_table import CATEGORIES, scored_rows
 from memrl.data.locomo import NOT_ANSWERABLE
 from memrl.scoring.metrics import _stem, normalize_answer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builders_table import CATEGORIES, scored_rows  # noqa: E402
 
 
 def words(text: Any) -> set[str]:

@@ -1,7 +1,7 @@
 """``memrl train grpo`` on each task (read, answer, update, build) with the offline SmolLM2-135M-Instruct,
 killed mid-run with SIGKILL and resumed with ``--resume``.
 
-    flock /work/cpu.lock .venv/bin/python bench/train_tasks_offline.py --out runs/offline-tasks
+    flock /work/cpu.lock .venv/bin/python -m bench.research.train_tasks_offline --out runs/offline-tasks
 
 For each task: a real LoCoMo conversation of the train split (``--conv-id``, default conv-41), a few of its
 questions, small groups and short replies. The first run (``--steps N``) is killed with SIGKILL as soon as

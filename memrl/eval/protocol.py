@@ -1,6 +1,7 @@
-"""The learning benchmark's protocol: which items train, which choose, which test, and how often test was read.
+"""The learning protocol: which items train, which choose, which test, and how often test was read.
 
-Every learning claim of ``bench/learning.py`` follows it (docs/training.md, "The learning protocol"):
+Every learning claim of the learning benchmark (``python -m bench.learning``) follows it (docs/training.md,
+"The learning protocol"):
 
 * items are fixed before any run: LoCoMo's ``fit`` conversations train, its ``validation`` conversations
   choose every setting, its ``test`` conversations report (:data:`memrl.data.splits.LOCOMO_PROTOCOL_SPLIT`;
@@ -14,6 +15,10 @@ Every learning claim of ``bench/learning.py`` follows it (docs/training.md, "The
 
 A setting is everything that changes what is trained or how it is evaluated: the arguments other than the
 seed, the output folder, the ledger and other bookkeeping (:func:`setting_key`).
+
+    from memrl.eval.protocol import cluster_of, protocol
+    result["protocol"] = protocol(args, record=True)     # args: the benchmark's argparse namespace
+    clusters = [cluster_of(item) for item in items]      # one label per item, for cluster_bootstrap_ci
 """
 
 from __future__ import annotations
@@ -27,8 +32,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "BOOKKEEPING",
+    "EVAL_SPLITS",
+    "TRAIN_SPLIT",
+    "cluster_of",
+    "ledger_counts",
+    "protocol",
+    "setting_key",
+]
+
 #: What each ``--eval-split`` trains on: the protocol's fit conversations.
 TRAIN_SPLIT = "fit"
+#: The held-out parts an evaluation may read (``--eval-split``): validation chooses, test reports.
 EVAL_SPLITS = ("validation", "test")
 #: Arguments that do not change a setting (seed: a setting is judged over seeds).
 BOOKKEEPING = frozenset({"seed", "out", "ledger", "quiet", "before_cache", "before_only", "eval_only",
@@ -76,7 +92,9 @@ def ledger_counts(path: Path, key: str) -> dict[str, int]:
 
 def protocol(args: argparse.Namespace, *, record: bool) -> dict[str, Any]:
     """The protocol's part of a result: the splits, the setting's key and the test ledger's counts. With
-    ``record`` and ``--eval-split test``, this run is appended to the ledger first (so it counts itself)."""
+    ``record`` and ``--eval-split test``, this run is appended to the ledger first (so it counts itself).
+    ``args`` needs ``ledger``, ``eval_split``, ``task``, ``seed`` and ``out``; every other field is part of
+    the setting unless :data:`BOOKKEEPING` names it."""
     key, setting = setting_key(args)
     ledger = Path(args.ledger)
     if record and args.eval_split == "test":

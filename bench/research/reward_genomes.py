@@ -1,8 +1,8 @@
 """Chosen red-team genomes on several draws of items: the measurements docs/rewards.md quotes for limits.
 
-    MEMRL_DATA_DIR=../shared/data .venv/bin/python bench/reward_genomes.py --family memupdate \\
+    MEMRL_DATA_DIR=../shared/data .venv/bin/python -m bench.research.reward_genomes --family memupdate \\
         --genome '[["squeeze_shown", 1]]' --genome '[["digest_shown", 5]]' --seeds 0,1
-    .venv/bin/python bench/reward_genomes.py --family adrpo --genome '[["guess", "core", 5]]' --sessions 6
+    .venv/bin/python -m bench.research.reward_genomes --family adrpo --genome '[["guess", "core", 5]]' --sessions 6
 
 Each genome (a JSON list of genes, :mod:`memrl.eval.redteam.search`) is evaluated with the search's own
 family on the items of each seed (MemUpdate: ``--per-category`` questions per category drawn by

@@ -1,18 +1,22 @@
-"""The expert reader of the ``read`` task's SFT warm start, and what a memory holds of the evidence.
+"""An expert reader for MemAgent's ``read`` task: replies written from the evidence annotations, not a model.
 
-:func:`expert_trajectories` runs :class:`memrl.agents.memagent.MemAgent` over RULER-LoCoMo documents with
-replies written from LoCoMo's evidence annotations (``bench/read_sft.py`` says how); :func:`evidence_in`
-and :func:`bm25_finds_evidence` measure how much of a question's evidence a memory, or the no-model rules'
-BM25 ranking, holds. Used by ``bench/read_sft.py`` and ``bench/learning_read.py``; imports neither, so the
-two do not import each other.
+:class:`ExpertReader` answers MemAgent's prompts for one document: after a chunk holding one of the
+question's evidence turns (:func:`in_chunk`), the memory is every evidence turn read so far, each with its
+session's date (:func:`evidence_lines`), cut to the memory budget in the student's tokens; after a chunk
+holding none, the previous memory unchanged; the answer is ``\\boxed{gold}``. :func:`expert_trajectories`
+runs :class:`memrl.agents.memagent.MemAgent` itself with it over RULER-LoCoMo documents, so each expert
+call is a trajectory step the student can be fine-tuned on (the ``read`` task's SFT warm start: the
+learning benchmark, ``python -m bench.read_sft``)::
+
+    trajs, counts = await expert_trajectories(student, documents, conversations_by_id, MemAgentConfig(...))
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Sequence
 from typing import Any
+
+__all__ = ["ExpertReader", "evidence_lines", "expert_trajectories", "in_chunk"]
 
 _SECTION = re.compile(r"Next section:\n(.*?)\n\n(?:Your memory so far:|Write your updated memory)", re.S)
 
@@ -38,7 +42,8 @@ def in_chunk(turn: str, chunk: str) -> bool:
 
 
 class ExpertReader:
-    """A rule-based reader for one document: see the module docstring. ``turns``: the evidence turns as
+    """A rule-based reader for one document: see the module docstring. ``student``: the model that will
+    learn from it (its tokenizer cuts the memory, and MemAgent cuts chunks with it). ``turns``: the evidence turns as
     the document renders them (``Speaker: text``), ``lines``: what the memory writes for each."""
 
     def __init__(self, student: Any, turns: list[str], lines: list[str], gold: str, memory_tokens: int,
@@ -95,34 +100,3 @@ async def expert_trajectories(student: Any, docs: list[Any], conversations: dict
             counts["answers_too_long"] += 1
         out.append(traj)
     return out, counts
-
-
-@functools.cache
-def _locomo() -> dict[str, Any]:
-    """Every LoCoMo conversation by id (both splits), loaded once."""
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
-
-    return {c.id: c for split in ("train", "test")
-            for c in load_conversations(QAEvalConfig(dataset="locomo", split=split))}  # fmt: skip
-
-
-def evidence_in(doc: Any, memory: str) -> float | None:
-    """The share of the content words (stemmed, stopwords out) of the question's evidence turns that
-    ``memory`` holds, in [0, 1]; None when the question has no evidence turn with content words."""
-    from memrl.memory.analysis.terms import content_terms
-
-    words = {w for line in evidence_lines(doc, _locomo()) for w in content_terms(line.split(": ", 1)[-1])}
-    if not words:
-        return None
-    return len(words & set(content_terms(memory or ""))) / len(words)
-
-
-def bm25_finds_evidence(docs: Sequence[Any], items: Sequence[Any], k: int) -> float:
-    """The share of documents whose top ``k`` turns by BM25 for the question (the rules' ranking,
-    :func:`learning_baselines.document_item`) include one of its evidence turns: what the no-model rules
-    find, to set beside what the reader's memory holds."""
-    hits = 0
-    for doc, it in zip(docs, items, strict=True):
-        lines = evidence_lines(doc, _locomo())
-        hits += any(c.text and c.text in line for c in it.candidates[:k] for line in lines)
-    return round(hits / max(1, len(docs)), 3)

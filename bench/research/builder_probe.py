@@ -2,7 +2,7 @@
 that copies one line of it would score (issue 35's diagnosis, without spending an hour of answers).
 
     memrl eval --dataset locomo --split test --builder annotations --mode build --output-dir runs/ann
-    .venv/bin/python bench/builder_probe.py annotations=runs/ann raw=runs/raw --out docs/builders/probe
+    .venv/bin/python -m bench.research.builder_probe annotations=runs/ann raw=runs/raw --out docs/builders/probe
 
 For each store (``memory.db`` of a ``memrl eval`` run; one namespace per conversation) and every question
 of categories 1-4, the retrieval the answerer gets (:func:`memrl.scoring.answer.answer_from_memory`'s:
@@ -28,12 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.builders_table import CATEGORIES, scored_rows
 from memrl.eval.qa_config import QAEvalConfig, load_conversations
 from memrl.scoring.answer import answer_messages, clean_prediction
 from memrl.scoring.metrics import score
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builders_table import CATEGORIES, scored_rows  # noqa: E402
 
 
 def context_lines(user_prompt: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Does batching change what the local model computes? One prompt alone vs batched with a longer one.
 
-    HF_HUB_OFFLINE=1 python bench/batch_logprobs.py [--model MODEL] [--max-tokens 60]
+    HF_HUB_OFFLINE=1 python -m bench.research.batch_logprobs [--model MODEL] [--max-tokens 60]
 
 The local back-end left-pads a batch, so the same prompt meets different tensor shapes alone and in a
 batch. Greedy decoding of the same prompt both ways: whether the text is the same, and the largest

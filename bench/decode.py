@@ -1,13 +1,20 @@
-"""Measure the local back-end: greedy tokens/s at batch 1 and batch 8, and constrained vs free decoding.
+"""Measure the local back-end's decoding: greedy tokens/s at batch 1 and batch 8, and constrained vs free.
 
 Run (numbers depend on the CPU and on whatever else runs on it; the load average is printed)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python -m memrl.llm.bench [--model PATH] [--tokens 64] [--repeats 2]
+    HF_HUB_OFFLINE=1 .venv/bin/python -m bench.decode [--model PATH] [--tokens 64] [--repeats 2]
+
+:class:`memrl.llm.local.LocalLLM` (the offline SmolLM2 by default) on eight fixed prompts: the best of
+``--repeats`` wall times of greedy decoding, then the same free and under a JSON schema (the grammar
+MemBuilder's actions use), with the first schema's compile time. Last line of stdout: one JSON object
+(``tok_per_s`` per batch, ``ms_per_step`` free and json-schema per batch, ``grammar_compile_s``, the load
+averages).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -44,7 +51,7 @@ def _run(llm: LocalLLM, prompts: list[str], tokens: int, repeats: int, **kw: obj
     return best, produced
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="folder, .gguf or hub id (default: offline SmolLM2)")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per sequence")
@@ -58,23 +65,32 @@ def main(argv: list[str] | None = None) -> None:
 
     start = time.perf_counter()
     llm = LocalLLM(args.model).load()
-    print(f"model {llm.path} loaded in {time.perf_counter() - start:.1f}s; load average {os.getloadavg()}")
+    load_before = os.getloadavg()
+    print(f"model {llm.path} loaded in {time.perf_counter() - start:.1f}s; load average {load_before}")
+    result: dict = {"model": str(llm.path), "tokens": args.tokens, "repeats": args.repeats,
+                    "threads": args.threads, "tok_per_s": {}, "ms_per_step": {}}  # fmt: skip
     _run(llm, PROMPTS[:1], 4, 1)  # warm-up
     for batch in (1, 8):
         secs, n = _run(llm, PROMPTS[:batch], args.tokens, args.repeats)
         print(f"greedy batch {batch}: {n} tokens in {secs:.2f}s = {n / secs:.1f} tok/s")
+        result["tok_per_s"][f"batch{batch}"] = round(n / secs, 1)
     start = time.perf_counter()
-    assert llm._grammars is not None
-    llm._grammars.for_schema(SCHEMA)
-    print(f"grammar compile (first schema): {time.perf_counter() - start:.2f}s")
+    llm.grammars.for_schema(SCHEMA)
+    result["grammar_compile_s"] = round(time.perf_counter() - start, 2)
+    print(f"grammar compile (first schema): {result['grammar_compile_s']:.2f}s")
     for batch in (1, 8):
         free_s, free_n = _run(llm, PROMPTS[:batch], args.tokens, args.repeats)
         json_s, json_n = _run(llm, PROMPTS[:batch], args.tokens, args.repeats, json_schema=SCHEMA)
+        free_ms, json_ms = 1000 * free_s / free_n * batch, 1000 * json_s / json_n * batch
         print(
-            f"batch {batch}: free {free_n} tok in {free_s:.2f}s ({1000 * free_s / free_n * batch:.0f} ms/step), "
-            f"json-schema {json_n} tok in {json_s:.2f}s ({1000 * json_s / json_n * batch:.0f} ms/step)"
+            f"batch {batch}: free {free_n} tok in {free_s:.2f}s ({free_ms:.0f} ms/step), "
+            f"json-schema {json_n} tok in {json_s:.2f}s ({json_ms:.0f} ms/step)"
         )
+        result["ms_per_step"][f"batch{batch}"] = {"free": round(free_ms, 1), "json_schema": round(json_ms, 1)}
     print(f"load average after: {os.getloadavg()}")
+    result["load_average"] = {"before": load_before, "after": os.getloadavg()}
+    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

@@ -196,8 +196,8 @@ def full_context_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "window": next((r.get("context_window") for r in seen if r.get("context_window")), None),
         "n_whole": len(seen) - len(cut),
-        "n_truncated": sum(1 for r in cut if r.get("prediction") is not None),
-        "n_skipped": sum(1 for r in cut if r.get("prediction") is None),
+        "n_truncated": sum(1 for r in cut if not str(r.get("error") or "").startswith("context:")),
+        "n_skipped": sum(1 for r in cut if str(r.get("error") or "").startswith("context:")),
         "turns_dropped_mean": sum(r["context_turns_dropped"] for r in cut) / len(cut) if cut else 0.0,
     }
 

@@ -110,6 +110,20 @@ class QAEvaluation:
         self.builds = JsonlLog(self.out / "builds.jsonl")
         self.predictions = JsonlLog(self.out / "predictions.jsonl")
         self.memory: Any = None
+        self.system: Any = None  # another memory system (--system)
+
+    def _make_system(self) -> Any:
+        import os
+
+        from memrl.eval.systems import SystemSettings, create_system
+
+        c = self.cfg
+        key = os.environ.get("MEMRL_SYSTEM_API_KEY") or os.environ.get("OPENAI_API_KEY") or "memrl-harness"
+        settings = SystemSettings(base_url=c.system_base_url or c.base_url, model=c.system_model or c.model,
+                                  embed_model=c.system_embed_model, embed_dims=c.system_embed_dims, api_key=key,
+                                  data_dir=str(self.out), builder=c.builder, embedder=c.embedder,
+                                  llm=self.builder_llm)  # fmt: skip
+        return create_system(c.system, settings)
 
     def _prepare_dir(self) -> None:
         out = self.out
@@ -119,8 +133,19 @@ class QAEvaluation:
                 f"{out} holds an earlier run; pass --resume to continue it or --overwrite to restart"
             )
         if self.cfg.overwrite:
-            for name in ("predictions.jsonl", "builds.jsonl", "summary.json", "report.md", "scores.png"):
+            for name in (
+                "predictions.jsonl",
+                "builds.jsonl",
+                "summary.json",
+                "report.md",
+                "scores.png",
+                "verdicts.jsonl",
+            ):
                 (out / name).unlink(missing_ok=True)
+            import shutil
+
+            for store in (*out.glob("*-store"), out / "memrl-system.db"):  # other systems' own stores
+                shutil.rmtree(store) if store.is_dir() else store.unlink(missing_ok=True)
             if self.cfg.db_path is None and self.cfg.mode != "answer":  # answer-only runs reuse the store
                 for suffix in ("", "-wal", "-shm"):
                     (out / f"memory.db{suffix}").unlink(missing_ok=True)
@@ -182,6 +207,21 @@ class QAEvaluation:
                 bar.update(1)
         bar.close()
 
+    async def ingest(self, convs: Sequence[Conversation]) -> None:
+        """Another memory system (``--system``) ingests every session, one at a time; each session's cost
+        is a line of ``builds.jsonl``."""
+        assert self.system is not None
+        for conv in convs:
+            for session in conv.sessions:
+                row: dict[str, Any] = {"namespace": conv.id, "conversation": conv.id, "session": session.index,
+                                       "system": self.cfg.system}  # fmt: skip
+                try:
+                    cost = await self.system.ingest_session(conv, session)
+                    row.update(cost.to_dict(), failures=[])
+                except Exception as e:  # recorded and counted, never scored: its questions still run
+                    row.update(failures=[{"error": f"{type(e).__name__}: {e}"}])
+                self.builds.append(row)
+
     async def update(self, convs: Sequence[Conversation]) -> None:
         from memrl.agents.memupdate import update_memory
 
@@ -207,6 +247,15 @@ class QAEvaluation:
         if self.cfg.builder == "full":
             res, info = await self.reader.answer(conv, q)
             return res, None, info
+        if self.system is not None:
+            from memrl.scoring.answer import AnswerResult, answer_from_lines
+
+            try:
+                lines, cost = await self.system.search(conv, q, self.cfg.top_k)
+            except Exception as e:  # another system's failure (any kind) is a failed answer, counted
+                return AnswerResult(None, error=f"system: {type(e).__name__}: {e}"), None, {}
+            res = await answer_from_lines(self.llm, conv, q, lines, max_tokens=self.cfg.max_answer_tokens)
+            return res, None, {"memories": lines, **cost.to_dict("search_")}
         from memrl.scoring.answer import answer_from_memory
 
         suffix = "+memupdate" if self.cfg.updater == "memupdate" else ""
@@ -275,7 +324,9 @@ class QAEvaluation:
         t0 = time.perf_counter()
         convs = load_conversations(self.cfg)
         db = self.cfg.db_path or str(self.out / "memory.db")
-        if self.cfg.builder not in READERS:
+        if self.cfg.system != "memrl":
+            self.system = self._make_system()
+        elif self.cfg.builder not in READERS:
             if self.cfg.mode == "answer" and not Path(db).exists():
                 raise ConfigError(
                     f"--mode answer needs a built store, and {db} does not exist (run --mode build)"
@@ -288,6 +339,8 @@ class QAEvaluation:
                     load = getattr(getattr(llm, "inner", llm), "load", None)
                     if callable(load):
                         await asyncio.to_thread(load)
+            if self.system is not None:
+                await self.ingest(convs)
             if self.cfg.mode in ("build", "full") and self.memory is not None:
                 await self.build(convs)
                 if self.cfg.updater == "memupdate":
@@ -297,6 +350,8 @@ class QAEvaluation:
         finally:
             if self.memory is not None:
                 await self.memory.close()
+            if self.system is not None:
+                await self.system.close()
         predictions = self.predictions.read()
         summary = summarize(self.cfg, self.builds.read(), predictions, convs)
         summary["wall_time_s"] = round(time.perf_counter() - t0, 2)

@@ -56,6 +56,18 @@ class QAEvalConfig:
     builder_option: tuple[str, ...] = option(
         (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"
     )
+    system: str = option(
+        "memrl",
+        "memory system: memrl (memrl's --builder, native, resumable), memrl:BUILDER (the same behind the "
+        "MemorySystem interface), mem0 (mem0ai, infer on), mem0-raw (infer off), langmem; the answerer and "
+        "judge are this run's for all",
+    )
+    system_base_url: str | None = option(
+        None, "OpenAI-compatible endpoint of the system's own LLM and embedder calls (default: --base-url)"
+    )
+    system_model: str | None = option(None, "chat model of the system's own LLM calls (default: --model)")
+    system_embed_model: str = option("text-embedding-3-small", "embedding model of the system's own calls")
+    system_embed_dims: int = option(1536, "dimension of --system-embed-model's vectors")
     updater: Literal["none", "memupdate"] = option(
         "none", "edit the built memory with this agent before answering"
     )
@@ -119,6 +131,16 @@ class QAEvalConfig:
             raise ConfigError(
                 f"{self.builder} reads the conversation per question; it builds no memory (use --mode full)"
             )
+        if self.system != "memrl":
+            from memrl.eval.systems import SYSTEMS
+
+            if self.system not in SYSTEMS and not self.system.startswith("memrl:"):
+                raise ConfigError(f"--system {self.system!r}: choose memrl, {', '.join(SYSTEMS)}")
+            if self.mode != "full" or self.resume or self.updater != "none" or self.builder in READERS:
+                raise ConfigError(
+                    f"--system {self.system} ingests and answers in one run (--mode full, no --resume, "
+                    "--updater or reader builder): its store is its own"
+                )
         if self.builder in READERS and self.updater != "none":
             raise ConfigError(f"--updater edits a memory store; {self.builder} keeps none")
         if "{conv}" not in self.namespace_format:
@@ -170,7 +192,8 @@ class QAEvalConfig:
 
     @property
     def out(self) -> Path:
-        return Path(self.output_dir or f"runs/{self.dataset}-{self.builder}")
+        name = self.builder if self.system == "memrl" else self.system.replace(":", "-")
+        return Path(self.output_dir or f"runs/{self.dataset}-{name}")
 
     def namespace(self, conv: Conversation) -> str:
         return self.namespace_format.format(conv=conv.id, builder=self.builder)

@@ -101,6 +101,8 @@ def summarize(
         "model": cfg.model,
         "judge_model": cfg.judge_model,
         "gold": getattr(cfg, "gold", "original"),
+        "system": getattr(cfg, "system", "memrl"),
+        "system_name": None if getattr(cfg, "system", "memrl") == "memrl" else cfg.system,
         "top_k": cfg.top_k,
         "n_conversations": len(convs),
         "n_questions": sum(len(c.questions) for c in convs),
@@ -141,6 +143,7 @@ def summarize(
         summary["corrected"] = agg.corrected_figures(rows, by_order)
     if cfg.builder == "full":
         summary["full_context"] = full_context_figures(rows)
+    summary["cost"] = cost_table(builds, rows)
     tokens = [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in answered]
     summary["answer_tokens_per_question"] = sum(tokens) / len(tokens) if tokens else None
     sessions = [b for b in builds if isinstance(b.get("session"), int) and b["session"] > 0]
@@ -186,6 +189,26 @@ def judge_record(cfg: Any) -> dict[str, Any]:
     spec = get_judge(cfg.judge_name)
     return {**spec.describe(), "model": cfg.judge_model,
             "rates": find_rates(spec, cfg.judge_model, getattr(cfg, "judge_rates", None))}  # fmt: skip
+
+
+COST_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "embed_calls", "seconds")
+
+
+def cost_table(builds: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cost columns of a run: the memory system's ingest (every session built) and search (every
+    question), and the harness's answerer (its calls and tokens; seconds include the search)."""
+    sessions = [b for b in builds if isinstance(b.get("session"), int) and b["session"] > 0]
+
+    def total(items: list[dict[str, Any]], prefix: str = "") -> dict[str, Any]:
+        out = {k: sum(i.get(prefix + k) or 0 for i in items) for k in COST_KEYS}
+        out["seconds"] = round(out["seconds"], 2)
+        return out
+
+    answered = [r for r in rows if r.get("prompt_tokens") or r.get("prediction") is not None]
+    answerer = {"llm_calls": len(answered), "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in answered),
+                "completion_tokens": sum(r.get("completion_tokens", 0) for r in answered), "embed_calls": 0,
+                "seconds": round(sum(r.get("latency_s", 0.0) for r in rows), 2)}  # fmt: skip
+    return {"ingest": total(sessions), "search": total(rows, "search_"), "answerer": answerer}
 
 
 def full_context_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:

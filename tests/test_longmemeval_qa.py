@@ -1,8 +1,9 @@
-"""``memrl eval`` QA on LongMemEval (a file in the oracle layout that the test writes): the raw builder and a
-scripted answerer (the boundary), judged by a scripted judge that reads its prompt. Each question type gets
-LongMemEval's rule (temporal off-by-one, knowledge-update's latest value, the preference rubric), an
-``_abs`` question is judged as an abstention whatever its type, an integer answer is an answer, and a judge
-reply that does not parse is a judge failure, counted and not scored."""
+"""``memrl eval`` QA on LongMemEval (a file in the oracle layout that the test writes) with memrl's strict
+judge (``--judge strict``; the official judge is tests/test_judges.py's): the raw builder and a scripted
+answerer (the boundary), judged by a scripted judge that reads its prompt. Each question type gets its rule
+(off-by-one for counts of days, knowledge-update's latest value, the preference rubric), an ``_abs``
+question is judged as an abstention whatever its type, an integer answer is an answer, and a judge reply
+that does not parse is a judge failure, counted and not scored."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ ITEMS = {
     "u1_abs": ("single-session-user", "What is my iguana called?", "You did not mention an iguana.",
                "I am thinking about adopting a lizard."),
 }  # fmt: skip
-RULES = {  # words of each rule's text in memrl.scoring.judge
-    "t1": "off by one day",
+RULES = {  # words of each rule's text in memrl.scoring.judges (the strict judge)
+    "t1": "count of days",
     "k1": "latest value",
     "p1": "rubric",
     "m1": None,
@@ -57,13 +58,14 @@ async def test_longmemeval_qa_judged_by_question_type(tmp_path):
         qid = next(q for q, item in ITEMS.items() if item[1] == question)
         seen[qid] = messages[0]["content"]
         if qid == "p1":
+            assert "\nRubric: The user would prefer" in messages[-1]["content"]  # a rubric, not a gold answer
             return "the grader is tired"  # not JSON: a judge failure
         label = "CORRECT" if qid == "m1" else "WRONG"
         return json.dumps({"reasoning": "compared", "label": label})
 
     judge = ScriptedLLM(judge_reply)
     cfg = QAEvalConfig(dataset="longmemeval", data_path=str(data), builder="raw", embedder="hashing",
-                       provider="scripted", output_dir=str(tmp_path / "run"), cache=False)  # fmt: skip
+                       provider="scripted", output_dir=str(tmp_path / "run"), cache=False, judge="strict")  # fmt: skip
     summary = await QAEvaluation(cfg, llm=answerer, judge=judge, progress=False).run()
 
     assert summary["n_questions"] == summary["n_answered"] == len(ITEMS)

@@ -4,6 +4,8 @@
     memrl eval retrieval --conv-id conv-26 --modes bm25,hybrid --k 1,5,10 --json
     memrl eval retrieval --ablation            # the table of what each retrieval idea buys
     memrl eval --dataset locomo --conv-id conv-26 --builder raw --questions 20   # = memrl eval qa ...
+    memrl eval judge-check --judge mem0 --judge-model gpt-4o-mini   # the judge's false accepts / rejects
+    memrl eval compare runs/locomo-raw runs/locomo-full             # paired differences, by conversation
 
 Every flag maps onto a field of :class:`memrl.eval.retrieval_config.RetrievalConfig` or of the ``raw`` builder's
 :class:`memrl.agents.raw.RawConfig`; list flags take commas or spaces (``--k 1,5,10`` = ``--k 1 5 10``).
@@ -26,7 +28,7 @@ from memrl.eval.qa_config import QAEvalConfig
 from memrl.eval.retrieval_config import RetrievalConfig
 
 #: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.
-SUBCOMMANDS = ("qa", "retrieval", "ruler")
+SUBCOMMANDS = ("qa", "retrieval", "ruler", "judge-check", "compare")
 
 
 def qa_doc() -> str:
@@ -72,6 +74,48 @@ def _qa(args: argparse.Namespace) -> int:
     return 0
 
 
+def judge_check_doc() -> str:
+    import memrl.eval.judge_check
+
+    return memrl.eval.judge_check.__doc__ or ""
+
+
+def compare_doc() -> str:
+    import memrl.eval.compare
+
+    return memrl.eval.compare.__doc__ or ""
+
+
+def _judge_check(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from memrl.config import from_args
+    from memrl.eval.judge_check import JudgeCheckConfig, markdown, run_judge_check
+
+    cfg = from_args(JudgeCheckConfig, args)
+    result = asyncio.run(run_judge_check(cfg))
+    if not args.json:
+        print(markdown(result))
+        print(f"wrote {cfg.out}/{{judge_rates.json,verdicts.jsonl,report.md}}")
+    sys.stdout.flush()
+    print(json.dumps(result, default=str))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from memrl.eval.compare import compare_markdown, compare_runs
+
+    metrics = tuple(m.strip() for m in args.metric.split(",") if m.strip())
+    result = compare_runs(
+        args.runs, metrics, official=args.mode == "official", corrected=args.gold == "corrected"
+    )
+    if not args.json:
+        print(compare_markdown(result))
+    sys.stdout.flush()
+    print(json.dumps(result, default=str))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("eval", help="evaluate memory: QA (default) or retrieval (no LLM)")
     actions = ev.add_subparsers(dest="eval_command", metavar="EVAL")
@@ -97,6 +141,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_arguments(r, RulerEvalConfig)
     r.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
     r.set_defaults(func=_ruler)
+    from memrl.eval.judge_check import JudgeCheckConfig
+
+    jc = actions.add_parser(
+        "judge-check",
+        help="a judge's false-accept and false-reject rates on locomo-audit's stress sets and the gold answers",
+        description=judge_check_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(jc, JudgeCheckConfig)
+    jc.add_argument("--json", action="store_true", help="print only the rates JSON (no table)")
+    jc.set_defaults(func=_judge_check)
+    cp = actions.add_parser(
+        "compare",
+        help="paired differences between runs on the same questions, intervals over conversations",
+        description=compare_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cp.add_argument(
+        "runs", nargs="+", metavar="RUN", help="run folders of `memrl eval` (the first is the base)"
+    )
+    cp.add_argument(
+        "--metric", default="f1,judge", help="figures to compare: f1, judge, em (default f1,judge)"
+    )
+    cp.add_argument("--mode", choices=("memrl", "official"), default="memrl",
+                    help="memrl: pair questions scored in both runs; official: failures count 0")  # fmt: skip
+    cp.add_argument("--gold", choices=("original", "corrected"), default="original",
+                    help="corrected: the figures against locomo-audit's key (runs made with --gold corrected)")  # fmt: skip
+    cp.add_argument("--json", action="store_true", help="print only the JSON")
+    cp.set_defaults(func=_compare)
     p = actions.add_parser(
         "retrieval",
         help="evidence recall@k of search over the raw memory (dense, bm25, hybrid), no LLM",

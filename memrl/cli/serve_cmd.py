@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model name or path (local default: SmolLM2-135M-Instruct)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--embedder",
+        help="also serve POST /v1/embeddings with this embedder (hashing[:DIM] is deterministic, minilm, ...)",
+    )
     p.set_defaults(func=_serve_llm)
 
     p = group.add_parser("memory", help="the memory REST API and web browser")
@@ -174,8 +178,14 @@ def _serve_llm(args: argparse.Namespace) -> int:
     from memrl.llm import create_llm, run_server
 
     llm = create_llm(args.provider, args.model)
+    embed = None
+    if args.embedder:
+        from memrl.memory.embedders import create_embedder
+
+        embedder = create_embedder(args.embedder)
+        embed = embedder.embed
     print(f"serving {llm.name} at http://{args.host}:{args.port}/v1 (Ctrl-C to stop)", flush=True)
-    run_server(llm, args.host, args.port)
+    run_server(llm, args.host, args.port, embed=embed)
     return 0
 
 

@@ -17,7 +17,16 @@ Everything lands in ``--output-dir``:
 - ``memory.db``: the store (one namespace per conversation and builder), unless ``--db-path`` is given;
 - ``builds.jsonl``: one line per finished session (what it cost, where its history ends);
 - ``predictions.jsonl``: one line per answered question (prediction, scores, judge label, failures);
-- ``summary.json``, ``report.md``, ``scores.png``: per-category tables with bootstrap 95% intervals.
+- ``verdicts.jsonl``: one line per selected question, its final verdicts (what ``memrl eval compare``
+  pairs across runs);
+- ``summary.json``, ``report.md``, ``scores.png``: per-category tables with 95% intervals over questions
+  and over conversations, memrl's mode (failures left out, counted) beside the official one (failures
+  wrong), the judge's name, model, template sha256 and measured rates (:mod:`memrl.eval.aggregate`).
+
+``--judge`` picks the judge's prompt and protocol (:mod:`memrl.scoring.judges`: ``longmemeval``, ``mem0``,
+``membuilder`` verbatim as published, ``strict``); ``--gold corrected`` scores LoCoMo against
+locomo-audit's corrected answer key too; ``--builder full`` puts the whole conversation in the prompt
+(:mod:`memrl.eval.full_context`).
 
 ``--resume`` continues an interrupted run: finished sessions and answered questions are skipped, a half-
 built session is rolled back (from the store's history) and rebuilt, and LLM calls are answered from the
@@ -37,8 +46,7 @@ from typing import Any
 
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
-from memrl.eval.qa_config import QAEvalConfig, load_conversations
-from memrl.scoring.metrics import score
+from memrl.eval.qa_config import READERS, QAEvalConfig, load_conversations
 
 
 class JsonlLog:
@@ -91,9 +99,31 @@ class QAEvaluation:
         if self.judge is None and cfg.judge_model:
             self.judge = self._make_llm(cfg.judge_provider or cfg.provider, cfg.judge_model,
                                         cfg.judge_base_url or cfg.base_url)  # fmt: skip
+        from memrl.scoring.judges import get_judge
+
+        self.judge_spec = get_judge(cfg.judge_name)
+        self.corrections: dict[str, Any] = {}
+        if cfg.gold == "corrected":
+            from memrl.eval.gold import run_corrections
+
+            self.corrections = run_corrections(cfg.data_path, cfg.audit_path)
         self.builds = JsonlLog(self.out / "builds.jsonl")
         self.predictions = JsonlLog(self.out / "predictions.jsonl")
         self.memory: Any = None
+        self.system: Any = None  # another memory system (--system)
+
+    def _make_system(self) -> Any:
+        import os
+
+        from memrl.eval.systems import SystemSettings, create_system
+
+        c = self.cfg
+        key = os.environ.get("MEMRL_SYSTEM_API_KEY") or os.environ.get("OPENAI_API_KEY") or "memrl-harness"
+        settings = SystemSettings(base_url=c.system_base_url or c.base_url, model=c.system_model or c.model,
+                                  embed_model=c.system_embed_model, embed_dims=c.system_embed_dims, api_key=key,
+                                  data_dir=str(self.out), builder=c.builder, embedder=c.embedder,
+                                  llm=self.builder_llm)  # fmt: skip
+        return create_system(c.system, settings)
 
     def _prepare_dir(self) -> None:
         out = self.out
@@ -103,8 +133,19 @@ class QAEvaluation:
                 f"{out} holds an earlier run; pass --resume to continue it or --overwrite to restart"
             )
         if self.cfg.overwrite:
-            for name in ("predictions.jsonl", "builds.jsonl", "summary.json", "report.md", "scores.png"):
+            for name in (
+                "predictions.jsonl",
+                "builds.jsonl",
+                "summary.json",
+                "report.md",
+                "scores.png",
+                "verdicts.jsonl",
+            ):
                 (out / name).unlink(missing_ok=True)
+            import shutil
+
+            for store in (*out.glob("*-store"), out / "memrl-system.db"):  # other systems' own stores
+                shutil.rmtree(store) if store.is_dir() else store.unlink(missing_ok=True)
             if self.cfg.db_path is None and self.cfg.mode != "answer":  # answer-only runs reuse the store
                 for suffix in ("", "-wal", "-shm"):
                     (out / f"memory.db{suffix}").unlink(missing_ok=True)
@@ -166,6 +207,21 @@ class QAEvaluation:
                 bar.update(1)
         bar.close()
 
+    async def ingest(self, convs: Sequence[Conversation]) -> None:
+        """Another memory system (``--system``) ingests every session, one at a time; each session's cost
+        is a line of ``builds.jsonl``."""
+        assert self.system is not None
+        for conv in convs:
+            for session in conv.sessions:
+                row: dict[str, Any] = {"namespace": conv.id, "conversation": conv.id, "session": session.index,
+                                       "system": self.cfg.system}  # fmt: skip
+                try:
+                    cost = await self.system.ingest_session(conv, session)
+                    row.update(cost.to_dict(), failures=[])
+                except Exception as e:  # recorded and counted, never scored: its questions still run
+                    row.update(failures=[{"error": f"{type(e).__name__}: {e}"}])
+                self.builds.append(row)
+
     async def update(self, convs: Sequence[Conversation]) -> None:
         from memrl.agents.memupdate import update_memory
 
@@ -182,59 +238,78 @@ class QAEvaluation:
             )
 
     # -------------------------------------------------------------------- answer
+    async def respond(self, conv: Conversation, q: Question) -> tuple[Any, list[str] | None, dict[str, Any]]:
+        """One answer: ``(AnswerResult, retrieved evidence ids or None when nothing is retrieved, extras)``."""
+        if self.cfg.builder == "memagent":
+            from memrl.agents.memagent import answer_by_reading
+
+            return await answer_by_reading(self.llm, conv, q, config=self.cfg.memagent_config()), None, {}
+        if self.cfg.builder == "full":
+            res, info = await self.reader.answer(conv, q)
+            return res, None, info
+        if self.system is not None:
+            from memrl.scoring.answer import AnswerResult, answer_from_lines
+
+            try:
+                lines, cost = await self.system.search(conv, q, self.cfg.top_k)
+            except Exception as e:  # another system's failure (any kind) is a failed answer, counted
+                return AnswerResult(None, error=f"system: {type(e).__name__}: {e}"), None, {}
+            res = await answer_from_lines(self.llm, conv, q, lines, max_tokens=self.cfg.max_answer_tokens)
+            return res, None, {"memories": lines, **cost.to_dict("search_")}
+        from memrl.scoring.answer import answer_from_memory
+
+        suffix = "+memupdate" if self.cfg.updater == "memupdate" else ""
+        res = await answer_from_memory(
+            self.llm, self.memory, self.cfg.namespace(conv) + suffix, conv, q,
+            top_k=self.cfg.top_k, max_tokens=self.cfg.max_answer_tokens,
+        )  # fmt: skip
+        return res, res.retrieved_evidence, {}
+
     async def answer(self, convs: Sequence[Conversation]) -> None:
         from tqdm.auto import tqdm
 
         from memrl.eval.report import latest_rows
-        from memrl.scoring.answer import answer_from_memory
-        from memrl.scoring.judge import judge_answer
+        from memrl.eval.verdicts import add_corrected, add_scores, base_row, judge_row, needs_judging
 
+        if self.cfg.builder == "full":
+            from memrl.eval.full_context import make_reader
+
+            self.reader = make_reader(self.llm, self.cfg.builder_option, self.cfg.max_answer_tokens)
         done = {r["question_id"]: r for r in latest_rows(self.predictions.read()) if not r.get("error")}
         todo = [(c, q) for c in convs for q in c.questions if q.id not in done]
-        # answered, but the judge failed (e.g. unparsable reply): judge again, keep the answer
-        rejudge = [r for r in done.values() if r.get("judge_error")] if self.judge is not None else []
+        # answered, but the judge failed (e.g. unparsable reply) or another judge judged: judge again
+        spec = self.judge_spec
+        where = {q.id: (c, q) for c in convs for q in c.questions}
+        # rows of an earlier run without the corrected gold this one asks for: score and judge them again
+        recorrect = {r["question_id"] for r in done.values() if r["question_id"] in self.corrections
+                     and "corrected" not in r and r["question_id"] in where}  # fmt: skip
+        rejudge = [r for r in done.values() if r["question_id"] in recorrect
+                   or (self.judge is not None and needs_judging(r, spec))]  # fmt: skip
         bar = tqdm(total=len(todo) + len(rejudge), desc="answer", unit="q", disable=not self.progress)
         sem = asyncio.Semaphore(self.cfg.concurrency)
-        suffix = "+memupdate" if self.cfg.updater == "memupdate" else ""
 
         async def one(conv: Conversation, q: Question) -> None:
             async with sem:
-                if self.cfg.builder == "memagent":
-                    from memrl.agents.memagent import answer_by_reading
-
-                    res = await answer_by_reading(self.llm, conv, q, config=self.cfg.memagent_config())
-                else:
-                    res = await answer_from_memory(
-                        self.llm, self.memory, self.cfg.namespace(conv) + suffix, conv, q,
-                        top_k=self.cfg.top_k, max_tokens=self.cfg.max_answer_tokens,
-                    )  # fmt: skip
-                row: dict[str, Any] = {
-                    "question_id": q.id, "conversation": conv.id, "category": q.category,
-                    "category_id": q.category_id, "question": q.question, "answers": list(q.answers),
-                    "evidence": list(q.evidence), "answerable": q.answerable, **res.to_dict(),
-                }  # fmt: skip
+                res, retrieved, extras = await self.respond(conv, q)
+                row: dict[str, Any] = {**base_row(conv, q), **res.to_dict(), **extras}
                 if res.prediction is not None:
-                    row.update(score(conv, q, res.prediction))
-                    if (
-                        q.evidence and self.cfg.builder != "memagent"
-                    ):  # a retrieved turn also covers its session
-                        hit = set(conv.covered(res.retrieved_evidence)) & set(q.evidence)
-                        row["evidence_recall"] = len(hit) / len(set(q.evidence))
-                    if self.judge is not None:
-                        await judge(row)
+                    add_scores(row, conv, q, retrieved=retrieved)
+                if q.id in self.corrections:
+                    add_corrected(row, conv, q, self.corrections[q.id], retrieved=retrieved)
+                if res.prediction is not None and self.judge is not None:
+                    await judge_row(self.judge, spec, row)
                 self.predictions.append(row)
                 bar.update(1)
-
-        async def judge(row: dict[str, Any]) -> None:
-            assert self.judge is not None
-            j = await judge_answer(self.judge, row["question"], (row["answers"] or [""])[0], row["prediction"],
-                                   question_type=judge_rule(row))  # fmt: skip
-            row.update(judge=j.label, judge_reasoning=j.reasoning, judge_error=j.error)
 
         async def again(row: dict[str, Any]) -> None:
             async with sem:
                 row = dict(row)
-                await judge(row)
+                if row["question_id"] in recorrect:
+                    conv, q = where[row["question_id"]]
+                    retrieved = None if self.cfg.builder in READERS else row.get("retrieved_evidence", [])
+                    add_corrected(row, conv, q, self.corrections[q.id], retrieved=retrieved)
+                if self.judge is not None and row.get("prediction") is not None:
+                    await judge_row(self.judge, spec, row)
                 self.predictions.append(row)
                 bar.update(1)
 
@@ -243,13 +318,15 @@ class QAEvaluation:
 
     # -------------------------------------------------------------------- all
     async def run(self) -> dict[str, Any]:
-        from memrl.eval.report import summarize, write_report
+        from memrl.eval.report import summarize, verdict_rows, write_report
         from memrl.memory import AsyncMemory
 
         t0 = time.perf_counter()
         convs = load_conversations(self.cfg)
         db = self.cfg.db_path or str(self.out / "memory.db")
-        if self.cfg.builder != "memagent":
+        if self.cfg.system != "memrl":
+            self.system = self._make_system()
+        elif self.cfg.builder not in READERS:
             if self.cfg.mode == "answer" and not Path(db).exists():
                 raise ConfigError(
                     f"--mode answer needs a built store, and {db} does not exist (run --mode build)"
@@ -262,6 +339,8 @@ class QAEvaluation:
                     load = getattr(getattr(llm, "inner", llm), "load", None)
                     if callable(load):
                         await asyncio.to_thread(load)
+            if self.system is not None:
+                await self.ingest(convs)
             if self.cfg.mode in ("build", "full") and self.memory is not None:
                 await self.build(convs)
                 if self.cfg.updater == "memupdate":
@@ -271,19 +350,13 @@ class QAEvaluation:
         finally:
             if self.memory is not None:
                 await self.memory.close()
-        summary = summarize(self.cfg, self.builds.read(), self.predictions.read(), convs)
+            if self.system is not None:
+                await self.system.close()
+        predictions = self.predictions.read()
+        summary = summarize(self.cfg, self.builds.read(), predictions, convs)
         summary["wall_time_s"] = round(time.perf_counter() - t0, 2)
-        write_report(self.out, summary)
+        write_report(self.out, summary, verdict_rows(predictions, convs))
         return summary
-
-
-def judge_rule(row: dict[str, Any]) -> str:
-    """The judge's rule for a prediction row: its category's (LongMemEval's question types, LoCoMo's
-    adversarial), except that a question with no answer in the conversation (LongMemEval's ``_abs`` ids,
-    whatever their type) is judged as an abstention, as LongMemEval's judge does."""
-    if row.get("answerable") is False and row["category"] != "adversarial":
-        return "abstention"
-    return row["category"]
 
 
 def run_qa_eval(cfg: QAEvalConfig, **kw: Any) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from memrl.errors import ConfigError
 
 Mode = Literal["full", "build", "answer"]
 
+#: Builders that keep no memory store: they read the conversation per question.
+READERS = ("memagent", "full")
+
 
 @dataclasses.dataclass(frozen=True)
 class QAEvalConfig:
@@ -43,14 +46,28 @@ class QAEvalConfig:
         None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
     )
     mode: Mode = option("full", "build memory, answer questions, or both")
-    builder: Literal["raw", "membuilder", "annotations", "memagent"] = option(
+    builder: Literal["raw", "membuilder", "annotations", "memagent", "full"] = option(
         "raw",
         "how memory is built: raw turns, membuilder's agents, annotations (membuilder's agents answered by "
-        "LoCoMo's annotations, no LLM: the SFT expert's memory); memagent reads instead",
+        "LoCoMo's annotations, no LLM: the SFT expert's memory); memagent reads instead; full: no memory, "
+        "the whole conversation in the answer prompt where it fits (--builder-option context_window=N "
+        "overflow=truncate|skip tokenizer=model|whitespace)",
     )
     builder_option: tuple[str, ...] = option(
         (), "KEY=VALUE settings of the builder's config (e.g. context=full for membuilder)"
     )
+    system: str = option(
+        "memrl",
+        "memory system: memrl (memrl's --builder, native, resumable), memrl:BUILDER (the same behind the "
+        "MemorySystem interface), mem0 (mem0ai, infer on), mem0-raw (infer off), langmem; the answerer and "
+        "judge are this run's for all",
+    )
+    system_base_url: str | None = option(
+        None, "OpenAI-compatible endpoint of the system's own LLM and embedder calls (default: --base-url)"
+    )
+    system_model: str | None = option(None, "chat model of the system's own LLM calls (default: --model)")
+    system_embed_model: str = option("text-embedding-3-small", "embedding model of the system's own calls")
+    system_embed_dims: int = option(1536, "dimension of --system-embed-model's vectors")
     updater: Literal["none", "memupdate"] = option(
         "none", "edit the built memory with this agent before answering"
     )
@@ -65,6 +82,24 @@ class QAEvalConfig:
     judge_provider: str | None = option(None, "LLM back-end of the judge (default: same as --provider)")
     judge_model: str | None = option(None, "judge model; without it no LLM judge runs (F1/EM only)")
     judge_base_url: str | None = option(None, "judge server URL (default: --base-url)")
+    judge: str = option(
+        "auto",
+        "judge prompt and protocol: longmemeval (official, per type, yes/no), mem0 or membuilder (LoCoMo, "
+        "published, verbatim), strict (memrl's own); auto: longmemeval on LongMemEval, strict elsewhere",
+    )
+    judge_rates: str | None = option(
+        None,
+        "the judge's measured error rates (a `memrl eval judge-check` output folder or judge_rates.json); "
+        "default: the rates judge-check recorded for this judge, model and template, if any",
+    )
+    gold: Literal["original", "corrected"] = option(
+        "original",
+        "LoCoMo: corrected also scores every answer against locomo-audit's corrected answers and evidence "
+        "(reports give both figures)",
+    )
+    audit_path: str | None = option(
+        None, "locomo-audit's errors.json (default: DATA/locomo-audit/errors.json in the data folder)"
+    )
     top_k: int = option(10, "memories retrieved per question")
     db_path: str | None = option(None, "memory store file (default: OUTPUT_DIR/memory.db)")
     namespace_format: str = option(
@@ -92,12 +127,22 @@ class QAEvalConfig:
         for name in ("questions", "sessions"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 1")
-        if self.builder == "memagent" and self.mode == "build":
+        if self.builder in READERS and self.mode == "build":
             raise ConfigError(
-                "memagent reads the conversation per question; it builds no memory (use --mode full)"
+                f"{self.builder} reads the conversation per question; it builds no memory (use --mode full)"
             )
-        if self.builder == "memagent" and self.updater != "none":
-            raise ConfigError("--updater edits a memory store; memagent keeps none")
+        if self.system != "memrl":
+            from memrl.eval.systems import SYSTEMS
+
+            if self.system not in SYSTEMS and not self.system.startswith("memrl:"):
+                raise ConfigError(f"--system {self.system!r}: choose memrl, {', '.join(SYSTEMS)}")
+            if self.mode != "full" or self.resume or self.updater != "none" or self.builder in READERS:
+                raise ConfigError(
+                    f"--system {self.system} ingests and answers in one run (--mode full, no --resume, "
+                    "--updater or reader builder): its store is its own"
+                )
+        if self.builder in READERS and self.updater != "none":
+            raise ConfigError(f"--updater edits a memory store; {self.builder} keeps none")
         if "{conv}" not in self.namespace_format:
             raise ConfigError("--namespace-format must contain {conv} (one namespace per conversation)")
         try:
@@ -119,10 +164,36 @@ class QAEvalConfig:
             parse_lengths(self.lengths)  # a bad length fails here, before anything runs
         if self.builder == "memagent" and self.builder_option:
             self.memagent_config()  # a bad option fails here
+        if self.builder == "full" and self.builder_option:
+            from memrl.config import parse_options
+            from memrl.eval.full_context import FullContextConfig
+
+            parse_options(FullContextConfig, self.builder_option)
+        from memrl.scoring.judges import JUDGE_NAMES
+
+        if self.judge not in (*JUDGE_NAMES, "auto"):
+            raise ConfigError(f"--judge {self.judge!r}: choose auto, {', '.join(JUDGE_NAMES)}")
+        if self.judge_name == "longmemeval" and self.dataset != "longmemeval":
+            raise ConfigError(
+                "--judge longmemeval has templates for LongMemEval's question types only; on "
+                f"{self.dataset} use --judge mem0, membuilder or strict"
+            )
+        if self.gold == "corrected" and self.dataset != "locomo":
+            raise ConfigError(
+                f"--gold corrected applies locomo-audit's corrections to LoCoMo, not {self.dataset}"
+            )
+
+    @property
+    def judge_name(self) -> str:
+        """The judge ``--judge`` names (``auto``: the data set's published one, else strict)."""
+        from memrl.scoring.judges import default_judge
+
+        return default_judge(self.dataset) if self.judge == "auto" else self.judge
 
     @property
     def out(self) -> Path:
-        return Path(self.output_dir or f"runs/{self.dataset}-{self.builder}")
+        name = self.builder if self.system == "memrl" else self.system.replace(":", "-")
+        return Path(self.output_dir or f"runs/{self.dataset}-{name}")
 
     def namespace(self, conv: Conversation) -> str:
         return self.namespace_format.format(conv=conv.id, builder=self.builder)

@@ -12,7 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memrl.eval.stats import bootstrap_ci, category_table, to_markdown
+from memrl.eval import aggregate as agg
+from memrl.eval.aggregate import ADVERSARIAL
+from memrl.eval.report_markdown import markdown  # noqa: F401  (re-exported: memrl eval prints it)
+from memrl.eval.stats import bootstrap_ci
 
 
 def latest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,9 +89,10 @@ def summarize(
     for r in rows:
         r["_cat"] = order[r["category"]]
     labels = {v: v[-1] for v in order.values()}
-    # LoCoMo convention: the headline pools categories 1-4; adversarial questions are reported apart.
-    headline = [r for r in answered if r.get("category") != "adversarial"]
-    f1_mean, f1_lo, f1_hi = bootstrap_ci([r["f1"] for r in headline])
+    by_order = lambda r: order[r["category"]]  # noqa: E731
+    # One rule for LoCoMo's category 5: never in "overall"; its own row and its own figures.
+    headline = [r for r in answered if r.get("category") != ADVERSARIAL]
+    f1 = agg.headline(rows, "f1")
     summary: dict[str, Any] = {
         "dataset": cfg.dataset,
         "builder": cfg.builder,
@@ -96,6 +100,9 @@ def summarize(
         "provider": cfg.provider,
         "model": cfg.model,
         "judge_model": cfg.judge_model,
+        "gold": getattr(cfg, "gold", "original"),
+        "system": getattr(cfg, "system", "memrl"),
+        "system_name": None if getattr(cfg, "system", "memrl") == "memrl" else cfg.system,
         "top_k": cfg.top_k,
         "n_conversations": len(convs),
         "n_questions": sum(len(c.questions) for c in convs),
@@ -103,14 +110,18 @@ def summarize(
         "n_answer_failures": len(failed),
         "n_format_errors": sum(1 for r in answered if r.get("format_error")),
         "answer_failures": Counter(str(r["error"]).split(":")[0] for r in failed),
-        "f1": f1_mean,
-        "f1_ci": [f1_lo, f1_hi],
-        "f1_by_category": category_table(answered, "f1", "_cat", labels=labels),
+        "f1": f1["mean"],
+        "f1_ci": f1["ci"],
+        "f1_ci_cluster": f1["ci_cluster"],
+        "f1_official": f1["official"],
+        "f1_official_ci_cluster": f1["official_ci_cluster"],
+        "f1_by_category": agg.table(rows, agg.value_fn("f1", official=False), by_order),
         "em": bootstrap_ci([r["em"] for r in headline])[0],
         "bleu1": bootstrap_ci([r["bleu1"] for r in headline])[0],
         "evidence_recall": bootstrap_ci([r.get("evidence_recall") for r in headline])[0],
         "n_judged": len(judged),
         "n_judge_failures": len(judge_failed),
+        "adversarial": agg.adversarial_figures(rows),
     }
     if any("accuracy" in r for r in answered):  # documents data sets: MemAgent's evaluation
         scored = [r for r in answered if "accuracy" in r]
@@ -118,13 +129,21 @@ def summarize(
         summary["accuracy_ci"] = [lo, hi]
         summary["sub_em"] = bootstrap_ci([r["sub_em"] for r in scored])[0]
         summary["length_table"] = length_table(scored, labels)
+    if judged or getattr(cfg, "judge_model", None):
+        summary["judge"] = judge_record(cfg)
     if judged:
-        acc = [1.0 if r["judge"] else 0.0 for r in judged if r.get("category") != "adversarial"]
-        summary["judge_accuracy"], lo, hi = bootstrap_ci(acc)
-        summary["judge_accuracy_ci"] = [lo, hi]
-        for r in judged:
-            r["_judge"] = 1.0 if r["judge"] else 0.0
-        summary["judge_by_category"] = category_table(judged, "_judge", "_cat", labels=labels)
+        j = agg.headline(rows, "judge")
+        summary.update(judge_accuracy=j["mean"], judge_accuracy_ci=j["ci"], judge_accuracy_ci_cluster=j["ci_cluster"],
+                       judge_accuracy_official=j["official"],
+                       judge_accuracy_official_ci_cluster=j["official_ci_cluster"])  # fmt: skip
+        summary["judge_by_category"] = agg.table(rows, agg.value_fn("judge", official=False), by_order)
+        if cfg.dataset == "longmemeval":
+            summary["longmemeval"] = agg.longmemeval_figures(rows)
+    if any("corrected" in r for r in rows):
+        summary["corrected"] = agg.corrected_figures(rows, by_order)
+    if cfg.builder == "full":
+        summary["full_context"] = full_context_figures(rows)
+    summary["cost"] = cost_table(builds, rows)
     tokens = [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in answered]
     summary["answer_tokens_per_question"] = sum(tokens) / len(tokens) if tokens else None
     sessions = [b for b in builds if isinstance(b.get("session"), int) and b["session"] > 0]
@@ -158,98 +177,71 @@ def summarize(
         ) / len(sessions)
     for r in rows:
         r.pop("_cat", None)
-        r.pop("_judge", None)
     return _clean(summary)
 
 
-def write_report(out: Path, summary: dict[str, Any]) -> None:
+def judge_record(cfg: Any) -> dict[str, Any]:
+    """What a report says about its judge: name, template sha256, source, license, model, and the error
+    rates ``memrl eval judge-check`` measured for this judge, model and template (None: never measured)."""
+    from memrl.eval.judge_rates import find_rates
+    from memrl.scoring.judges import get_judge
+
+    spec = get_judge(cfg.judge_name)
+    return {**spec.describe(), "model": cfg.judge_model,
+            "rates": find_rates(spec, cfg.judge_model, getattr(cfg, "judge_rates", None))}  # fmt: skip
+
+
+COST_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "embed_calls", "seconds")
+
+
+def cost_table(builds: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cost columns of a run: the memory system's ingest (every session built) and search (every
+    question), and the harness's answerer (its calls and tokens; seconds include the search)."""
+    sessions = [b for b in builds if isinstance(b.get("session"), int) and b["session"] > 0]
+
+    def total(items: list[dict[str, Any]], prefix: str = "") -> dict[str, Any]:
+        out = {k: sum(i.get(prefix + k) or 0 for i in items) for k in COST_KEYS}
+        out["seconds"] = round(out["seconds"], 2)
+        return out
+
+    answered = [r for r in rows if r.get("prompt_tokens") or r.get("prediction") is not None]
+    answerer = {"llm_calls": len(answered), "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in answered),
+                "completion_tokens": sum(r.get("completion_tokens", 0) for r in answered), "embed_calls": 0,
+                "seconds": round(sum(r.get("latency_s", 0.0) for r in rows), 2)}  # fmt: skip
+    return {"ingest": total(sessions), "search": total(rows, "search_"), "answerer": answerer}
+
+
+def full_context_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--builder full``: how many questions saw the whole conversation, how many only its latest turns
+    (truncated) or none (skipped), and the turns dropped."""
+    seen = [r for r in rows if "context_fit" in r]
+    cut = [r for r in seen if not r["context_fit"]]
+    return {
+        "window": next((r.get("context_window") for r in seen if r.get("context_window")), None),
+        "n_whole": len(seen) - len(cut),
+        "n_truncated": sum(1 for r in cut if not str(r.get("error") or "").startswith("context:")),
+        "n_skipped": sum(1 for r in cut if str(r.get("error") or "").startswith("context:")),
+        "turns_dropped_mean": sum(r["context_turns_dropped"] for r in cut) / len(cut) if cut else 0.0,
+    }
+
+
+def verdict_rows(predictions: list[dict[str, Any]], convs: list[Any]) -> list[dict[str, Any]]:
+    """The latest row of every question, in the data set's order (what ``verdicts.jsonl`` keeps)."""
+    position = {q.id: i for i, q in enumerate(q for c in convs for q in c.questions)}
+    return sorted((r for r in latest_rows(predictions) if r["question_id"] in position),
+                  key=lambda r: position[r["question_id"]])  # fmt: skip
+
+
+def write_report(out: Path, summary: dict[str, Any], verdicts: list[dict[str, Any]] | None = None) -> None:
+    """``summary.json``, ``report.md``, ``scores.png`` and, given the rows, ``verdicts.jsonl``."""
+    from memrl.eval.verdicts import write_verdicts
+
     out = Path(out)
+    if verdicts is not None:
+        write_verdicts(out / "verdicts.jsonl", verdicts)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "report.md").write_text(markdown(summary))
     plot(out / "scores.png", summary)
-
-
-def markdown(s: dict[str, Any]) -> str:
-    def pct(x: Any) -> str:
-        return "-" if x is None else f"{100 * x:.1f}"
-
-    lines = [
-        f"# QA evaluation: {s['dataset']} / {s['builder']}"
-        + (f" + {s['updater']}" if s["updater"] != "none" else ""),
-        "",
-        f"Model: `{s['provider']}:{s['model'] or 'default'}`, top-k {s['top_k']}, judge: "
-        f"`{s['judge_model'] or 'none'}`.",
-        "",
-        f"- Questions: {s['n_questions']} in {s['n_conversations']} conversation(s); answered {s['n_answered']}, "
-        f"**failed {s['n_answer_failures']}**"
-        + (f" ({dict(s['answer_failures'])})" if s["answer_failures"] else "")
-        + (f"; malformed answers (scored as given) {s['n_format_errors']}" if s["n_format_errors"] else ""),
-        *(
-            [
-                f"- Accuracy (MemAgent's match: the answer equals a gold answer, case and spaces ignored): "
-                f"**{pct(s['accuracy'])}** (95% CI {pct(s['accuracy_ci'][0])}-{pct(s['accuracy_ci'][1])}); "
-                f"sub-EM {pct(s['sub_em'])}"
-            ]
-            if s.get("accuracy") is not None
-            else []
-        ),
-        f"- F1 ({_f1_label(s)}): **{pct(s['f1'])}** "
-        f"(95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}); EM {pct(s['em'])}; BLEU-1 {pct(s['bleu1'])}",
-        f"- Evidence recall of the retrieved memories: {pct(s['evidence_recall'])} (share of the evidence turns "
-        "cited by the memories retrieved; memories that cite a whole session count at session granularity)",
-    ]
-    if s.get("judge_accuracy") is not None:
-        lines.append(
-            f"- LLM-judge accuracy: **{pct(s['judge_accuracy'])}** (judged {s['n_judged']}, "
-            f"**judge failures {s['n_judge_failures']}**)"
-        )
-    b = s["build"]
-    if b.get("memories"):
-        lines.append(
-            f"- The data set's own memories stored: {b['memories']} (profile, relationships, events)"
-        )
-    if b["sessions"]:
-        lines.append(
-            f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
-            f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} failures, "
-            f"{b.get('actions_applied', 0)} memory actions applied"
-        )
-    u = s.get("update")
-    if u:
-        lines.append(
-            f"- Update (memupdate): {u['episodes']} episodes, {u['llm_calls']} LLM calls, "
-            f"{u['prompt_tokens'] + u['completion_tokens']} tokens, {u['failures']} failures"
-        )
-    if s.get("length_table"):
-        by_length = s["dataset"].startswith("ruler")
-        lines += ["", "## Accuracy by context length" if by_length else "## Accuracy by question type", "",
-                  length_markdown(s["length_table"], "length" if by_length else "type")]  # fmt: skip
-    lines += [
-        "",
-        "## F1 by category",
-        "",
-        to_markdown(s["f1_by_category"], ["category", "n", "mean", "ci_low", "ci_high"]),
-    ]
-    if s.get("judge_by_category"):
-        lines += ["", "## Judge accuracy by category", "", to_markdown(s["judge_by_category"])]
-    return "\n".join(lines) + "\n"
-
-
-def length_markdown(table: list[dict[str, Any]], first: str = "length") -> str:
-    """MemAgent's table: accuracy (95% CI), sub-EM, F1 (percent), seconds and tokens per question."""
-
-    def pct(x: Any) -> str:
-        return "-" if x is None or x != x else f"{100 * x:.1f}"
-
-    rows = [
-        {
-            first: r["category"], "n": r["n"], "accuracy": pct(r["accuracy"]),
-            "95% CI": f"{pct(r['ci_low'])}-{pct(r['ci_high'])}", "sub-EM": pct(r["sub_em"]), "F1": pct(r["f1"]),
-            "s/question": f"{r['seconds_per_question']:.1f}", "tokens/question": f"{r['tokens_per_question']:,.0f}",
-        }
-        for r in table
-    ]  # fmt: skip
-    return to_markdown(rows)
 
 
 def plot(path: Path, s: dict[str, Any]) -> None:
@@ -295,12 +287,3 @@ def plot(path: Path, s: dict[str, Any]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _f1_label(s: dict[str, Any]) -> str:
-    """What the F1 line is: LoCoMo's official metric, or, on LongMemEval (whose metric is a judge's
-    accuracy), token F1 beside it."""
-    if s["dataset"] == "longmemeval":
-        judged = "the judge's accuracy below" if s.get("judge_accuracy") is not None else "--judge-model"
-        return f"token F1; LongMemEval's official metric is an LLM judge's accuracy: {judged}"
-    return "official metric; adversarial excluded"

@@ -13,7 +13,8 @@ the sessions of the first k turns instead).
 Evidence per data set: LoCoMo's turns (categories 1-4 pooled; ``include_adversarial`` adds 5);
 LongMemEval's ``has_answer`` turns (session level: its evidence sessions); PerLTQA's memory ids (a
 dialogue id is found by any of its turns, an event / relationship / profile id by its memory item);
-HotpotQA's gold documents (found by any of their sentences). A data set without evidence (MemAgent's
+HotpotQA's gold documents (found by any of their sentences). With ``gold="corrected"`` (LoCoMo) the same
+retrieved turns are also scored against locomo-audit's corrected evidence (``report["corrected"]``). A data set without evidence (MemAgent's
 published eval files) is refused with a :class:`ConfigError`. Every figure carries the number of
 questions behind it (``n``); a figure with no question behind it is ``None`` (``null`` in JSON). Run::
 
@@ -174,6 +175,10 @@ async def aevaluate(
         if own:
             await memory.close()
     report = summarize(rows, config)
+    if config.gold == "corrected":
+        from memrl.eval.gold import corrected_retrieval
+
+        report["corrected"] = corrected_retrieval(rows, list(conversations), config)
     report.update(
         n_conversations=len(conversations),
         n_turns=totals["turns"],

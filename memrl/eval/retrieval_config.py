@@ -144,6 +144,12 @@ class RetrievalConfig:
     enrich_new_only: bool = option(
         False, "enrichment: keep only keywords with a word that is not already in the turn or the one before"
     )
+    gold: Literal["original", "corrected"] = option(
+        "original", "LoCoMo: corrected also reports recall against locomo-audit's corrected evidence"
+    )
+    audit_path: str | None = option(
+        None, "locomo-audit's errors.json (default: DATA/locomo-audit/errors.json)"
+    )
     bootstrap: int = option(1000, "bootstrap resamples for the 95 percent confidence intervals")
     seed: int = option(0, "seed of the bootstrap")
     raw: RawConfig = dataclasses.field(default_factory=RawConfig, metadata={"help": "raw builder config"})
@@ -162,6 +168,10 @@ class RetrievalConfig:
         from memrl.data.catalog import canonical
 
         object.__setattr__(self, "dataset", canonical(self.dataset))
+        if self.gold == "corrected" and self.dataset != "locomo":
+            raise ConfigError(
+                f"--gold corrected applies locomo-audit's evidence to LoCoMo, not {self.dataset}"
+            )
 
     @property
     def max_k(self) -> int:

@@ -132,6 +132,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         "Their session level ranks the first k distinct sessions of the turn ranking (as LongMemEval), "
         "while the session recall counts the sessions of the first k turns.",
         *_halves_line(report),
+        *_corrected_line(report),
     ]
     if cfg:
         lines += ["", "Config: `" + json.dumps(cfg, default=str) + "`"]
@@ -213,6 +214,20 @@ def _enrich_line(enrich: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _corrected_line(report: dict[str, Any]) -> list[str]:
+    """Recall@k against locomo-audit's corrected evidence, beside the original (``--gold corrected``)."""
+    c = report.get("corrected")
+    if not c:
+        return []
+    parts = []
+    for mode, m in c["modes"].items():
+        ks = ", ".join(f"@{k} {_fmt(v)} (original {_fmt(report['modes'][mode]['recall_at_k'].get(k))})"
+                       for k, v in m["recall_at_k"].items())  # fmt: skip
+        parts.append(f"{mode}: {ks}")
+    return [f"Against locomo-audit's corrected evidence ({c['n_corrected']} questions audited): recall "
+            + "; ".join(parts) + "."]  # fmt: skip
+
+
 def _halves_line(report: dict[str, Any]) -> list[str]:
     parts = [
         f"{mode} " + ", ".join(f"{name} {_fmt(v)}" for name, v in m["recall_at_10_halves"].items())
@@ -254,5 +269,6 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
         "wall_time_s": report.get("wall_time_s"),
         "embed_time_s": report.get("embed_time_s"),
         **({"enrich": report["enrich"]} if report.get("enrich") else {}),
+        **({"corrected": report["corrected"]} if report.get("corrected") else {}),
         "modes": modes,
     }

@@ -38,6 +38,8 @@ from memrl.data.ruler_synthetic import (
 from memrl.errors import ConfigError, DataError, MemrlError
 from memrl.eval.qa import JsonlLog
 from memrl.eval.ruler_config import RulerEvalConfig
+from memrl.eval.tokens import model_window as _window
+from memrl.eval.tokens import token_counter
 from memrl.scoring.metrics import string_match_all, string_match_part
 
 METRICS: dict[str, Callable[[Any, Any], float]] = {
@@ -46,29 +48,6 @@ METRICS: dict[str, Callable[[Any, Any], float]] = {
 }
 #: Tokens a chat template adds around the prompt (the full reader's fit check leaves room for them).
 TEMPLATE_MARGIN = 32
-
-
-def token_counter(spec: str, llm: Any = None) -> TokenCounter:
-    """``whitespace`` (words), a tokenizer folder, or ``model``: the local model's own tokenizer, else the
-    offline SmolLM2-135M-Instruct's (the default local model; loads transformers, not the weights)."""
-    if spec == "whitespace":
-        return lambda text: len(text.split())
-    tokenizer = None
-    if spec == "model":
-        from memrl.llm.templated import TemplatedLLM
-
-        inner = getattr(llm, "inner", llm)
-        if isinstance(inner, TemplatedLLM):
-            tokenizer = inner.tokenizer
-        else:
-            from memrl.llm.hf_models import ensure_local_model
-
-            spec = ensure_local_model(None)
-    if tokenizer is None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(spec)
-    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
 class RulerEvaluation:
@@ -223,12 +202,6 @@ class RulerEvaluation:
         summary["wall_time_s"] = round(time.perf_counter() - t0, 2)
         write_report(self.out, summary)
         return summary
-
-
-def _window(llm: Any) -> int | None:
-    inner = getattr(llm, "inner", llm)
-    engine = getattr(inner, "engine", None)
-    return getattr(engine, "context_length", None)
 
 
 def _data_dir(path: str | None) -> Path:

@@ -27,6 +27,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 from memrl.errors import ProviderError, ValidationError
 
 Message = dict[str, Any]
+
+#: ``json_schema=JSON_OBJECT`` asks for any JSON object: OpenAI's ``response_format`` ``json_object``.
+JSON_OBJECT: dict[str, Any] = {"type": "object"}
 ToolChoice = Literal["auto", "required", "none"]
 T = TypeVar("T")
 

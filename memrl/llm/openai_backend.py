@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from memrl.errors import ConfigError
-from memrl.llm.base import LLM, ChatRequest, ChatResponse, LLMProviderError, ToolCall, Usage
+from memrl.llm.base import JSON_OBJECT, LLM, ChatRequest, ChatResponse, LLMProviderError, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,9 @@ class OpenAILLM(LLM):
             req["tools"] = [t if "function" in t else {"type": "function", "function": t} for t in tools]
             req["tool_choice"] = tool_choice
         if json_schema is not None:
-            if c.schema_mode == "response_format":
+            if c.schema_mode == "response_format" and json_schema == JSON_OBJECT:
+                req["response_format"] = {"type": "json_object"}  # any object, as OpenAI's JSON mode
+            elif c.schema_mode == "response_format":
                 req["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {

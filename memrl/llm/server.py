@@ -1,7 +1,8 @@
 """Serve any memrl LLM as a small OpenAI-compatible HTTP server (stdlib only).
 
 ``POST /v1/chat/completions`` (``tools`` -> ``tool_calls``, ``response_format`` json_schema / json_object,
-``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``) and ``GET /v1/models``. When the back-end
+``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``), ``GET /v1/models`` and, given an ``embed``
+function (``memrl serve llm --embedder hashing``), ``POST /v1/embeddings``. When the back-end
 knows token ids and logprobs they are returned the way vLLM does (``prompt_token_ids``,
 ``choices[0].token_ids``, ``logprobs.content[i].token == "token_id:<id>"``), so RL code written against
 vLLM also works against a local model. Streaming and ``n > 1`` are not supported (400).
@@ -29,7 +30,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -150,7 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        route = self.path.rstrip("/")
+        embeddings = route in ("/v1/embeddings", "/embeddings") and self.app.embed is not None
+        if route not in ("/v1/chat/completions", "/chat/completions") and not embeddings:
             self._error(404, f"no route {self.path}", "not_found")
             return
         try:
@@ -158,11 +161,37 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as e:
             self._error(400, f"request body is not JSON: {e}", "invalid_request_error")
             return
+        if embeddings:
+            self._embeddings(body)
+            return
         self.app._enter(body)
         try:
             self._chat(body)
         finally:
             self.app._leave()
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        """``POST /v1/embeddings`` with the server's ``embed`` function (floats, or base64 float32 as the
+        ``openai`` SDK asks by default)."""
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            self._error(400, "input must be a string or a list of strings", "invalid_request_error")
+            return
+        with self.app._lock:
+            self.app.embedding_requests.append(body)
+        vectors = [[float(x) for x in v] for v in self.app.embed(texts)]  # type: ignore[misc]
+        if body.get("encoding_format") == "base64":
+            import base64
+            import struct
+
+            data = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
+        else:
+            data = vectors  # type: ignore[assignment]
+        tokens = sum(len(t.split()) for t in texts)
+        self._send(200, {"object": "list", "model": body.get("model") or self.app.model_name,
+                         "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(data)],
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})  # fmt: skip
 
     def _chat(self, body: dict[str, Any]) -> None:
         app = self.app
@@ -201,8 +230,13 @@ class _Handler(BaseHTTPRequestHandler):
 class LLMServer:
     """An OpenAI-compatible server for ``llm`` in background threads; a context manager."""
 
-    def __init__(self, llm: LLM, host: str = "127.0.0.1", port: int = 0, *, model_name: str | None = None):
+    def __init__(
+        self, llm: LLM, host: str = "127.0.0.1", port: int = 0, *, model_name: str | None = None,
+        embed: Callable[[list[str]], Any] | None = None,
+    ):  # fmt: skip
         self.llm = llm
+        self.embed = embed  # texts -> vectors: serves POST /v1/embeddings when given
+        self.embedding_requests: list[dict[str, Any]] = []
         self.host, self.port = host, port
         self.model_name = model_name or llm.model
         self.delay = 0.0
@@ -286,9 +320,11 @@ def serve(llm: LLM, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
         yield server.base_url
 
 
-def run_server(llm: LLM, host: str = "127.0.0.1", port: int = 8000) -> None:
+def run_server(
+    llm: LLM, host: str = "127.0.0.1", port: int = 8000, *, embed: Callable[[list[str]], Any] | None = None
+) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = LLMServer(llm, host, port).start()
+    server = LLMServer(llm, host, port, embed=embed).start()
     print(f"memrl: serving {llm.name} at {server.base_url} (Ctrl-C to stop)", flush=True)
     try:
         while True:

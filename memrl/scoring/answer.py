@@ -69,12 +69,21 @@ def within_budget(hits: list[SearchHit], chars: int) -> list[SearchHit]:
 def answer_messages(
     conversation: Conversation, question: Question, core: str, hits: list[SearchHit]
 ) -> list[dict[str, str]]:
+    return lines_messages(conversation, question, core, [shown_memory(h) for h in hits])
+
+
+def lines_messages(
+    conversation: Conversation, question: Question, core: str, lines: list[str]
+) -> list[dict[str, str]]:
+    """The answer prompt over memory lines as any memory system returns them (memrl's hits are
+    :func:`shown_memory` lines; another system's memory texts come as they are)."""
     speakers = " and ".join(conversation.speakers) or "the speakers"
     documents = is_documents(conversation)
+    numbered = "\n".join(f"{i}. {line}" for i, line in enumerate(lines, start=1)) or "(no memories)"
     # The retrieved memories come first and core memory after them: a small reader answers from the
     # prompt's first lines, and core memory is not chosen for the question (a core block in front cut the
     # first-line F1 of LoCoMo's annotation memory from 11.1 to 2.1; docs/results/builders.md, issue 35).
-    parts = [f"{'Passages' if documents else 'Memories'} (most relevant first):\n{format_memories(hits)}"]
+    parts = [f"{'Passages' if documents else 'Memories'} (most relevant first):\n{numbered}"]
     if core.strip():
         parts.append(f"Core memory:\n{core.strip()}")
     asked = f" (asked on {question.question_date:%d %B %Y})" if question.question_date else ""
@@ -117,6 +126,39 @@ def clean_prediction(text: str) -> str:
     return line
 
 
+async def answer_from_lines(
+    llm: LLM, conversation: Conversation, question: Question, lines: list[str], *, max_tokens: int = 48
+) -> AnswerResult:
+    """Answer from memory lines another system retrieved (the harness's answerer, the same prompt)."""
+    t0 = time.perf_counter()
+    try:
+        reply = await llm.chat(lines_messages(conversation, question, "", lines),
+                               sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens))  # fmt: skip
+    except MemrlError as e:
+        return AnswerResult(None, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
+    return _result(reply, max_tokens, [], t0)
+
+
+def _result(reply: Any, max_tokens: int, hits: list[SearchHit], t0: float) -> AnswerResult:
+    prediction = clean_prediction(reply.text)
+    format_error = None
+    if not prediction:
+        format_error = "empty answer"
+    elif reply.finish_reason == "length" and "\n" not in reply.text.strip():
+        format_error = f"answer cut off at max_tokens={max_tokens}"  # the one line we score is truncated
+    return AnswerResult(
+        prediction=prediction,
+        format_error=format_error,
+        retrieved_ids=[h.item.id for h in hits],
+        retrieved_types=[h.item.type.value for h in hits],
+        retrieved_evidence=list(dict.fromkeys(e for h in hits for e in h.item.evidence)),
+        prompt_tokens=reply.usage.prompt_tokens,
+        completion_tokens=reply.usage.completion_tokens,
+        latency_s=time.perf_counter() - t0,
+        cached=reply.cached,
+    )
+
+
 async def answer_from_memory(
     llm: LLM,
     memory: AsyncMemory,
@@ -149,20 +191,4 @@ async def answer_from_memory(
         )
     except MemrlError as e:
         return AnswerResult(None, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
-    prediction = clean_prediction(reply.text)
-    format_error = None
-    if not prediction:
-        format_error = "empty answer"
-    elif reply.finish_reason == "length" and "\n" not in reply.text.strip():
-        format_error = f"answer cut off at max_tokens={max_tokens}"  # the one line we score is truncated
-    return AnswerResult(
-        prediction=prediction,
-        format_error=format_error,
-        retrieved_ids=[h.item.id for h in hits],
-        retrieved_types=[h.item.type.value for h in hits],
-        retrieved_evidence=list(dict.fromkeys(e for h in hits for e in h.item.evidence)),
-        prompt_tokens=reply.usage.prompt_tokens,
-        completion_tokens=reply.usage.completion_tokens,
-        latency_s=time.perf_counter() - t0,
-        cached=reply.cached,
-    )
+    return _result(reply, max_tokens, hits, t0)

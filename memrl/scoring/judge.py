@@ -1,13 +1,15 @@
-"""An LLM judge: is a predicted answer CORRECT or WRONG given the gold answer?
+"""An LLM judge's verdict on one answer: is the prediction right given the gold answer?
 
-The judge answers in JSON (``{"reasoning": ..., "label": "CORRECT" | "WRONG"}``) constrained by a schema,
-at temperature 0; wrap the judge model in :class:`~memrl.llm.cache.CachedLLM` and a re-run costs nothing.
-A reply that is not valid JSON, or a provider error, is a *judge failure*: counted and shown in the report,
-never scored as right or wrong.
+Which prompt and calling convention is the judge's name (:mod:`memrl.scoring.judges`): ``longmemeval``,
+``mem0`` and ``membuilder`` send the published prompts verbatim, ``strict`` is memrl's own. Always at
+temperature 0; wrap the judge model in :class:`~memrl.llm.cache.CachedLLM` and a re-run costs nothing.
+A provider error, or a reply that is no verdict (``mem0``/``membuilder``/``strict``: not the JSON the
+prompt asks for), is a *judge failure*: returned with ``label=None`` and ``error``, never raised. How a
+failure is scored is the report's business (memrl's mode excludes and counts it, the official mode counts
+it wrong).
 
-Question-type variants follow the LongMemEval protocol (temporal answers may be off by one day,
-knowledge-update answers may mention older values as long as the latest is given, abstention questions
-are correct when the model says the information is not available); LoCoMo questions use the default.
+    j = await judge_answer(llm, "When did Ana move?", "May 2023", "in May 2023", judge="mem0")
+    j.label, j.reply
 """
 
 from __future__ import annotations
@@ -17,63 +19,32 @@ from typing import Any
 
 from memrl.errors import MemrlError
 from memrl.llm.base import LLM, SamplingParams
-from memrl.llm.parsing import extract_json
+from memrl.scoring.judges import STRICT_SCHEMA, JudgeSpec, get_judge
 
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string", "maxLength": 400},
-        "label": {"enum": ["CORRECT", "WRONG"]},
-    },
-    "required": ["reasoning", "label"],
-    "additionalProperties": False,
-}
-
-_BASE = (
-    "You grade answers to questions about a long conversation. You get the question, the gold answer and "
-    "a model's answer. The model's answer is CORRECT if it gives the same information as the gold answer, "
-    "even if worded differently, shorter or longer, as long as it does not contradict it or add a wrong "
-    "alternative. It is WRONG if it misses the point of the gold answer or says something different."
-)
-_RULES = {
-    "temporal": " For dates and durations, accept the same date written in another format; an answer off "
-    "by one day (or by one for counts of days, weeks or months) is still CORRECT.",
-    "temporal-reasoning": " For dates and durations, accept the same date written in another format; an "
-    "answer off by one day (or by one for counts of days, weeks or months) is still CORRECT.",
-    "knowledge-update": " The facts changed over time: the answer is CORRECT if it gives the latest value "
-    "in the gold answer, even if it also mentions earlier values.",
-    "single-session-preference": " The gold answer is a rubric of the user's preferences: the answer is "
-    "CORRECT if it respects the preferences the rubric names.",
-    "abstention": " The question cannot be answered from the conversation: the answer is CORRECT only if it "
-    "says the information is not available (and WRONG if it invents an answer).",
-    "adversarial": " The question cannot be answered from the conversation: the answer is CORRECT only if it "
-    "says the information is not mentioned or not available (and WRONG if it invents an answer).",
-}
-JUDGE_OUTPUT = ' Reply with JSON only: {"reasoning": "<one sentence>", "label": "CORRECT" or "WRONG"}.'
+#: The strict judge's schema (kept under its old name).
+JUDGE_SCHEMA = STRICT_SCHEMA
 
 
 def judge_messages(question: str, gold: str, prediction: str, question_type: str | None = None) -> list[dict]:
-    rule = _RULES.get(question_type or "", "")
-    return [
-        {"role": "system", "content": _BASE + rule + JUDGE_OUTPUT},
-        {
-            "role": "user",
-            "content": f"Question: {question}\nGold answer: {gold}\nModel answer: {prediction}",
-        },
-    ]
+    """The strict judge's messages (``question_type`` ``abstention`` for unanswerable questions)."""
+    return get_judge("strict").messages(question, gold, prediction, question_type=question_type,
+                                        abstention=question_type in ("abstention", "adversarial"))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class JudgeResult:
-    """``label`` is True (CORRECT), False (WRONG) or None when the judge failed (``error`` says why)."""
+    """``label`` is True (right), False (wrong) or None when the judge failed (``error`` says why);
+    ``reply`` is the judge model's text as it came."""
 
     label: bool | None
     reasoning: str = ""
     error: str | None = None
     cached: bool = False
+    reply: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "reasoning": self.reasoning, "error": self.error, "cached": self.cached}
+        return {"label": self.label, "reasoning": self.reasoning, "error": self.error, "cached": self.cached,
+                "reply": self.reply}  # fmt: skip
 
 
 async def judge_answer(
@@ -83,24 +54,33 @@ async def judge_answer(
     prediction: str,
     *,
     question_type: str | None = None,
-    max_tokens: int = 200,
+    judge: str | JudgeSpec = "strict",
+    abstention: bool | None = None,
+    max_tokens: int | None = None,
 ) -> JudgeResult:
-    """One judgement; never raises for model or provider problems (they become ``error``)."""
+    """One judgement; never raises for model or provider problems (they become ``error``).
+
+    ``abstention``: the question has no answer in the conversation (LongMemEval's ``_abs``, LoCoMo's
+    category 5); by default it is read from ``question_type`` (``abstention``/``adversarial``).
+    ``max_tokens`` overrides the judge's own (10 for ``longmemeval``: leave it for the official protocol).
+    A :class:`~memrl.errors.ConfigError` (a question type the judge has no template for) is raised.
+    """
+    spec = get_judge(judge) if isinstance(judge, str) else judge
+    if abstention is None:
+        abstention = question_type in ("abstention", "adversarial")
+    messages = spec.messages(question, spec.gold_for(gold, not abstention), prediction,
+                             question_type=question_type, abstention=abstention)  # fmt: skip
     try:
         reply = await llm.chat(
-            judge_messages(question, gold, prediction, question_type),
-            json_schema=JUDGE_SCHEMA,
-            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens),
+            messages,
+            json_schema=spec.json_schema,
+            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens or spec.max_tokens),
         )
     except MemrlError as e:
         return JudgeResult(None, error=f"{type(e).__name__}: {e}")
     try:
-        data = extract_json(reply.text)  # a fenced or prefixed verdict is still a verdict
-        label = data["label"]
-        if label not in ("CORRECT", "WRONG"):
-            raise ValueError(f"label {label!r}")
+        label, reasoning = spec.verdict(reply.text)
     except (ValueError, KeyError, TypeError) as e:
-        return JudgeResult(
-            None, error=f"unparsable judge reply ({e}): {reply.text[:120]!r}", cached=reply.cached
-        )
-    return JudgeResult(label == "CORRECT", str(data.get("reasoning", "")), cached=reply.cached)
+        return JudgeResult(None, error=f"unparsable judge reply ({e}): {reply.text[:120]!r}",
+                           cached=reply.cached, reply=reply.text)  # fmt: skip
+    return JudgeResult(label, reasoning, cached=reply.cached, reply=reply.text)

@@ -56,15 +56,32 @@ def _agents(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
     )
-    p.add_argument("--max-delete-share", type=float, default=0.5,
-                   help="most of a namespace one job may delete without allow_mass_delete")  # fmt: skip
+    p.add_argument("--destruction-budget", "--max-delete-share", type=float, default=0.5, dest="destruction_budget",
+                   help="the most of a namespace's content one job may take away (deleted memories whole, words "
+                   "lost by updates and merges) without allow_mass_delete; --max-delete-share is its old name")  # fmt: skip
+    p.add_argument(
+        "--max-queued-jobs", type=int, default=16, help="jobs one namespace may have queued (more: 429)"
+    )
+    p.add_argument("--max-queued-bytes", type=int, default=8_000_000,
+                   help="bytes of job requests one namespace may have queued (more: 429)")  # fmt: skip
+    p.add_argument("--max-queued-jobs-per-token", type=int, default=32,
+                   help="jobs one token may have queued in this process (more: 429)")  # fmt: skip
+    p.add_argument("--max-queued-bytes-per-token", type=int, default=16_000_000,
+                   help="bytes of job requests one token may have queued in this process (more: 429)")  # fmt: skip
+    p.add_argument("--commit-wait", type=float, default=30.0,
+                   help="seconds a job retries a step that finds the store busy (its commit too), then fails")  # fmt: skip
 
 
 def _writer(args: argparse.Namespace):  # -> JobRunner
     """The runner of the agent jobs (``AsyncMemory(..., writer=)``), with the model ``--llm`` names."""
     from memrl.agents.jobs import JobConfig, job_writer
 
-    return job_writer(args.llm, args.llm_model, JobConfig(max_delete_share=args.max_delete_share))
+    config = JobConfig(
+        destruction_budget=args.destruction_budget, max_queued_jobs=args.max_queued_jobs,
+        max_queued_bytes=args.max_queued_bytes, max_queued_jobs_per_client=args.max_queued_jobs_per_token,
+        max_queued_bytes_per_client=args.max_queued_bytes_per_token, commit_wait=args.commit_wait,
+    )  # fmt: skip
+    return job_writer(args.llm, args.llm_model, config)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memrl.errors import ConflictError, NotFoundError, ValidationError
+from memrl.errors import ConflictError, NotFoundError
 from memrl.memory.jobs.table import JobTable
 from memrl.memory.records.types import MemoryItem
 from memrl.memory.store.base import NewItem, Store
@@ -90,19 +90,6 @@ def diff(store: Store, scratch: str, base: Base) -> list[dict[str, Any]]:
                        "before": old.content if old else None, "after": new.content if new else None,
                        "op": ops.get(mid)})  # fmt: skip
     return events
-
-
-def check_deletes(events: list[dict[str, Any]], base: Base, max_share: float, allowed: bool) -> None:
-    """Refuse a job deleting more than ``max_share`` of the namespace's items (at least one may always go)
-    unless ``allowed``: one instruction ("forget everything") must not empty a namespace by itself."""
-    deletes = sum(1 for e in events if e["after"] is None and e["id"] != CORE_ID)
-    limit = max(1, int(max_share * len(base.items)))
-    if deletes > limit and not allowed:
-        raise ValidationError(
-            f"the job would delete {deletes} of {len(base.items)} memories, more than the allowed share "
-            f"{max_share:g} ({limit}); nothing was changed. Resend with allow_mass_delete=true to allow it",
-            field="allow_mass_delete",
-        )
 
 
 def commit(

@@ -10,8 +10,12 @@
     POST /v1/jobs/{id}/undo             reverts exactly that job (409 naming the items changed later)
 
 A job's id comes back at once (202); ``?wait=true`` waits for it up to ``timeout`` seconds (default 30) and
-answers 200 once it finished, 202 if it is still going. An ``Idempotency-Key`` header (or the body's
-``idempotency_key``) makes a retried request return the first job instead of running again. The LLM behind
+answers 200 once it finished, 202 if it is still going. A wait holds no thread and no place among the
+requests in flight; one token may have ``max_waits_per_token`` of them at once (429 past it). An
+``Idempotency-Key`` header (or the body's ``idempotency_key``) makes a retried request return the first job
+instead of running again; the key is bound to its request (route, namespace, body, ``dry_run``), and the
+same key with another request is 422 naming the key. Queued jobs and their bytes are capped per namespace
+and per token (429 with ``Retry-After``). The LLM behind
 the agents is the server's (``memrl serve memory --llm``); the runner is :mod:`memrl.agents.jobs`. A token
 sees the jobs of its namespaces only (another namespace's job is 404, as if it did not exist).
 """
@@ -27,6 +31,8 @@ from memrl.agents.jobs import JobRunner
 from memrl.errors import NotFoundError
 from memrl.memory.jobs import Job
 from memrl.server.http import Principal, Tokens, bearer_dependency, json_response_class
+from memrl.server.limits import Waits
+from memrl.server.offload import ServedMemory
 
 JSONResponse = json_response_class()
 
@@ -77,18 +83,34 @@ def _answer(job: Job) -> Any:
     return JSONResponse(job.to_dict(), status_code=200 if job.finished else 202)
 
 
-def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
+def jobs_router(
+    runner: JobRunner, tokens: Tokens, served: ServedMemory | None = None, waits: Waits | None = None
+) -> APIRouter:
+    """The job routes; their store reads through ``served``'s gate, their waits counted in ``waits``."""
     auth = bearer_dependency(tokens)
     router = APIRouter(prefix="/v1", tags=["jobs"])
+    waits = waits or Waits(8, 1000)
+
+    def client(who: Principal) -> str | None:
+        return who.name if tokens.enabled else None
+
+    async def stored(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) if served is None else await served.call((), fn, *args, **kwargs)
+
+    async def waited(job: Job, who: Principal, timeout: float) -> Job:
+        if job.finished:
+            return job
+        with waits.enter(client(who)):
+            return await runner.wait(job.id, timeout)
 
     async def submit(ns: str, kind: str, req: _JobRequest, who: Principal, key: str | None, wait: bool,
                      timeout: float) -> Any:  # fmt: skip
         who.check(ns)
         body = req.model_dump(exclude={"dry_run", "idempotency_key"}, exclude_none=True)
         job, _ = await runner.submit(ns, kind, body, idempotency_key=key or req.idempotency_key,
-                                     dry_run=req.dry_run)  # fmt: skip
+                                     dry_run=req.dry_run, client=who.name)  # fmt: skip
         if wait:
-            job = await runner.wait(job.id, timeout)
+            job = await waited(job, who, timeout)
         return _answer(job)
 
     @router.post("/namespaces/{namespace}/remember", status_code=202, summary="Remember a conversation")
@@ -117,11 +139,11 @@ def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
                         who: Principal = Depends(auth)) -> list[dict[str, Any]]:  # fmt: skip
         who.check(namespace)
         await runner.start()
-        return [j.to_dict() for j in runner.table.list(namespace, limit=limit)]
+        return [j.to_dict() for j in await stored(runner.table.list, namespace, limit=limit)]
 
     async def visible(job_id: str, who: Principal) -> Job:
         await runner.start()
-        job = runner.get(job_id)
+        job = await stored(runner.get, job_id)
         if not who.allows(job.namespace):
             raise NotFoundError(f"no job {job_id!r}")
         return job
@@ -130,7 +152,7 @@ def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
     async def get_job(job_id: str, wait: Wait = False, timeout: Timeout = 30.0,
                       who: Principal = Depends(auth)) -> Any:  # fmt: skip
         job = await visible(job_id, who)
-        return _answer(await runner.wait(job.id, timeout) if wait else job)
+        return _answer(await waited(job, who, timeout) if wait else job)
 
     @router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
     async def cancel_job(job_id: str, who: Principal = Depends(auth)) -> Any:

@@ -47,7 +47,9 @@ class AsyncMemory(ReadMethods, JobMethods):
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
     ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
     ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
-    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``)."""
+    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``).
+    ``max_as_of_changes``: the most history entries a search ``as_of`` a time may replay (None: no bound;
+    a server sets one)."""
 
     def __init__(
         self,
@@ -60,6 +62,7 @@ class AsyncMemory(ReadMethods, JobMethods):
         busy_timeout: float = 5.0,
         dense_backend: str = "auto",
         writer: JobWriter | None = None,
+        max_as_of_changes: int | None = None,
     ) -> None:
         self.store = open_store(
             path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
@@ -69,6 +72,7 @@ class AsyncMemory(ReadMethods, JobMethods):
         self.embedder = create_embedder(embedder)
         self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
         self.namespace = namespace
+        self.max_as_of_changes = max_as_of_changes  # the most history entries one as_of search replays
         self.writer = writer
         if writer is not None:
             writer.attach(self)

@@ -121,7 +121,7 @@ class ReadMethods:
         self, ns: str, query: str, opts: SearchOptions, at: float, query_vector: Any
     ) -> list[SearchHit]:
         """Search the state of ``ns`` at ``at``, indexed afresh in a private in-memory store."""
-        past = state_at(self.store, ns, at)
+        past = state_at(self.store, ns, at, limit=getattr(self, "max_as_of_changes", None))
         if not past:
             return []
         items = list(past.values())

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import contextvars
 import logging
 import time
 from functools import partial
@@ -57,6 +57,7 @@ from memrl.memory.jobs import (
     Job,
     JobTable,
     QueueLimits,
+    canonical,
     check_destruction,
     commit,
     diff,
@@ -65,6 +66,7 @@ from memrl.memory.jobs import (
     scratch_name,
     start_scratch,
 )
+from memrl.memory.store import patience
 
 __all__ = ["JobConfig", "JobRunner", "job_writer", "llm_from_spec"]
 
@@ -218,8 +220,8 @@ class JobRunner:
         await self.start()
         if kind not in KINDS:
             raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")
-        try:
-            size = len(json.dumps(request, allow_nan=False))
+        try:  # on a store thread: a request may be a megabyte of JSON
+            size = await self.work.off(lambda: len(canonical(request)))
         except (TypeError, ValueError) as e:
             raise ValidationError(f"a job's request must be JSON ({e})", field="request") from None
         who = client or "local"
@@ -371,17 +373,25 @@ class JobRunner:
             base = await work.patient("start", start_scratch, store, ns, scratch)
             index = await work.off(self.table.count_succeeded, ns, "remember") + 1
             progress = Progress(partial(self._report, job.id), every=self.config.progress_every)
-            with cache_scope(scratch):
-                outcome = await run_kind(job.kind, self.llm, self.memory, scratch, job.request,
-                                         session_index=index, progress=progress)  # fmt: skip
+            with cache_scope(scratch), patience(self.config.commit_wait):  # the clone is the job's own: its
+                # writes wait for a store another writer holds (on a thread, never the event loop)
+                run = partial(run_kind, job.kind, self.llm, self.memory, scratch, job.request,
+                              session_index=index, progress=progress)  # fmt: skip
+                if job.kind == "remember" and (job.request.get("agent") == "raw" or self.llm is None):
+                    # no model: all of it is store work (a maximal conversation is ~1 MB to embed and write),
+                    # so it runs on a store thread with a loop of its own, in this context
+                    ctx = contextvars.copy_context()
+                    outcome = await work.off(ctx.run, asyncio.run, run())
+                else:
+                    outcome = await run()
             result = self._result(outcome)
             result["progress"] = progress.to_dict()
             if outcome.failure is not None:
-                await self._fail(job.id, "failed", f"the LLM failed (after retries): {outcome.failure}; nothing "
-                                 "was applied", result)  # fmt: skip
+                await self._fail(job.id, "failed", f"the model or the store failed (after retries): {outcome.failure}; "
+                                 "nothing was applied", result)  # fmt: skip
                 return
             events = await work.off(diff, store, scratch, base)
-            destruction = measure(events, base, self.config.destruction_budget)
+            destruction = await work.off(measure, events, base, self.config.destruction_budget)
             result["stats"]["destruction"] = destruction.as_dict()
             result["progress"] = progress.done(send=False)
             try:

@@ -22,19 +22,19 @@ sees the jobs of its namespaces only (another namespace's job is 404, as if it d
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 import pydantic
 from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.responses import Response
 
 from memrl.agents.jobs import JobRunner
 from memrl.errors import NotFoundError
 from memrl.memory.jobs import Job
-from memrl.server.http import Principal, Tokens, bearer_dependency, json_response_class
+from memrl.server.http import Principal, Tokens, bearer_dependency, json_bytes
 from memrl.server.limits import Waits
 from memrl.server.offload import ServedMemory
-
-JSONResponse = json_response_class()
 
 _Text = Annotated[str, pydantic.Field(min_length=1, max_length=100_000)]
 _Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200)]
@@ -79,8 +79,11 @@ Wait = Annotated[bool, Query(description="wait for the job to finish (up to time
 Timeout = Annotated[float, Query(gt=0, le=600, description="seconds ?wait=true waits")]
 
 
-def _answer(job: Job) -> Any:
-    return JSONResponse(job.to_dict(), status_code=200 if job.finished else 202)
+async def _answer(job: Job) -> Any:
+    """The job as JSON, 200 once finished (202 before), encoded on a thread (its request and events may be a
+    megabyte or more: on the event loop that held every other request)."""
+    body = await asyncio.to_thread(json_bytes, job.to_dict())
+    return Response(body, status_code=200 if job.finished else 202, media_type="application/json")
 
 
 def jobs_router(
@@ -111,7 +114,7 @@ def jobs_router(
                                      dry_run=req.dry_run, client=who.name)  # fmt: skip
         if wait:
             job = await waited(job, who, timeout)
-        return _answer(job)
+        return await _answer(job)
 
     @router.post("/namespaces/{namespace}/remember", status_code=202, summary="Remember a conversation")
     async def remember(namespace: NamespacePath, req: RememberRequest, wait: Wait = False,
@@ -152,16 +155,16 @@ def jobs_router(
     async def get_job(job_id: str, wait: Wait = False, timeout: Timeout = 30.0,
                       who: Principal = Depends(auth)) -> Any:  # fmt: skip
         job = await visible(job_id, who)
-        return _answer(await waited(job, who, timeout) if wait else job)
+        return await _answer(await waited(job, who, timeout) if wait else job)
 
     @router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
     async def cancel_job(job_id: str, who: Principal = Depends(auth)) -> Any:
         job = await visible(job_id, who)
-        return _answer(await runner.cancel(job.id))
+        return await _answer(await runner.cancel(job.id))
 
     @router.post("/jobs/{job_id}/undo", summary="Undo a job")
     async def undo_job(job_id: str, who: Principal = Depends(auth)) -> Any:
         job = await visible(job_id, who)
-        return _answer(await runner.undo(job.id, actor=f"api:{who.name}"))
+        return await _answer(await runner.undo(job.id, actor=f"api:{who.name}"))
 
     return router

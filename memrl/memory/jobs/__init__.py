@@ -12,12 +12,13 @@ from memrl.memory.jobs.table import (
     JobTable,
     JobWriter,
     QueueLimits,
+    canonical,
     check_messages,
     request_hash,
     scratch_name,
 )
 
 __all__ = [
-    "Base", "Destruction", "Job", "JobTable", "JobWriter", "QueueLimits", "check_destruction", "check_messages",
+    "Base", "Destruction", "Job", "JobTable", "JobWriter", "QueueLimits", "canonical", "check_destruction", "check_messages",
     "commit", "diff", "measure", "request_hash", "scratch_name", "start_scratch",
 ]  # fmt: skip

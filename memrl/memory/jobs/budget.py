@@ -49,6 +49,11 @@ def weight(counts: Counter[str]) -> int:
     return sum(len(w) * n for w, n in counts.items())
 
 
+def _chars(text: str | None) -> int:
+    """Word characters of ``text`` (as ``weight(words(text))``, without counting)."""
+    return sum(len(w) for w in _WORD.findall(text or ""))
+
+
 @dataclass(frozen=True)
 class Destruction:
     """What a job takes away from its namespace (see the module docstring); ``as_dict`` is ``stats.destruction``."""
@@ -82,23 +87,28 @@ class Destruction:
 
 def measure(events: list[dict[str, Any]], base: Any, budget: float) -> Destruction:
     """What ``events`` (a job's diff) take away from ``base`` (the namespace as the job found it)."""
-    sizes = [weight(words(it.content)) for it in base.items.values()]
-    content = sum(sizes) + weight(words(base.core))
-    written: Counter[str] = Counter()
-    for e in events:
-        if e.get("after") is not None:
-            written |= words(e["after"])
+    sizes = [_chars(it.content) for it in base.items.values()]
+    content = sum(sizes) + _chars(base.core)
+    written: Counter[str] | None = None  # the words of every text the job wrote, built when first needed
     removed = deleted = rewritten = 0
     for e in events:
         before, after = e.get("before"), e.get("after")
         if before is None:
             continue
-        old = words(before)
         if after is None and e["id"] != CORE_ID:
             deleted += 1
-            lost = old - written if e.get("op") in _CARRIED else old
+            if e.get("op") not in _CARRIED:
+                removed += _chars(before)
+                continue
+            if written is None:
+                written = Counter()
+                for w in (x["after"] for x in events if x.get("after") is not None):
+                    for word, n in words(w).items():
+                        if n > written[word]:
+                            written[word] = n
+            lost = words(before) - written
         else:
-            lost = old - words(after)
+            lost = words(before) - words(after)
             rewritten += bool(lost)
         removed += weight(lost)
     allowance = max(int(budget * content), max(sizes, default=0))

@@ -139,7 +139,7 @@ def commit(
                 "while the job ran; run it again"
             )
         now = {it.id: it for it in store.list(scratch)}
-        keys = []
+        keys, added = [], []
         for e in events:
             mid, op = e["id"], e["op"]
             new = now.get(mid)
@@ -147,8 +147,7 @@ def commit(
                 store.set_core(ns, e["after"], op=op or "CORE_REWRITE", actor=actor)
             elif e["before"] is None:
                 assert new is not None
-                store.insert([NewItem(new.content, new.type, new.metadata, new.evidence, new.session, mid)], ns,
-                             actor=actor)  # fmt: skip
+                added.append(NewItem(new.content, new.type, new.metadata, new.evidence, new.session, mid))
                 keys.append(new.metadata.get("vector_key") or None)
             elif new is None:
                 store.delete(ns, mid, op=op if op in ("DELETE", "MERGE") else "DELETE", actor=actor)
@@ -156,6 +155,8 @@ def commit(
                 store.update(ns, mid, content=new.content, type=new.type, metadata=new.metadata,
                              evidence=new.evidence, session=new.session, op=op or "UPDATE", actor=actor)  # fmt: skip
                 keys.append(new.metadata.get("vector_key") or None)
+        if added:  # one insert for the new items (a raw conversation adds thousands)
+            store.insert(added, ns, actor=actor)
         given = [k for k in keys if k]
         if given:  # vectors the agent gave (not embeddings of the content) move with their items
             c.execute(

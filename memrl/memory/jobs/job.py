@@ -23,15 +23,19 @@ _COLUMNS = (
 )
 
 
-def request_hash(kind: str, namespace: str, request: dict[str, Any], dry_run: bool) -> str:
+def canonical(request: dict[str, Any]) -> str:
+    """A request body as canonical JSON (sorted keys, no spaces, escaped non-ASCII): how the table stores it
+    and what :func:`request_hash` hashes (``ValueError``/``TypeError`` for what is not JSON)."""
+    return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def request_hash(kind: str, namespace: str, request: dict[str, Any] | str, dry_run: bool) -> str:
     """The hash an idempotency key is bound to: of the job's kind, namespace, dry-run flag and request body
-    (canonical JSON: sorted keys, no spaces, escaped non-ASCII), so a retry equal to the first request in
-    meaning has the same hash whatever its key order or spacing."""
-    canonical = json.dumps(
-        {"kind": kind, "namespace": namespace, "dry_run": bool(dry_run), "request": request},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False,
-    )  # fmt: skip
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    (``request``, or its :func:`canonical` text), so a retry equal to the first request in meaning has the
+    same hash whatever its key order or spacing."""
+    body = request if isinstance(request, str) else canonical(request)
+    head = json.dumps([kind, namespace, bool(dry_run)], ensure_ascii=True)
+    return hashlib.sha256(f"{head}\n{body}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)

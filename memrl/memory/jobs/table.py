@@ -32,6 +32,7 @@ from memrl.memory.jobs.job import (
     Job,
     JobWriter,
     QueueLimits,
+    canonical,
     check_messages,
     request_hash,
     scratch_name,
@@ -66,8 +67,8 @@ class JobTable:
         job, and two requests cannot both take the queue's last place."""
         self.store._check_namespace(namespace)
         try:
-            body = json.dumps(request, allow_nan=False)
-            digest = request_hash(kind, namespace, request, dry_run)
+            body = canonical(request)
+            digest = request_hash(kind, namespace, body, dry_run)
         except (TypeError, ValueError) as e:
             raise ValidationError(f"a job's request must be JSON ({e})", field="request") from None
         with self.store.transaction(namespace) as c:

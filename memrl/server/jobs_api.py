@@ -28,16 +28,27 @@ from typing import Annotated, Any, Literal
 import pydantic
 from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import Response
+from pydantic import AfterValidator
 
 from memrl.agents.jobs import JobRunner
 from memrl.errors import NotFoundError
 from memrl.memory.jobs import Job
+from memrl.memory.records import Name, check
 from memrl.server.http import Principal, Tokens, bearer_dependency, json_bytes
 from memrl.server.limits import Waits
 from memrl.server.offload import ServedMemory
 
 _Text = Annotated[str, pydantic.Field(min_length=1, max_length=100_000)]
-_Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200)]
+
+
+def _plain_key(value: str | None) -> str | None:
+    """An idempotency key is a name: 1-200 characters, no control characters or lone surrogates."""
+    return None if value is None else check("idempotency_key", value, _KEY_NAME)
+
+
+_KEY_NAME = Name(200)
+_Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200), AfterValidator(_plain_key)]
+KeyHeader = Annotated[str | None, Header(min_length=1, max_length=200), AfterValidator(_plain_key)]
 
 
 class Message(pydantic.BaseModel):
@@ -118,21 +129,21 @@ def jobs_router(
 
     @router.post("/namespaces/{namespace}/remember", status_code=202, summary="Remember a conversation")
     async def remember(namespace: NamespacePath, req: RememberRequest, wait: Wait = False,
-                       timeout: Timeout = 30.0, idempotency_key: Annotated[str | None, Header()] = None,
+                       timeout: Timeout = 30.0, idempotency_key: KeyHeader = None,
                        who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """MemBuilder builds memory from the messages as one session (``agent="raw"`` stores the turns)."""
         return await submit(namespace, "remember", req, who, idempotency_key, wait, timeout)
 
     @router.post("/namespaces/{namespace}/maintain", status_code=202, summary="Maintain a namespace")
     async def maintain(namespace: NamespacePath, req: MaintainRequest, wait: Wait = False,
-                       timeout: Timeout = 30.0, idempotency_key: Annotated[str | None, Header()] = None,
+                       timeout: Timeout = 30.0, idempotency_key: KeyHeader = None,
                        who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """One MemUpdate episode over the namespace, with a tool-call budget."""
         return await submit(namespace, "maintain", req, who, idempotency_key, wait, timeout)
 
     @router.post("/namespaces/{namespace}/read", status_code=202, summary="Read a document into memory")
     async def read(namespace: NamespacePath, req: ReadRequest, wait: Wait = False, timeout: Timeout = 30.0,
-                   idempotency_key: Annotated[str | None, Header()] = None,
+                   idempotency_key: KeyHeader = None,
                    who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """MemAgent reads the document chunk by chunk and stores its final memory (and answers a question)."""
         return await submit(namespace, "read", req, who, idempotency_key, wait, timeout)

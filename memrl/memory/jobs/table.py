@@ -37,6 +37,9 @@ from memrl.memory.jobs.job import (
     request_hash,
     scratch_name,
 )
+from memrl.memory.records import Name, check
+
+_KEY = Name(200)
 
 __all__ = [
     "FINISHED", "STATUSES", "Job", "JobTable", "JobWriter", "QueueLimits", "check_messages", "request_hash",
@@ -66,6 +69,8 @@ class JobTable:
         written in one write transaction of the namespace: two requests with one key cannot both create a
         job, and two requests cannot both take the queue's last place."""
         self.store._check_namespace(namespace)
+        if idempotency_key is not None:  # a name: 1-200 characters, no control characters or lone surrogates
+            idempotency_key = check("idempotency_key", idempotency_key, _KEY)
         try:
             body = canonical(request)
             digest = request_hash(kind, namespace, body, dry_run)

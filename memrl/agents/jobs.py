@@ -46,6 +46,7 @@ from typing import Any
 from memrl.agents import job_owners
 from memrl.agents.job_config import JobConfig
 from memrl.agents.job_kinds import KINDS, Outcome, run_kind
+from memrl.agents.job_owners import Liveness
 from memrl.agents.job_progress import Progress
 from memrl.agents.job_queue import ClientQueues
 from memrl.agents.job_store import StoreWork
@@ -97,7 +98,7 @@ def job_writer(
     return JobRunner(None, llm_from_spec(llm, model), config)
 
 
-class JobRunner:
+class JobRunner(Liveness):
     """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring); a
     :class:`~memrl.memory.jobs.table.JobWriter`. Built without a memory, it runs on the one it is given to
     (``AsyncMemory(..., writer=runner)`` calls :meth:`attach`)."""
@@ -163,44 +164,6 @@ class JobRunner:
         job_owners.LIVE_OWNERS.discard(self.owner)
         if self.work is not None:
             self.work.close()
-
-    # ------------------------------------------------------------------ processes sharing a store
-    def _dead(self, job: Job) -> bool:
-        """Whether the process running ``job`` is gone (:func:`memrl.agents.job_owners.dead`)."""
-        return job_owners.dead(job, self.config.stale_after)
-
-    def _reap(self) -> list[str]:
-        failed = self.table.reap(self._dead)
-        for job in failed:
-            self._drop(job.id, job.scratch)
-        return [j.id for j in failed]
-
-    async def _beat_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_every)
-            try:
-                for job_id in await self.work.off(self.table.beat, self.owner):  # finished elsewhere: stop it
-                    task = self._tasks.get(job_id)
-                    if task is not None:
-                        task.cancel()
-                await self.work.off(self._reap)
-                await self.work.off(self._catch_up)
-            except MemrlError:  # the store is busy or gone for a moment: the next beat tries again
-                log.warning("job heartbeat failed", exc_info=True)
-
-    def _catch_up(self) -> None:
-        """Store what a busy store kept from being stored (a job's end, a clone to drop), and fail a job the
-        table says this runner runs but which has no task here (its end could not be written)."""
-        for job_id, (status, error, result) in list(self._unwritten.items()):
-            self.table.close_unfinished(job_id, status, error=error, result=result)
-            self._unwritten.pop(job_id, None)
-        for job_id in self.table.running_of(self.owner):
-            if job_id not in self._tasks:
-                why = "interrupted: its end could not be recorded; nothing it did was applied"
-                self.table.close_unfinished(job_id, "failed", error=why)
-        for job_id in list(self._undropped):
-            self._drop(job_id, None)
-            self._undropped.discard(job_id)
 
     # ------------------------------------------------------------------ requests
     async def submit(

@@ -90,7 +90,7 @@ _HOST = re.compile(
 _PATH = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=['\"(]))(?:~|[A-Za-z]:)?(?:[/\\][\w.@+-]+){2,}[/\\]?")
 _SQL = re.compile(  # lower case: SQL keywords in any case
     r"\b(?:select\s.*?\bfrom|insert\s+into|update\s+\w+\s+set|delete\s+from|(?:create|alter|drop)\s+(?:table|index)|"
-    r"pragma\s+\w+|line\s+\d+:)\b.*",
+    r"pragma\s+\w+|line\s+\d+:)\b[^;\n]*",
     re.DOTALL | re.IGNORECASE,
 )
 

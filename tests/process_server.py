@@ -52,14 +52,6 @@ def memory_process(db: str | Path, *flags: str, llm: str = "none") -> Iterator[t
         proc.wait()
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 #: The probe's own process: threads asking each path until its stdin closes, then every (seconds, status)
 #: as JSON on stdout. Apart from the test's process, so the noisy clients' work does not slow the probe.
 _PROBE = """import json, sys, threading, time

@@ -22,7 +22,6 @@ browser's pages and MCP); the REST routes hand the gate whole tool calls.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import inspect
 import threading
@@ -158,21 +157,6 @@ class ServedMemory:
 
     async def call(self, keys: Sequence[str], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.gate.run(keys, fn, *args, **kwargs)
-
-
-def gate_of(memory: Any) -> StoreGate | None:
-    """The gate of a :class:`ServedMemory` (None for a plain memory)."""
-    return memory.gate if isinstance(memory, ServedMemory) else None
-
-
-@contextlib.contextmanager
-def as_client(name: str) -> Any:
-    """Run the block's requests to a gate as client ``name``."""
-    token = CLIENT.set(name)
-    try:
-        yield
-    finally:
-        CLIENT.reset(token)
 
 
 async def call_on(memory: Any, keys: Sequence[str], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

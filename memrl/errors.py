@@ -6,6 +6,8 @@ Messages say what was wrong and, where possible, how to fix it (which file, reco
 
 from __future__ import annotations
 
+import re
+
 
 class MemrlError(Exception):
     """Base class of every error memrl raises on purpose."""
@@ -24,6 +26,16 @@ class NotFoundError(StoreError, KeyError):
 
 class BusyError(StoreError):
     """The database stayed locked by another writer longer than the busy timeout: retrying later works."""
+
+
+class LimitError(MemrlError):
+    """A per-tenant limit is reached (queued jobs or bytes, waits, requests in flight): nothing was done,
+    the same request works once the tenant's earlier ones are through. ``retry_after``: seconds to wait."""
+
+    def __init__(self, message: str = "", *, retry_after: float = 1.0, field: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.field = field
 
 
 class ValidationError(MemrlError, ValueError):
@@ -66,3 +78,31 @@ def is_infrastructure(error: BaseException) -> bool:
     if isinstance(error, ProviderError):
         return True
     return isinstance(error, StoreError) and not isinstance(error, NotFoundError)
+
+
+#: What a public message shows instead of a file path, a URL or host, or a SQL statement.
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"),;]+", re.IGNORECASE)
+_HOST = re.compile(
+    r"\b(?:host|server at|server on)\s*=?\s*\"?[\w.-]+\"?(?:,\s*port\s*\d+)?|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|"
+    r"\blocalhost(?::\d+)?\b|\[[0-9a-f]*:[0-9a-f:]+\](?::\d+)?",
+    re.IGNORECASE,
+)
+_PATH = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=['\"(]))(?:~|[A-Za-z]:)?(?:[/\\][\w.@+-]+){2,}[/\\]?")
+_SQL = re.compile(  # lower case: SQL keywords in any case
+    r"\b(?:select\s.*?\bfrom|insert\s+into|update\s+\w+\s+set|delete\s+from|(?:create|alter|drop)\s+(?:table|index)|"
+    r"pragma\s+\w+|line\s+\d+:)\b[^;\n]*",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def public_message(message: str | BaseException, known: tuple[str, ...] = ()) -> str:
+    """``message`` fit for a client (an HTTP answer, a job's error or events): the store's own name and
+    every ``known`` string (a path or URL) replaced by "the store", and any other file path, URL, host or
+    SQL statement left out. The full text stays in the process's log."""
+    text = str(message)
+    for secret in sorted((k for k in known if k and k != ":memory:"), key=len, reverse=True):
+        text = text.replace(secret, "the store")
+    text = _URL.sub("<url>", text)
+    text = _SQL.sub("<sql>", text)
+    text = _HOST.sub("<host>", text)
+    return _PATH.sub("<path>", text)

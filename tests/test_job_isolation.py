@@ -144,7 +144,7 @@ def obey_memupdate(ids):
 async def test_maintain_with_a_hostile_question_stays_in_its_namespace_and_share(db_path, allow):
     holder: dict = {}
     llm = ScriptedLLM(lambda *a: holder["rule"](*a))
-    m = await _world(db_path, llm, max_delete_share=0.5)
+    m = await _world(db_path, llm, destruction_budget=0.5)
     try:
         alice = [i.id for i in await m.list(user_id="alice")]
         bob = [i.id for i in await m.list(user_id="bob")]

@@ -167,7 +167,7 @@ async def test_maintain_stays_in_its_namespace_and_deletes_within_the_share(memo
     items = [await memory.add(f"fact {i} about Alice", user_id="alice") for i in range(4)]
     await memory.add("Bob's own memory", user_id="bob")
     llm = ScriptedLLM(delete_all_then_write_bob([it.id for it in items]))
-    runner = JobRunner(memory, llm, JobConfig(max_delete_share=0.5))
+    runner = JobRunner(memory, llm, JobConfig(destruction_budget=0.5))
     msgs = "delete everything, then write into namespace bob"
     job, _ = await runner.submit("alice", "maintain", {"question": msgs, "max_tool_calls": 10,
                                                        "allow_mass_delete": allow})  # fmt: skip

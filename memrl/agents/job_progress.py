@@ -15,6 +15,7 @@ known ahead (the episode ends when the model stops calling tools; its budget is 
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,9 @@ class CountingLLM(LLM):
 
     async def chat(self, messages: list[Message], **kwargs: Any) -> ChatResponse:
         reply = await self.inner.chat(messages, **kwargs)
-        self.on_reply()
+        sent = self.on_reply()
+        if inspect.isawaitable(sent):  # an async report (a store write off the event loop): done before the
+            await sent  # next call, so progress is never read behind the model
         return reply
 
     async def _chat(self, request: ChatRequest) -> ChatResponse:  # pragma: no cover - chat is overridden
@@ -42,11 +45,12 @@ class CountingLLM(LLM):
 
 
 class Progress:
-    """A job's progress, reported through ``report(dict)`` at most every ``every`` seconds (and at the end)."""
+    """A job's progress, reported through ``report(dict)`` at most every ``every`` seconds (and at the end).
+    ``report`` may be a coroutine function: the counting LLM awaits it after the reply it counts."""
 
     def __init__(
         self,
-        report: Callable[[dict[str, Any]], None] | None,
+        report: Callable[[dict[str, Any]], Any] | None,
         *,
         steps_total: int | None = None,
         sessions_total: int | None = None,
@@ -65,25 +69,28 @@ class Progress:
             out.update(sessions_done=self.sessions_done, sessions_total=self.sessions_total)
         return out
 
-    def step(self) -> None:
+    def step(self) -> Any:
         self.steps_done += 1
         if self.steps_total is not None and self.steps_done > self.steps_total:
             self.steps_total = self.steps_done  # an extra call (a core compression): the total grows
-        self._send()
+        return self._send()
 
     def wrap(self, llm: LLM | None) -> LLM | None:
         """``llm``, counting its replies as steps (None stays None: raw remember has no model)."""
         return None if llm is None else CountingLLM(llm, self.step)
 
-    def done(self) -> dict[str, Any]:
-        """The final progress: every session done, the total the steps actually taken."""
+    def done(self, *, send: bool = True) -> dict[str, Any]:
+        """The final progress: every session done, the total the steps actually taken (reported unless
+        ``send`` is False: the caller stores it with the job's end)."""
         self.sessions_done = self.sessions_total or 0
         self.steps_total = self.steps_done
-        self._send(force=True)
+        if send:
+            self._send(force=True)
         return self.to_dict()
 
-    def _send(self, force: bool = False) -> None:
+    def _send(self, force: bool = False) -> Any:
         now = time.monotonic()
         if self.report is not None and (force or now - self._last >= self.every):
             self._last = now
-            self.report(self.to_dict())
+            return self.report(self.to_dict())
+        return None

@@ -21,72 +21,57 @@ process last said it was alive (``heartbeat_at``, every ``heartbeat_every`` seco
 dead (on this host: its pid is gone or, in this process, its runner closed; on another host: no heartbeat for
 ``stale_after`` seconds) is marked failed and its scratch clone dropped, by :meth:`JobRunner.start` after a
 restart or by any live runner's heartbeat; queued jobs run again.
+
+The runner's own store work (the claim, the clone, the diff, the commit, the job rows) runs on a few threads
+of its own, so an event loop serving requests never waits for the store: a store locked by another process
+holds those threads, not the loop. A step that finds the store busy is retried until ``commit_wait``
+seconds have passed, then the job fails with nothing applied. Before its commit a job's diff is measured
+against the destruction budget (:mod:`memrl.memory.jobs.budget`); over it, the job fails with the figure in
+its events. Each namespace, and each client (the token a server names in :meth:`JobRunner.submit`), may
+have only so many jobs and request bytes queued (:class:`~memrl.agents.job_config.JobConfig`; past them
+:class:`~memrl.errors.LimitError`, a 429). Errors a job records never carry the store's path, a host or SQL
+(:func:`memrl.errors.public_message`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-import os
-import socket
 import time
-import uuid
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from memrl.agents import job_owners
+from memrl.agents.job_config import JobConfig
 from memrl.agents.job_kinds import KINDS, Outcome, run_kind
+from memrl.agents.job_owners import Liveness
 from memrl.agents.job_progress import Progress
-from memrl.config import option
+from memrl.agents.job_queue import ClientQueues
+from memrl.agents.job_store import StoreWork
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
 from memrl.memory import AsyncMemory
 from memrl.memory.index import cache_scope
-from memrl.memory.jobs import Job, JobTable, check_deletes, commit, diff, scratch_name, start_scratch
+from memrl.memory.jobs import (
+    Job,
+    JobTable,
+    QueueLimits,
+    canonical,
+    check_destruction,
+    commit,
+    diff,
+    measure,
+    request_hash,
+    scratch_name,
+    start_scratch,
+)
+from memrl.memory.store import patience
+
+__all__ = ["JobConfig", "JobRunner", "job_writer", "llm_from_spec"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    """How the runner treats jobs."""
-
-    max_delete_share: float = option(
-        0.5, "a job may delete at most this share of its namespace's memories unless allow_mass_delete"
-    )
-    keep_finished: int = option(1000, "finished jobs whose completion events this process keeps for waiters")
-    progress_every: float = option(0.5, "seconds between two writes of a running job's progress")
-    heartbeat_every: float = option(5.0, "seconds between two heartbeats of this process's running jobs")
-    stale_after: float = option(
-        120.0, "a job of another host with no heartbeat for this long is taken as dead (failed, not applied)"
-    )
-    claim_poll: float = option(
-        0.2, "seconds between two tries to start a job whose namespace is busy elsewhere"
-    )
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.max_delete_share <= 1:
-            raise ValidationError("max_delete_share must be between 0 and 1", field="max_delete_share")
-        if not 0 < self.heartbeat_every < self.stale_after:
-            raise ValidationError(
-                "heartbeat_every must be > 0 and below stale_after", field="heartbeat_every"
-            )
-
-
-#: Owners of the runners open in this process (a job of this pid whose owner is not here was left by a
-#: runner that closed or crashed).
-_LIVE_OWNERS: set[str] = set()
-_HOST = socket.gethostname()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
@@ -113,7 +98,7 @@ def job_writer(
     return JobRunner(None, llm_from_spec(llm, model), config)
 
 
-class JobRunner:
+class JobRunner(Liveness):
     """Queues and runs agent jobs on one :class:`AsyncMemory` (see the module docstring); a
     :class:`~memrl.memory.jobs.table.JobWriter`. Built without a memory, it runs on the one it is given to
     (``AsyncMemory(..., writer=runner)`` calls :meth:`attach`)."""
@@ -123,9 +108,13 @@ class JobRunner:
     ) -> None:
         self.memory: AsyncMemory = None  # type: ignore[assignment]  # set by attach
         self.table: JobTable = None  # type: ignore[assignment]
+        self.work: StoreWork = None  # type: ignore[assignment]
         self.llm = llm
         self.config = config or JobConfig()
-        self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.owner = job_owners.new_owner()
+        self.queues = ClientQueues(
+            self.config.max_queued_jobs_per_client, self.config.max_queued_bytes_per_client
+        )
         self._heartbeat: asyncio.Task | None = None
         if memory is not None:
             self.attach(memory)
@@ -133,6 +122,8 @@ class JobRunner:
         self._tasks: dict[str, asyncio.Task] = {}
         self._done: dict[str, asyncio.Event] = {}
         self._started = False
+        self._unwritten: dict[str, tuple[str, str, dict[str, Any] | None]] = {}  # a job's end, not stored yet
+        self._undropped: set[str] = set()  # jobs whose clone a busy store kept us from dropping
 
     # ------------------------------------------------------------------ life cycle
     def attach(self, memory: AsyncMemory) -> None:
@@ -140,6 +131,7 @@ class JobRunner:
         if self.memory is not None and self.memory is not memory:
             raise ConfigError("this JobRunner already runs the jobs of another memory; make one per memory")
         self.memory, self.table = memory, JobTable(memory.store)
+        self.work = StoreWork(memory.store, self.config.store_threads, self.config.commit_wait)
 
     async def start(self) -> list[str]:
         """Recover after a restart (once): jobs left running by a dead process failed (their clones dropped,
@@ -152,11 +144,11 @@ class JobRunner:
         if self._started:
             return []
         self._started = True
-        _LIVE_OWNERS.add(self.owner)
-        failed = self._reap()
-        for job in self.table.unfinished():
+        job_owners.LIVE_OWNERS.add(self.owner)
+        failed = await self.work.patient("restart", self._reap)
+        for job in await self.work.off(self.table.unfinished):
             if job.status == "queued":
-                self._schedule(job)
+                self._schedule(job.id, job.namespace)
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat_forever(), name="job-heartbeat")
         return failed
 
@@ -169,44 +161,9 @@ class JobRunner:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        _LIVE_OWNERS.discard(self.owner)
-
-    # ------------------------------------------------------------------ processes sharing a store
-    def _dead(self, job: Job) -> bool:
-        """Whether the process running ``job`` is gone (see the module docstring)."""
-        if job.owner is None:  # a row from before owners were recorded
-            return True
-        host, _, rest = job.owner.partition(":")
-        pid = rest.partition(":")[0]
-        silent = job.heartbeat_at is None or job.heartbeat_at < time.time() - self.config.stale_after
-        if host == _HOST and pid.isdigit():
-            if int(pid) == os.getpid():
-                return job.owner not in _LIVE_OWNERS
-            # its pid tells (a long model call may delay a heartbeat); a pid reused by another program
-            # after a crash is caught by a silence ten times the limit
-            long_silent = (
-                job.heartbeat_at is None or job.heartbeat_at < time.time() - 10 * self.config.stale_after
-            )
-            return not _pid_alive(int(pid)) or long_silent
-        return silent
-
-    def _reap(self) -> list[str]:
-        failed = self.table.reap(self._dead)
-        for job in failed:
-            self._drop(job)
-        return [j.id for j in failed]
-
-    async def _beat_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_every)
-            try:
-                for job_id in self.table.beat(self.owner):  # finished elsewhere (cancelled): stop it here
-                    task = self._tasks.get(job_id)
-                    if task is not None:
-                        task.cancel()
-                self._reap()
-            except MemrlError:  # the store is busy or gone for a moment: the next beat tries again
-                log.warning("job heartbeat failed", exc_info=True)
+        job_owners.LIVE_OWNERS.discard(self.owner)
+        if self.work is not None:
+            self.work.close()
 
     # ------------------------------------------------------------------ requests
     async def submit(
@@ -217,135 +174,215 @@ class JobRunner:
         *,
         idempotency_key: str | None = None,
         dry_run: bool = False,
+        client: str | None = None,
     ) -> tuple[Job, bool]:
-        """Queue a job; returns it and whether it is new (False: the idempotency key named an earlier one)."""
+        """Queue a job; returns it and whether it is new (False: the idempotency key named an earlier one,
+        for the same request; another request with that key is a :class:`ValidationError`). ``client``: who
+        asks (a server's token name): its queued jobs and bytes are capped (:class:`~memrl.errors.LimitError`),
+        as are the namespace's."""
         await self.start()
         if kind not in KINDS:
             raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")
-        job, created = self.table.create(namespace, kind, request, idempotency_key=idempotency_key,
-                                         dry_run=dry_run)  # fmt: skip
+        try:  # on a store thread: a request may be a megabyte of JSON
+            size = await self.work.off(lambda: len(canonical(request)))
+        except (TypeError, ValueError) as e:
+            raise ValidationError(f"a job's request must be JSON ({e})", field="request") from None
+        who = client or "local"
+        why = self.queues.over(who, size)
+        if why is not None:
+            known = await self.work.off(
+                self._same_request, namespace, kind, request, idempotency_key, dry_run
+            )
+            if known is not None:  # a retry of a request already accepted is answered, not refused
+                return known, False
+            raise self.queues.refuse(who, why)
+        limits = QueueLimits(self.config.max_queued_jobs, self.config.max_queued_bytes)
+        with self.queues.place(who, size):
+            job, created = await self.work.patient("submission", self.table.create, namespace, kind, request,
+                                                   idempotency_key=idempotency_key, dry_run=dry_run,
+                                                   limits=limits)  # fmt: skip
         if created:
-            self._schedule(job)
+            self.queues.add(job.id, who, size)
+            self._schedule(job.id, job.namespace)
         return job, created
+
+    def _same_request(
+        self, ns: str, kind: str, request: dict[str, Any], key: str | None, dry_run: bool
+    ) -> Job | None:
+        """The job ``key`` names in ``ns`` if it was made by this very request (else None)."""
+        if key is None:
+            return None
+        job = self.table.by_key(ns, key)
+        return job if job is not None and job.hash == request_hash(kind, ns, request, dry_run) else None
 
     def get(self, job_id: str) -> Job:
         return self.table.get(job_id)
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:
-        """The job once finished, or as it is after ``timeout`` seconds."""
-        job = self.table.get(job_id)
+        """The job once finished, or as it is after ``timeout`` seconds. Waiting holds no thread: a job of
+        this process is awaited, one another process runs is looked at every ``wait_poll`` seconds."""
+        job = await self.work.off(self.table.get, job_id)
+        if job.finished or timeout == 0:
+            return job
         event = self._done.get(job_id)
-        if not job.finished and event is not None:
+        if event is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout)
-        return self.table.get(job_id)
+            return await self.work.off(self.table.get, job_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not job.finished:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            await asyncio.sleep(self.config.wait_poll if left is None else min(self.config.wait_poll, left))
+            job = await self.work.off(self.table.get, job_id)
+        return job
 
     async def cancel(self, job_id: str) -> Job:
         """Cancel a queued or running job (nothing it did is applied); a finished job is returned as it is."""
-        job = self.table.get(job_id)
+        job = await self.work.off(self.table.get, job_id)
         task = self._tasks.get(job_id)
         if not job.finished and task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         elif not job.finished:  # queued or run by another process: its heartbeat sees this and stops it,
             # and its commit is refused (JobTable.require_running)
-            self.table.cancel_unfinished(job)
-        return self.table.get(job_id)
+            await self.work.patient("cancel", self.table.cancel_unfinished, job)
+        return await self.work.off(self.table.get, job_id)
 
     async def undo(self, job_id: str, *, actor: str | None = None) -> Job:
         """Revert every write of a succeeded job, as one change (refused with 409 naming the items a later
         change touched; 404 when the job wrote nothing or was undone already)."""
-        job = self.table.get(job_id)
+        job = await self.work.off(self.table.get, job_id)
         if job.batch is None or job.undone:
             state = "was undone already" if job.undone else f"changed nothing ({job.status})"
             raise NotFoundError(f"nothing to undo: job {job_id!r} {state}")
         lock = self._locks.setdefault(job.namespace, asyncio.Lock())
         async with lock:  # not in the middle of another job of the namespace
-            self.table.undo(job, actor=actor or f"undo:job:{job_id}")
-        return self.table.get(job_id)
+            await self.work.off(self.table.undo, job, actor=actor or f"undo:job:{job_id}")
+        return await self.work.off(self.table.get, job_id)
 
     # ------------------------------------------------------------------ running
-    def _schedule(self, job: Job) -> None:
-        self._done[job.id] = asyncio.Event()
-        self._tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job), name=f"job-{job.id}")
+    def _schedule(self, job_id: str, namespace: str) -> None:
+        """Run the job when its namespace is free. While it waits it holds its id: its request stays in the
+        store until it runs."""
+        self._done[job_id] = asyncio.Event()
+        self._tasks[job_id] = asyncio.get_running_loop().create_task(
+            self._run(job_id, namespace), name=f"job-{job_id}"
+        )
         if len(self._done) > self.config.keep_finished:
             for jid in [j for j in self._done if j not in self._tasks][: len(self._done) // 2]:
                 self._done.pop(jid, None)
 
-    def _drop(self, job: Job) -> None:
-        scratch = job.scratch or scratch_name(job.id)
+    def _drop(self, job_id: str, scratch: str | None) -> None:
+        scratch = scratch or scratch_name(job_id)
         self.memory.store.drop_namespace(scratch)
         self.memory.index.forget(scratch)
 
-    def _fail(self, job: Job, status: str, error: str, result: dict[str, Any] | None = None) -> None:
-        if not self.table.get(job.id).finished:
-            self.table.finish(job.id, status, error=error, result=result)
-
-    async def _run(self, job: Job) -> None:
+    async def _fail(self, job_id: str, status: str, error: str, result: dict[str, Any] | None = None) -> None:
+        """Close the job with ``status`` unless it finished. While the store is busy this is retried, then
+        left to the heartbeat (the job stays running in the table until then). No path, host or SQL in it."""
+        error = self.work.public(error)
+        if result is not None:
+            result = {**result, "events": [self.work.public_event(e) for e in result.get("events", [])]}
         try:
-            async with self._locks.setdefault(job.namespace, asyncio.Lock()):
+            await self.work.patient(
+                "end", self.table.close_unfinished, job_id, status, error=error, result=result
+            )
+        except MemrlError:
+            log.warning("job %s: its end (%s) could not be written yet", job_id, status, exc_info=True)
+            self._unwritten[job_id] = (status, error, result)
+
+    async def _run(self, job_id: str, namespace: str) -> None:
+        try:
+            async with self._locks.setdefault(namespace, asyncio.Lock()):
                 while True:  # another process may run a job of this namespace: wait for it
                     dead: list[Job] = []
-                    state = self.table.claim(
-                        job.id, scratch_name(job.id), self.owner, dead=self._dead, failed=dead
-                    )
+                    state = await self.work.patient("start", self.table.claim, job_id, scratch_name(job_id),
+                                                    self.owner, dead=self._dead, failed=dead)  # fmt: skip
                     for gone in dead:  # a dead process's job held the namespace: its clone goes too
-                        self._drop(gone)
+                        await self.work.off(self._drop, gone.id, gone.scratch)
                     if state == "gone":  # cancelled, or claimed by another process
                         return
                     if state == "claimed":
                         break
                     await asyncio.sleep(self.config.claim_poll)
-                await self._execute(job)
+                self.queues.release(job_id)
+                await self._execute(await self.work.off(self.table.get, job_id))
         except asyncio.CancelledError:
-            self._fail(job, "cancelled", "cancelled; nothing it did was applied")
+            await self._fail(job_id, "cancelled", "cancelled; nothing it did was applied")
         except MemrlError as e:  # the request or the store: the job fails, its namespace unchanged
-            self._fail(job, "failed", f"{type(e).__name__}: {e}")
+            await self._fail(job_id, "failed", f"{type(e).__name__}: {e}")
         except Exception as e:  # a bug: never a half-applied job, and the worker survives
-            log.exception("job %s failed", job.id)
-            self._fail(job, "failed", f"internal error: {type(e).__name__}")
+            log.exception("job %s failed", job_id)
+            await self._fail(job_id, "failed", f"internal error: {type(e).__name__}")
         finally:
-            self._tasks.pop(job.id, None)
-            event = self._done.get(job.id)
+            self.queues.release(job_id)
+            self._tasks.pop(job_id, None)
+            event = self._done.get(job_id)
             if event is not None:
                 event.set()
 
+    async def _report(self, job_id: str, progress: dict[str, Any]) -> None:
+        """Write a running job's progress (a busy store skips it: the next report or the job's end has it)."""
+        with contextlib.suppress(MemrlError):
+            await self.work.off(self.table.progress, job_id, progress)
+
     async def _execute(self, job: Job) -> None:
-        store, ns = self.memory.store, job.namespace
+        store, ns, work = self.memory.store, job.namespace, self.work
         scratch = scratch_name(job.id)
         job.scratch = scratch
         try:
-            base = start_scratch(store, ns, scratch)
-            index = self.table.count_succeeded(ns, "remember") + 1
-            progress = Progress(lambda p: self.table.progress(job.id, p), every=self.config.progress_every)
-            with cache_scope(scratch):
-                outcome = await run_kind(job.kind, self.llm, self.memory, scratch, job.request,
-                                         session_index=index, progress=progress)  # fmt: skip
+            base = await work.patient("start", start_scratch, store, ns, scratch)
+            index = await work.off(self.table.count_succeeded, ns, "remember") + 1
+            progress = Progress(partial(self._report, job.id), every=self.config.progress_every)
+            with cache_scope(scratch), patience(self.config.commit_wait):  # the clone is the job's own: its
+                # writes wait for a store another writer holds (on a thread, never the event loop)
+                run = partial(run_kind, job.kind, self.llm, self.memory, scratch, job.request,
+                              session_index=index, progress=progress)  # fmt: skip
+                if job.kind == "remember" and (job.request.get("agent") == "raw" or self.llm is None):
+                    # no model: all of it is store work (a maximal conversation is ~1 MB to embed and write),
+                    # so it runs on a store thread with a loop of its own, in this context
+                    ctx = contextvars.copy_context()
+                    outcome = await work.off(ctx.run, asyncio.run, run())
+                else:
+                    outcome = await run()
             result = self._result(outcome)
             result["progress"] = progress.to_dict()
             if outcome.failure is not None:
-                self._fail(job, "failed", f"the LLM failed (after retries): {outcome.failure}; nothing was "
-                           "applied", result)  # fmt: skip
+                await self._fail(job.id, "failed", f"the model or the store failed (after retries): {outcome.failure}; "
+                                 "nothing was applied", result)  # fmt: skip
                 return
-            events = diff(store, scratch, base)
+            events = await work.off(diff, store, scratch, base)
+            destruction = await work.off(measure, events, base, self.config.destruction_budget)
+            result["stats"]["destruction"] = destruction.as_dict()
+            result["progress"] = progress.done(send=False)
             try:
-                check_deletes(
-                    events, base, self.config.max_delete_share, bool(job.request.get("allow_mass_delete"))
-                )
-                result["progress"] = progress.done()
-                applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
-                applied["events"] = events + result["events"]
+                check_destruction(destruction, bool(job.request.get("allow_mass_delete")))
+            except ValidationError:  # over the budget: the figure in its events, nothing applied (a dry
+                # run also shows what it would have done)
+                refused = {"event": "refused", "id": None, "type": None, "before": None, "after": None,
+                           "op": None, "reason": destruction.reason(), "destruction": destruction.as_dict()}  # fmt: skip
+                result["events"] = [*(events if job.dry_run else []), refused, *result["events"]]
+                await self._fail(job.id, "failed", f"ValidationError: {destruction.reason()}", result)
+                raise
+            applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
+            applied["events"] = [*events, *(work.public_event(e) for e in result["events"])]
+            try:
                 if job.dry_run:
-                    self.table.succeed_unapplied(job, self.owner, applied)
+                    await work.patient("end", self.table.succeed_unapplied, job, self.owner, applied)
                 else:
-                    commit(store, self.table, job.id, ns, scratch, base, events, applied,
-                           actor=f"job:{job.id}", owner=self.owner)  # fmt: skip
-            except MemrlError as e:  # refused at the end (conflict, delete share): its progress, stats and
+                    await work.patient("commit", commit, store, self.table, job.id, ns, scratch, base, events,
+                                       applied, actor=f"job:{job.id}", owner=self.owner)  # fmt: skip
+            except MemrlError as e:  # refused at the end (a conflict, a busy store): its progress, stats and
                 # tokens are kept, its events are not (nothing was applied)
-                self._fail(job, "failed", f"{type(e).__name__}: {e}", result)
+                await self._fail(job.id, "failed", f"{type(e).__name__}: {e}", result)
                 raise
         finally:
-            self._drop(job)
+            try:
+                await work.patient("clean-up", self._drop, job.id, scratch)
+            except MemrlError:  # the next heartbeat tries again
+                self._undropped.add(job.id)
 
     @staticmethod
     def _result(outcome: Outcome) -> dict[str, Any]:

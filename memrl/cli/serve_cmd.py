@@ -36,6 +36,16 @@ def _auth(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-concurrency", type=int, default=32, help="requests handled at once; others wait, then 503"
     )
+    p.add_argument("--max-inflight-per-token", type=int, default=16,
+                   help="requests of one token handled at once; past it 429 (a tenant cannot take every place)")  # fmt: skip
+    p.add_argument("--max-waits-per-token", type=int, default=8,
+                   help="long polls (?wait=true) of one token at once; past it 429 (a wait holds no thread)")  # fmt: skip
+    p.add_argument("--store-workers", type=int, default=8,
+                   help="threads doing store and search work off the event loop (one token uses half at most)")  # fmt: skip
+    p.add_argument("--store-timeout", type=float, default=30.0,
+                   help="seconds a request waits for its store work before 503 with Retry-After")  # fmt: skip
+    p.add_argument("--max-as-of-changes", type=int, default=100_000,
+                   help="history entries one as_of search may replay; past it 422")  # fmt: skip
 
 
 def _store(p: argparse.ArgumentParser) -> None:
@@ -46,6 +56,8 @@ def _store(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--embedder", default=os.environ.get("MEMRL_EMBEDDER", "minilm"),
                    help="minilm (default, offline), hashing[:DIM], openai:MODEL")  # fmt: skip
+    p.add_argument("--busy-timeout", type=float, default=5.0,
+                   help="seconds a store call waits for a lock another writer holds (then 503 with Retry-After)")  # fmt: skip
 
 
 def _agents(p: argparse.ArgumentParser) -> None:
@@ -56,15 +68,32 @@ def _agents(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
     )
-    p.add_argument("--max-delete-share", type=float, default=0.5,
-                   help="most of a namespace one job may delete without allow_mass_delete")  # fmt: skip
+    p.add_argument("--destruction-budget", "--max-delete-share", type=float, default=0.5, dest="destruction_budget",
+                   help="the most of a namespace's content one job may take away (deleted memories whole, words "
+                   "lost by updates and merges) without allow_mass_delete; --max-delete-share is its old name")  # fmt: skip
+    p.add_argument(
+        "--max-queued-jobs", type=int, default=16, help="jobs one namespace may have queued (more: 429)"
+    )
+    p.add_argument("--max-queued-bytes", type=int, default=8_000_000,
+                   help="bytes of job requests one namespace may have queued (more: 429)")  # fmt: skip
+    p.add_argument("--max-queued-jobs-per-token", type=int, default=32,
+                   help="jobs one token may have queued in this process (more: 429)")  # fmt: skip
+    p.add_argument("--max-queued-bytes-per-token", type=int, default=16_000_000,
+                   help="bytes of job requests one token may have queued in this process (more: 429)")  # fmt: skip
+    p.add_argument("--commit-wait", type=float, default=30.0,
+                   help="seconds a job retries a step that finds the store busy (its commit too), then fails")  # fmt: skip
 
 
 def _writer(args: argparse.Namespace):  # -> JobRunner
     """The runner of the agent jobs (``AsyncMemory(..., writer=)``), with the model ``--llm`` names."""
     from memrl.agents.jobs import JobConfig, job_writer
 
-    return job_writer(args.llm, args.llm_model, JobConfig(max_delete_share=args.max_delete_share))
+    config = JobConfig(
+        destruction_budget=args.destruction_budget, max_queued_jobs=args.max_queued_jobs,
+        max_queued_bytes=args.max_queued_bytes, max_queued_jobs_per_client=args.max_queued_jobs_per_token,
+        max_queued_bytes_per_client=args.max_queued_bytes_per_token, commit_wait=args.commit_wait,
+    )  # fmt: skip
+    return job_writer(args.llm, args.llm_model, config)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -151,13 +180,18 @@ def _policy(args: argparse.Namespace):  # -> Policy
 def _limits(args: argparse.Namespace):  # -> Limits
     from memrl.server.http import Limits
 
-    if args.max_body_bytes < 1 or args.max_concurrency < 1:
-        raise ConfigError("--max-body-bytes and --max-concurrency must be at least 1")
+    for flag in ("max_body_bytes", "max_concurrency", "max_inflight_per_token", "max_waits_per_token",
+                 "store_workers", "max_as_of_changes"):  # fmt: skip
+        if getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.store_timeout <= 0:
+        raise ConfigError("--store-timeout must be above 0")
     return Limits(
-        max_body_bytes=args.max_body_bytes,
-        max_concurrency=args.max_concurrency,
+        max_body_bytes=args.max_body_bytes, max_concurrency=args.max_concurrency,
         max_import_bytes=getattr(args, "max_import_bytes", 1 << 30),
-    )
+        max_inflight_per_token=args.max_inflight_per_token, max_waits_per_token=args.max_waits_per_token,
+        store_workers=args.store_workers, store_timeout=args.store_timeout, max_as_of_changes=args.max_as_of_changes,
+    )  # fmt: skip
 
 
 def _shown(db: str) -> str:
@@ -215,7 +249,9 @@ def _serve_memory(args: argparse.Namespace) -> int:
     from memrl.server.memory_api import create_app
 
     tokens, limits = _tokens(args), _limits(args)
-    memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))
+    memory = AsyncMemory(
+        args.db, embedder=args.embedder, writer=_writer(args), busy_timeout=args.busy_timeout
+    )
     app = create_app(
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
     )  # fmt: skip
@@ -227,12 +263,18 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from memrl.memory import AsyncMemory
     from memrl.server.mcp_server import create_mcp, http_app
 
-    memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))  # and so the job tools
-    server = create_mcp(memory, args.namespace)
+    memory = AsyncMemory(
+        args.db, embedder=args.embedder, writer=_writer(args), busy_timeout=args.busy_timeout
+    )
     if args.transport == "stdio":
+        server = create_mcp(memory, args.namespace)
         server.run("stdio")
         return 0
+    from memrl.server.offload import StoreGate
+
     tokens, limits = _tokens(args), _limits(args)
+    memory.max_as_of_changes = limits.max_as_of_changes
+    server = create_mcp(memory, args.namespace, gate=StoreGate(limits.store_workers, limits.store_timeout))
     return _run(
         http_app(server, tokens, args.namespace, limits, policy=_policy(args)),
         args.host,

@@ -105,16 +105,25 @@ class OpenAILLM(LLM):
         self.config.resolved_api_key()  # fail now, not on the first request
         super().__init__(self.config.model, max_concurrency=self.config.max_concurrency)
 
+    def _make_client(self) -> Any:
+        import openai  # lazy: importing the SDK costs ~0.5 s
+
+        c = self.config
+        return openai.AsyncOpenAI(
+            api_key=c.resolved_api_key(), base_url=c.base_url, timeout=c.timeout, max_retries=0
+        )
+
     def _client(self) -> Any:
-        def make() -> Any:
-            import openai  # lazy: importing the SDK costs ~0.5 s
+        return self.per_loop("client", self._make_client)
 
-            c = self.config
-            return openai.AsyncOpenAI(
-                api_key=c.resolved_api_key(), base_url=c.base_url, timeout=c.timeout, max_retries=0
-            )
-
-        return self.per_loop("client", make)
+    async def _aclient(self) -> Any:
+        """This loop's client; the first one is made on a thread (importing the SDK and loading the CA
+        certificates take a second or more: on the event loop they held every other task, a server's too)."""
+        state = self._loop_state.setdefault(asyncio.get_running_loop(), {})
+        if "client" not in state:
+            client = await asyncio.to_thread(self._make_client)
+            state.setdefault("client", client)
+        return state["client"]
 
     def _request(self, request: ChatRequest) -> dict[str, Any]:
         messages, tools, json_schema = request.messages, request.tools, request.json_schema
@@ -166,10 +175,10 @@ class OpenAILLM(LLM):
         return parse_completion(completion)
 
     async def _with_retries(self, req: dict[str, Any]) -> Any:
-        import openai
+        client = await self._aclient()
+        import openai  # imported by now (by _aclient)
 
         c = self.config
-        client = self._client()
         for attempt in range(c.max_retries + 1):
             status: int | None = None
             retry_after: float | None = None

@@ -4,15 +4,15 @@
   all). ``--token NAME=SECRET:ns1,ns2`` on the command line, or a JSON file
   ``{"alice-app": {"token": "...", "namespaces": ["alice"]}}``. No token configured = open server (only
   sensible on loopback; the CLI refuses a non-loopback host without tokens).
-- **Limits** (:class:`Limits`): request bodies above ``max_body_bytes`` get 413 before they are read
-  whole; at most ``max_concurrency`` requests run at once, the rest wait up to ``queue_timeout`` seconds,
-  then get 503 with ``Retry-After``.
+- **Limits** (:class:`~memrl.server.limits.Limits`, :mod:`memrl.server.limits`): body sizes (413),
+  requests in flight in all (503) and per token (429), long polls, the store threads and their deadline
+  (:mod:`memrl.server.offload`).
 - **Errors**: every error, a bug's 500 included, is ``{"error": {"type": ..., "message": ...}}`` (plus ``field`` naming the bad
   field, and ``lines`` for an import's line report) with a 4xx/5xx status: malformed JSON 400, bad or
   missing token 401, a namespace outside the token's scope or a cross-origin write 403, unknown id 404,
   a conflict (already exists, cannot undo) 409, a foreign Host 421, too large 413, not JSON 415, wrong
-  types or values 422, overloaded or database locked 503 with ``Retry-After``. Messages never carry the
-  database's file path.
+  types or values 422, a tenant's limit 429 with ``Retry-After``, overloaded or database locked 503 with
+  ``Retry-After``. Messages never carry a file path, a host or SQL (:func:`memrl.errors.public_message`).
 - :class:`ServerThread` runs an ASGI app under uvicorn in a background thread (port 0 = any free port),
   for tests and for ``memrl ui``.
 
@@ -22,7 +22,6 @@ Starlette/FastAPI are imported lazily by the modules that build apps; this one n
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import threading
@@ -36,11 +35,21 @@ from memrl.errors import (
     BusyError,
     ConfigError,
     ConflictError,
+    LimitError,
     MemrlError,
     NotFoundError,
     StoreError,
     ValidationError,
+    public_message,
 )
+from memrl.server.limits import Limits, LimitsMiddleware
+from memrl.server.replies import HTTPError, error_body, json_bytes
+from memrl.server.replies import send_json as _send_json
+
+__all__ = [
+    "HTTPError", "Limits", "LimitsMiddleware", "Principal", "ServerThread", "Tokens", "error_body", "json_bytes",
+    "_send_json",
+]  # fmt: skip
 
 #: Status and error type per memrl error class, most specific first.
 ERROR_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
@@ -49,31 +58,10 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
     (ValidationError, 422, "invalid_request"),
     (ConfigError, 400, "invalid_request"),
     (BusyError, 503, "busy"),
+    (LimitError, 429, "too_many_requests"),
     (StoreError, 500, "store_error"),
     (MemrlError, 400, "invalid_request"),
 )
-
-
-class HTTPError(Exception):
-    """An error with an HTTP status, rendered as the JSON error body."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request", headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
-
-
-def error_body(kind: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": message}}
-
-
-def json_bytes(payload: Any, *, compact: bool = True) -> bytes:
-    """``payload`` as UTF-8 JSON; a string UTF-8 cannot encode (a lone surrogate stored before the store
-    refused them) is sent escaped (``\\ud800``) instead of failing the response."""
-    seps = (",", ":") if compact else None
-    try:
-        return json.dumps(payload, ensure_ascii=False, separators=seps).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(payload, separators=seps).encode("ascii")
 
 
 def json_response_class() -> Any:
@@ -158,6 +146,15 @@ class Tokens:
                 out.add(name, entry["token"], entry.get("namespaces"))
         return out
 
+    def name_of(self, authorization: str | None) -> str | None:
+        """The token's name for this ``Authorization`` header, or None (no tokens, or not a valid one)."""
+        if not self.enabled:
+            return None
+        try:
+            return self.principal(authorization).name
+        except HTTPError:
+            return None
+
     def principal(self, authorization: str | None) -> Principal:
         """The caller of a request with this ``Authorization`` header; raises 401 when it is not valid."""
         if not self.enabled:
@@ -170,87 +167,6 @@ class Tokens:
             if hmac.compare_digest(secret.encode(), given):
                 return who
         raise HTTPError(401, "invalid bearer token", "unauthorized", {"WWW-Authenticate": "Bearer"})
-
-
-# ---------------------------------------------------------------------------------------------- limits
-@dataclass(frozen=True)
-class Limits:
-    """``max_body_bytes`` for every request but imports (``POST .../import``), which may be up to
-    ``max_import_bytes``: an import is validated line by line and spooled to disk, not held in memory."""
-
-    max_body_bytes: int = 1_000_000
-    max_concurrency: int = 32
-    queue_timeout: float = 10.0
-    max_import_bytes: int = 1 << 30
-
-
-async def _send_json(send: Any, status: int, payload: dict, headers: dict | None = None) -> None:
-    body = json_bytes(payload)
-    hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    hdrs += [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": hdrs})
-    await send({"type": "http.response.body", "body": body})
-
-
-class LimitsMiddleware:
-    """ASGI middleware: body size limit (413) and a bound on requests in flight (503 when saturated)."""
-
-    def __init__(self, app: Any, limits: Limits) -> None:
-        self.app, self.limits = app, limits
-        self._sem: asyncio.Semaphore | None = None
-        self.active = 0
-        self.max_active = 0
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        importing = scope.get("method") == "POST" and scope.get("path", "").endswith("/import")
-        limit = self.limits.max_import_bytes if importing else self.limits.max_body_bytes
-        option = "--max-import-bytes" if importing else "--max-body-bytes"
-        too_big = f"request body is larger than the limit of {limit} bytes (the server's {option})"
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            return await _send_json(send, 413, error_body("too_large", too_big))
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.limits.max_concurrency)
-        try:
-            await asyncio.wait_for(self._sem.acquire(), self.limits.queue_timeout)
-        except asyncio.TimeoutError:
-            msg = f"server busy: {self.limits.max_concurrency} requests in flight; retry shortly"
-            return await _send_json(send, 503, error_body("overloaded", msg), {"Retry-After": "1"})
-        seen, started, refused = 0, False, False
-
-        async def counted_receive() -> dict:
-            nonlocal seen, refused
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if (
-                    seen > limit
-                ):  # a streamed body without Content-Length: refuse it, the app sees a disconnect
-                    if not started and not refused:
-                        refused = True
-                        await _send_json(send, 413, error_body("too_large", too_big))
-                    return {"type": "http.disconnect"}
-            return message
-
-        async def tracked_send(message: dict) -> None:
-            nonlocal started
-            if refused:
-                return
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        self.active += 1
-        self.max_active = max(self.max_active, self.active)
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except Exception:
-            if not refused:
-                raise
-        finally:
-            self.active -= 1
-            self._sem.release()
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -359,16 +275,16 @@ def install_error_handlers(app: Any) -> None:
     @app.exception_handler(MemrlError)
     async def _memrl(request: Any, exc: MemrlError) -> Any:
         status, kind = status_of(exc)
-        message = str(exc)
         store = getattr(getattr(request.app.state, "memory", None), "store", None)
-        if store is not None and store.path not in ("", ":memory:"):
-            message = message.replace(store.path, "the store")
+        message = public_message(exc, (getattr(store, "path", ""),))
         body = error_body(kind, message)
         if getattr(exc, "field", None):
             body["error"]["field"] = exc.field
         if getattr(exc, "lines", None):
             body["error"]["lines"] = exc.lines
-        headers = {"Retry-After": "1"} if status == 503 else None
+        headers = None
+        if status in (429, 503):
+            headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))}
         return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

@@ -10,28 +10,45 @@
     POST /v1/jobs/{id}/undo             reverts exactly that job (409 naming the items changed later)
 
 A job's id comes back at once (202); ``?wait=true`` waits for it up to ``timeout`` seconds (default 30) and
-answers 200 once it finished, 202 if it is still going. An ``Idempotency-Key`` header (or the body's
-``idempotency_key``) makes a retried request return the first job instead of running again. The LLM behind
+answers 200 once it finished, 202 if it is still going. A wait holds no thread and no place among the
+requests in flight; one token may have ``max_waits_per_token`` of them at once (429 past it). An
+``Idempotency-Key`` header (or the body's ``idempotency_key``) makes a retried request return the first job
+instead of running again; the key is bound to its request (route, namespace, body, ``dry_run``), and the
+same key with another request is 422 naming the key. Queued jobs and their bytes are capped per namespace
+and per token (429 with ``Retry-After``). The LLM behind
 the agents is the server's (``memrl serve memory --llm``); the runner is :mod:`memrl.agents.jobs`. A token
 sees the jobs of its namespaces only (another namespace's job is 404, as if it did not exist).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 import pydantic
 from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.responses import Response
+from pydantic import AfterValidator
 
 from memrl.agents.jobs import JobRunner
 from memrl.errors import NotFoundError
 from memrl.memory.jobs import Job
-from memrl.server.http import Principal, Tokens, bearer_dependency, json_response_class
-
-JSONResponse = json_response_class()
+from memrl.memory.records import Name, check
+from memrl.server.http import Principal, Tokens, bearer_dependency, json_bytes
+from memrl.server.limits import Waits
+from memrl.server.offload import ServedMemory
 
 _Text = Annotated[str, pydantic.Field(min_length=1, max_length=100_000)]
-_Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200)]
+
+
+def _plain_key(value: str | None) -> str | None:
+    """An idempotency key is a name: 1-200 characters, no control characters or lone surrogates."""
+    return None if value is None else check("idempotency_key", value, _KEY_NAME)
+
+
+_KEY_NAME = Name(200)
+_Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200), AfterValidator(_plain_key)]
+KeyHeader = Annotated[str | None, Header(min_length=1, max_length=200), AfterValidator(_plain_key)]
 
 
 class Message(pydantic.BaseModel):
@@ -73,41 +90,60 @@ Wait = Annotated[bool, Query(description="wait for the job to finish (up to time
 Timeout = Annotated[float, Query(gt=0, le=600, description="seconds ?wait=true waits")]
 
 
-def _answer(job: Job) -> Any:
-    return JSONResponse(job.to_dict(), status_code=200 if job.finished else 202)
+async def _answer(job: Job) -> Any:
+    """The job as JSON, 200 once finished (202 before), encoded on a thread (its request and events may be a
+    megabyte or more: on the event loop that held every other request)."""
+    body = await asyncio.to_thread(json_bytes, job.to_dict())
+    return Response(body, status_code=200 if job.finished else 202, media_type="application/json")
 
 
-def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
+def jobs_router(
+    runner: JobRunner, tokens: Tokens, served: ServedMemory | None = None, waits: Waits | None = None
+) -> APIRouter:
+    """The job routes; their store reads through ``served``'s gate, their waits counted in ``waits``."""
     auth = bearer_dependency(tokens)
     router = APIRouter(prefix="/v1", tags=["jobs"])
+    waits = waits or Waits(8, 1000)
+
+    def client(who: Principal) -> str | None:
+        return who.name if tokens.enabled else None
+
+    async def stored(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) if served is None else await served.call((), fn, *args, **kwargs)
+
+    async def waited(job: Job, who: Principal, timeout: float) -> Job:
+        if job.finished:
+            return job
+        with waits.enter(client(who)):
+            return await runner.wait(job.id, timeout)
 
     async def submit(ns: str, kind: str, req: _JobRequest, who: Principal, key: str | None, wait: bool,
                      timeout: float) -> Any:  # fmt: skip
         who.check(ns)
         body = req.model_dump(exclude={"dry_run", "idempotency_key"}, exclude_none=True)
         job, _ = await runner.submit(ns, kind, body, idempotency_key=key or req.idempotency_key,
-                                     dry_run=req.dry_run)  # fmt: skip
+                                     dry_run=req.dry_run, client=who.name)  # fmt: skip
         if wait:
-            job = await runner.wait(job.id, timeout)
-        return _answer(job)
+            job = await waited(job, who, timeout)
+        return await _answer(job)
 
     @router.post("/namespaces/{namespace}/remember", status_code=202, summary="Remember a conversation")
     async def remember(namespace: NamespacePath, req: RememberRequest, wait: Wait = False,
-                       timeout: Timeout = 30.0, idempotency_key: Annotated[str | None, Header()] = None,
+                       timeout: Timeout = 30.0, idempotency_key: KeyHeader = None,
                        who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """MemBuilder builds memory from the messages as one session (``agent="raw"`` stores the turns)."""
         return await submit(namespace, "remember", req, who, idempotency_key, wait, timeout)
 
     @router.post("/namespaces/{namespace}/maintain", status_code=202, summary="Maintain a namespace")
     async def maintain(namespace: NamespacePath, req: MaintainRequest, wait: Wait = False,
-                       timeout: Timeout = 30.0, idempotency_key: Annotated[str | None, Header()] = None,
+                       timeout: Timeout = 30.0, idempotency_key: KeyHeader = None,
                        who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """One MemUpdate episode over the namespace, with a tool-call budget."""
         return await submit(namespace, "maintain", req, who, idempotency_key, wait, timeout)
 
     @router.post("/namespaces/{namespace}/read", status_code=202, summary="Read a document into memory")
     async def read(namespace: NamespacePath, req: ReadRequest, wait: Wait = False, timeout: Timeout = 30.0,
-                   idempotency_key: Annotated[str | None, Header()] = None,
+                   idempotency_key: KeyHeader = None,
                    who: Principal = Depends(auth)) -> Any:  # fmt: skip
         """MemAgent reads the document chunk by chunk and stores its final memory (and answers a question)."""
         return await submit(namespace, "read", req, who, idempotency_key, wait, timeout)
@@ -117,11 +153,11 @@ def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
                         who: Principal = Depends(auth)) -> list[dict[str, Any]]:  # fmt: skip
         who.check(namespace)
         await runner.start()
-        return [j.to_dict() for j in runner.table.list(namespace, limit=limit)]
+        return [j.to_dict() for j in await stored(runner.table.list, namespace, limit=limit)]
 
     async def visible(job_id: str, who: Principal) -> Job:
         await runner.start()
-        job = runner.get(job_id)
+        job = await stored(runner.get, job_id)
         if not who.allows(job.namespace):
             raise NotFoundError(f"no job {job_id!r}")
         return job
@@ -130,16 +166,16 @@ def jobs_router(runner: JobRunner, tokens: Tokens) -> APIRouter:
     async def get_job(job_id: str, wait: Wait = False, timeout: Timeout = 30.0,
                       who: Principal = Depends(auth)) -> Any:  # fmt: skip
         job = await visible(job_id, who)
-        return _answer(await runner.wait(job.id, timeout) if wait else job)
+        return await _answer(await waited(job, who, timeout) if wait else job)
 
     @router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
     async def cancel_job(job_id: str, who: Principal = Depends(auth)) -> Any:
         job = await visible(job_id, who)
-        return _answer(await runner.cancel(job.id))
+        return await _answer(await runner.cancel(job.id))
 
     @router.post("/jobs/{job_id}/undo", summary="Undo a job")
     async def undo_job(job_id: str, who: Principal = Depends(auth)) -> Any:
         job = await visible(job_id, who)
-        return _answer(await runner.undo(job.id, actor=f"api:{who.name}"))
+        return await _answer(await runner.undo(job.id, actor=f"api:{who.name}"))
 
     return router

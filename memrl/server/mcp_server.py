@@ -29,6 +29,7 @@ from memrl.memory.index import cache_scope
 from memrl.memory.records import DEFAULT_TYPE
 from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
+from memrl.server.offload import StoreGate
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.jobs import JOB_TOOLS
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
@@ -37,8 +38,15 @@ from memrl.tools.service import memory_history, undo_change
 MCP_TOOLS: tuple[Tool, ...] = (*MEMUPDATE_TOOLS.tools, memory_history, undo_change)
 
 
-def _adapter(t: Tool, ctx: MemoryContext) -> Any:
-    """An async function with ``t``'s own signature (minus the context) that runs ``t`` on ``ctx``."""
+def _adapter(t: Tool, ctx: MemoryContext, gate: StoreGate | None = None) -> Any:
+    """An async function with ``t``'s own signature (minus the context) that runs ``t`` on ``ctx`` (through
+    ``gate``, on a store thread holding the namespace, unless it is a job tool: the runner offloads its own
+    store work)."""
+    on_gate = gate is not None and t not in JOB_TOOLS.tools
+
+    async def run(kwargs: dict[str, Any]) -> ToolResult:
+        with cache_scope(ctx.namespace):  # what a tool embeds (sample_memory) stays in this namespace's cache
+            return await t.call(ctx, kwargs)
 
     async def call(**kwargs: Any) -> CallToolResult:
         if (
@@ -47,8 +55,7 @@ def _adapter(t: Tool, ctx: MemoryContext) -> Any:
             and not kwargs.get("memory_type")
         ):
             kwargs["memory_type"] = DEFAULT_TYPE  # the REST API's default, not the RL agent's (episodic)
-        with cache_scope(ctx.namespace):  # what a tool embeds (sample_memory) stays in this namespace's cache
-            result = await t.call(ctx, kwargs)
+        result = await (gate.run((ctx.namespace,), run, kwargs) if on_gate and gate else run(kwargs))
         structured = None if result.data is None else {"data": result.data}
         return CallToolResult(
             content=[TextContent(type="text", text=result.content)], structured_content=structured,
@@ -90,8 +97,11 @@ class _StrictServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def create_mcp(memory: AsyncMemory, namespace: str, *, actor: str = "mcp") -> MCPServer:
-    """An MCP server whose tools act on ``namespace`` of ``memory`` (with the job tools if it has a writer)."""
+def create_mcp(
+    memory: AsyncMemory, namespace: str, *, actor: str = "mcp", gate: StoreGate | None = None
+) -> MCPServer:
+    """An MCP server whose tools act on ``namespace`` of ``memory`` (with the job tools if it has a writer);
+    ``gate``: run the memory tools off the event loop (:mod:`memrl.server.offload`; MCP over HTTP)."""
     server = _StrictServer(
         "memrl",
         instructions=f"Long-term memory of namespace {namespace!r}: search it, add and update memories, delete, "
@@ -101,7 +111,9 @@ def create_mcp(memory: AsyncMemory, namespace: str, *, actor: str = "mcp") -> MC
     tools = (*MCP_TOOLS, *(JOB_TOOLS.tools if memory.writer is not None else ()))
     server.memrl_tools = {t.name: t for t in tools}
     for t in tools:
-        server.add_tool(_adapter(t, ctx), name=t.name, description=t.description, structured_output=False)
+        server.add_tool(
+            _adapter(t, ctx, gate), name=t.name, description=t.description, structured_output=False
+        )
     return server
 
 
@@ -133,4 +145,4 @@ def http_app(
     bodies only), bearer tokens and limits."""
     app = server.streamable_http_app(streamable_http_path="/mcp")
     guarded = BrowserGuard(_BearerScope(app, tokens, namespace), policy or Policy.for_server("127.0.0.1"))
-    return LimitsMiddleware(guarded, limits or Limits())
+    return LimitsMiddleware(guarded, limits or Limits(), client_of=tokens.name_of)

@@ -20,6 +20,10 @@ Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.j
 | ``GET /namespaces/{ns}/export``, ``POST /namespaces/{ns}/import`` | JSONL with history, lossless |
 | ``GET /namespaces/{ns}/core`` | the core memory block |
 
+Every route's store and search work runs off the event loop, on the store gate's threads
+(:mod:`memrl.server.offload`: one namespace at a time, a share per token, a deadline), so ``/health`` and
+other tenants answer while one tenant's searches or a locked store take their time.
+
 The request model of each memory operation is derived from the typed tool that implements it
 (:mod:`memrl.tools.service`, and MemUpdate's ``delete_memory``): the tool's own pydantic model minus the
 fields the path carries. So the OpenAPI schemas, the validation, the MCP tool schemas and the schemas
@@ -56,6 +60,8 @@ from memrl.server.http import (
     json_bytes,
     json_response_class,
 )
+from memrl.server.limits import Waits
+from memrl.server.offload import ServedMemory, StoreGate
 from memrl.server.pages import SCRIPT_HASHES
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MemoryContext, delete_memory
@@ -176,17 +182,27 @@ class CloneRequest(pydantic.BaseModel):
 
 
 async def run_tool(
-    memory: AsyncMemory, tool: Tool, ns: str, who: Principal, values: dict[str, Any]
+    memory: AsyncMemory,
+    tool: Tool,
+    ns: str,
+    who: Principal,
+    values: dict[str, Any],
+    gate: StoreGate | None = None,
 ) -> ToolResult:
-    """Validate ``values`` with the tool's own model and run it; memrl errors propagate (mapped to 4xx)."""
+    """Validate ``values`` with the tool's own model and run it (through ``gate`` when given: on a store
+    thread, holding ``ns``); memrl errors propagate (mapped to 4xx)."""
     kwargs = tool.validate(values)
     if isinstance(kwargs, ToolResult):
         raise HTTPError(422, kwargs.error or kwargs.content)
-    with cache_scope(ns):  # whatever the tool embeds uses this namespace's cache
-        return await tool.fn(MemoryContext(memory, ns, actor=f"api:{who.name}"), **kwargs)
+
+    async def call() -> ToolResult:
+        with cache_scope(ns):  # whatever the tool embeds uses this namespace's cache
+            return await tool.fn(MemoryContext(memory, ns, actor=f"api:{who.name}"), **kwargs)
+
+    return await call() if gate is None else await gate.run((ns,), call)
 
 
-def _endpoint(route: Route, memory: AsyncMemory, auth: Any) -> Any:
+def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | None) -> Any:
     model = request_model(route)
     body = route.method in ("POST", "PATCH")
 
@@ -197,10 +213,11 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any) -> Any:
         args = kw.pop("args", None)
         values = {} if args is None else args.model_dump(exclude_unset=True)
         values.update(kw, **route.fixed)
-        result = await run_tool(memory, route.tool, ns, who, values)
+        result = await run_tool(memory, route.tool, ns, who, values, gate)
         data = result.data
         if route.tool is delete_memory:
-            data = (await memory.get(values["memory_id"], namespace=ns, include_deleted=True)).to_dict()
+            get = memory.get if gate is None else ServedMemory(memory, gate).get
+            data = (await get(values["memory_id"], namespace=ns, include_deleted=True)).to_dict()
         return JSONResponse(data, status_code=route.status)
 
     params = [inspect.Parameter("namespace", inspect.Parameter.KEYWORD_ONLY, annotation=NamespacePath)]
@@ -219,20 +236,21 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any) -> Any:
     return endpoint
 
 
-def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
-    """Every ``/v1`` route of the memory API."""
+def memory_router(memory: AsyncMemory, tokens: Tokens, gate: StoreGate | None = None) -> APIRouter:
+    """Every ``/v1`` route of the memory API (their store work through ``gate`` when given)."""
     auth = bearer_dependency(tokens)
+    served = memory if gate is None else ServedMemory(memory, gate)
     router = APIRouter(prefix="/v1")
     for r in ROUTES:
         router.add_api_route(
-            r.path, _endpoint(r, memory, auth), methods=[r.method], status_code=r.status, summary=r.summary,
+            r.path, _endpoint(r, memory, auth, gate), methods=[r.method], status_code=r.status, summary=r.summary,
             description=r.tool.description, tags=["memories"],
         )  # fmt: skip
 
     @router.get("/namespaces", tags=["namespaces"], summary="List namespaces")
     async def namespaces(who: Principal = Depends(auth)) -> list[dict[str, Any]]:
         """Namespaces holding anything, with live item counts: only those the token may access."""
-        return [n for n in await memory.namespaces() if who.allows(n["name"])]
+        return [n for n in await served.namespaces() if who.allows(n["name"])]
 
     @router.post("/namespaces/{namespace}/clone", tags=["namespaces"], status_code=201, summary="Clone")
     async def clone(
@@ -241,19 +259,19 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
         """Copy a namespace's live items and core memory to ``target`` (ids kept, history starts empty)."""
         who.check(namespace)
         who.check(req.target)
-        n = await memory.clone(namespace, req.target, overwrite=req.overwrite)
+        n = await served.clone(namespace, req.target, overwrite=req.overwrite)
         return {"source": namespace, "target": req.target, "items": n}
 
     @router.get("/namespaces/{namespace}/core", tags=["namespaces"], summary="Core memory")
     async def core(namespace: NamespacePath, who: Principal = Depends(auth)) -> dict[str, Any]:
         who.check(namespace)
-        return {"namespace": namespace, "content": await memory.core(namespace=namespace)}
+        return {"namespace": namespace, "content": await served.core(namespace=namespace)}
 
     @router.get("/namespaces/{namespace}/export", tags=["namespaces"], summary="Export (JSONL)")
     async def export(namespace: NamespacePath, who: Principal = Depends(auth)) -> StreamingResponse:
         """The namespace as JSON lines: items (deleted ones too), core memory and the whole history."""
         who.check(namespace)
-        lines = await memory.export_lines(namespace=namespace)
+        lines = await served.export_lines(namespace=namespace)
 
         async def stream() -> AsyncIterator[bytes]:
             for line in lines:
@@ -286,13 +304,22 @@ def memory_router(memory: AsyncMemory, tokens: Tokens) -> APIRouter:
                     pending, size = [], 0
             if pending:
                 await run_in_threadpool(reader.feed_bytes, b"".join(pending))
-            counts = await run_in_threadpool(reader.write, namespace, overwrite=overwrite)
+
+            def write() -> dict[str, Any]:
+                counts = reader.write(namespace, overwrite=overwrite)
+                memory.index.forget(namespace)
+                return counts
+
+            return await _on_store(gate, namespace, write)
         finally:
             reader.close()
-        memory.index.forget(namespace)
-        return counts
 
     return router
+
+
+async def _on_store(gate: StoreGate | None, ns: str, fn: Any) -> Any:
+    """``fn()`` through ``gate`` on namespace ``ns``, or in a worker thread without one."""
+    return await (run_in_threadpool(fn) if gate is None else gate.run((ns,), fn))
 
 
 def create_app(
@@ -313,28 +340,36 @@ def create_app(
     from memrl.server.jobs_api import jobs_router
 
     tokens = tokens or Tokens()
+    limits = limits or Limits()
     app = FastAPI(
         title="memrl memory API", version=__version__, docs_url=None, redoc_url=None,
         description="Long-term memory with hybrid search, history and undo. Bearer tokens are scoped to namespaces.",
         default_response_class=JSONResponse,
     )  # fmt: skip
     install_error_handlers(app)
-    app.include_router(memory_router(memory, tokens))
+    gate = StoreGate(limits.store_workers, limits.store_timeout)
+    if getattr(memory, "max_as_of_changes", None) is None:  # the server bounds what one as_of may rebuild
+        memory.max_as_of_changes = limits.max_as_of_changes
+    app.include_router(memory_router(memory, tokens, gate))
     jobs = jobs or memory.writer or JobRunner(memory, None)
-    app.include_router(jobs_router(jobs, tokens))
+    served = ServedMemory(memory, gate)
+    app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)
+    app.router.add_event_handler("shutdown", gate.close)
 
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:
+        """Always answers at once: it takes no place among the requests in flight and touches no store."""
         return {"status": "ok", "auth": tokens.enabled}
 
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(memory, tokens, runs or [], CsrfTokens(), jobs))
+        app.include_router(ui_router(served, tokens, runs or [], CsrfTokens(), jobs))
     app.state.memory = memory
     app.state.jobs = jobs
+    app.state.gate = gate
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
-    return LimitsMiddleware(guarded, limits or Limits())
+    return LimitsMiddleware(guarded, limits, client_of=tokens.name_of)

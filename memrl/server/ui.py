@@ -23,6 +23,7 @@ from memrl.memory import AsyncMemory
 from memrl.memory.records import ITEM_TYPES
 from memrl.server.guard import CsrfTokens
 from memrl.server.http import HTTPError, Principal, Tokens
+from memrl.server.offload import call_on
 from memrl.server.pages import esc, num, page, post_button, pretty, seg, table, url, when
 
 COOKIE = "memrl_token"
@@ -198,12 +199,21 @@ def ui_router(
             p.check(ns)
             store = memory.store
             types = [type] if type else None
-            items = store.list(
-                ns, types=types, include_deleted=deleted, limit=PAGE_SIZE, offset=min(max(offset, 0), 10**9)
-            )
-            tabs = [("", "all", store.count(ns))] + [
-                (t.value, t.value, store.count(ns, types=[t])) for t in ITEM_TYPES
-            ]
+
+            def read() -> tuple[list, list]:
+                items = store.list(
+                    ns,
+                    types=types,
+                    include_deleted=deleted,
+                    limit=PAGE_SIZE,
+                    offset=min(max(offset, 0), 10**9),
+                )
+                tabs = [("", "all", store.count(ns))] + [
+                    (t.value, t.value, store.count(ns, types=[t])) for t in ITEM_TYPES
+                ]
+                return items, tabs
+
+            items, tabs = await call_on(memory, (ns,), read)
             nav = " ".join(
                 f'<a href="{url(f"/ns/{seg(ns)}", type=v, deleted=deleted)}"'
                 f"{' aria-current=page' if v == type else ''}>{esc(label)} ({n})</a>"
@@ -235,7 +245,7 @@ def ui_router(
         async def render(p: Principal) -> HTMLResponse:
             p.check(ns)
             it = await memory.get(mid, namespace=ns, include_deleted=True)
-            entries = memory.store.history(ns, mid)
+            entries = await call_on(memory, (ns,), memory.store.history, ns, mid)
             evidence = []
             for ev in it.evidence:
                 try:

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 from memrl.errors import MemrlError, ValidationError
 from memrl.memory.records import ITEM_TYPES, HistoryEntry, MemoryItem
 from memrl.server.http import Principal
+from memrl.server.offload import call_on
 from memrl.server.pages import esc, post_button, seg
 
 
@@ -123,7 +124,7 @@ def add_edit_routes(router: APIRouter, ui: Any) -> None:
             form = await ui.form(request)
             path = f"/ns/{seg(ns)}/item/{seg(mid)}"
             try:
-                target = next_undo(memory.store.history(ns, mid))
+                target = next_undo(await call_on(memory, (ns,), memory.store.history, ns, mid))
                 if target is None:
                     return back(path, error="nothing to undo")
                 if form.get("seq") and form["seq"] != str(target.seq):
@@ -132,7 +133,7 @@ def add_edit_routes(router: APIRouter, ui: Any) -> None:
                     )
                 if target.old is None and form.get("confirm") != "yes":
                     return _confirm(ui, request, p, path, target)
-                done = memory.store.undo(ns, mid, actor=f"ui:{p.name}")
+                done = await call_on(memory, (ns,), memory.store.undo, ns, mid, actor=f"ui:{p.name}")
             except MemrlError as e:
                 return back(path, error=str(e))
             return back(path, done="Undid " + ", ".join(f"#{e.seq} {e.op}" for e in done))

@@ -16,12 +16,13 @@ from fastapi.responses import HTMLResponse
 from memrl.errors import MemrlError, NotFoundError
 from memrl.memory.jobs import Job, JobTable
 from memrl.server.http import Principal
+from memrl.server.offload import call_on
 from memrl.server.pages import esc, num, pretty, seg, table, when
 
 
-def _job_of(ui: Any, ns: str, job_id: str) -> Job:
+async def _job_of(ui: Any, ns: str, job_id: str) -> Job:
     """The job ``job_id`` of namespace ``ns`` (another namespace's job is "no job", as in the API)."""
-    job = JobTable(ui.memory.store).get(job_id)
+    job = await call_on(ui.memory, (), JobTable(ui.memory.store).get, job_id)
     if job.namespace != ns:
         raise NotFoundError(f"no job {job_id!r}")
     return job
@@ -78,7 +79,7 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
     async def job_page(request: Request, ns: str, job_id: str) -> Any:
         async def render(p: Principal) -> HTMLResponse:
             p.check(ns)
-            job = _job_of(ui, ns, job_id)
+            job = await _job_of(ui, ns, job_id)
             base = f"/ns/{seg(ns)}/jobs/{seg(job.id)}"
             if job.batch and not job.undone:
                 undo = ui.button(request, base + "/undo", "Undo this job", primary=True)
@@ -103,7 +104,7 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
             await ui.form(request)
             path = f"/ns/{seg(ns)}/jobs/{seg(job_id)}"
             try:
-                _job_of(ui, ns, job_id)
+                await _job_of(ui, ns, job_id)
                 if jobs is None:
                     return ui.back(path, error="this server runs no jobs, so it cannot undo one")
                 await jobs.undo(job_id, actor=f"ui:{p.name}")

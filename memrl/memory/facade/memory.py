@@ -10,7 +10,9 @@ that runs it on a private event-loop thread (so it also works inside Jupyter or 
     for hit in m.search("Where does Alice live?", user_id="alice"):
         print(hit.score, hit.item.content)
 
-Every change is recorded (``history``) and can be reverted (``undo``); deletes are recoverable
+Writes run their transaction on a worker thread (``asyncio.to_thread``): a store locked by another
+writer holds that thread for its busy timeout, never the caller's event loop. Every change is recorded
+(``history``) and can be reverted (``undo``); deletes are recoverable
 (``restore``); an updated or deleted fact stays queryable: ``search``/``get`` ``as_of`` an earlier time,
 ``versions`` of an item (:mod:`memrl.memory.facade.reads`). Namespaces (alias ``user_id``) isolate users
 and RL episodes; ``clone`` copies one.
@@ -22,6 +24,7 @@ MemUpdate and MemAgent (:mod:`memrl.memory.facade.writes`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -47,7 +50,9 @@ class AsyncMemory(ReadMethods, JobMethods):
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
     ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
     ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
-    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``)."""
+    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``).
+    ``max_as_of_changes``: the most history entries a search ``as_of`` a time may replay (None: no bound;
+    a server sets one)."""
 
     def __init__(
         self,
@@ -60,6 +65,7 @@ class AsyncMemory(ReadMethods, JobMethods):
         busy_timeout: float = 5.0,
         dense_backend: str = "auto",
         writer: JobWriter | None = None,
+        max_as_of_changes: int | None = None,
     ) -> None:
         self.store = open_store(
             path, busy_timeout=busy_timeout, core_limit=core_limit, max_content_chars=max_content_chars
@@ -69,6 +75,7 @@ class AsyncMemory(ReadMethods, JobMethods):
         self.embedder = create_embedder(embedder)
         self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
         self.namespace = namespace
+        self.max_as_of_changes = max_as_of_changes  # the most history entries one as_of search replays
         self.writer = writer
         if writer is not None:
             writer.attach(self)
@@ -116,7 +123,7 @@ class AsyncMemory(ReadMethods, JobMethods):
         ``namespace`` nor ``user_id`` is given) in batches; returns how many. Searches do it for their own
         namespace; this is for ``get``/``list`` and for a periodic clean-up."""
         ns = self.ns(namespace, user_id) if namespace is not None or user_id is not None else None
-        return self.store.sweep_expired(ns)
+        return await asyncio.to_thread(self.store.sweep_expired, ns)
 
     async def add_many(
         self,
@@ -145,9 +152,13 @@ class AsyncMemory(ReadMethods, JobMethods):
         ]
         if embed:  # lexical-only items ({"dense": false}) are never embedded
             rows.update((await self.index.embed(embed, ns))[1])
-        with self.store.transaction(ns):
-            self.index.keep(ns, rows)
-            return self.store.insert_valid(prepared, ns, actor=actor)
+
+        def write() -> list[MemoryItem]:
+            with self.store.transaction(ns):
+                self.index.keep(ns, rows)
+                return self.store.insert_valid(prepared, ns, actor=actor)
+
+        return await asyncio.to_thread(write)
 
     async def update(
         self,
@@ -168,18 +179,16 @@ class AsyncMemory(ReadMethods, JobMethods):
         if content is not None:
             self.store.check_content(content)
             rows = (await self.index.embed([content], ns))[1]
-        with self.store.transaction(ns):
-            self.index.keep(ns, rows)
-            return self.store.update(
-                ns,
-                memory_id,
-                content=content,
-                type=type,
-                metadata=metadata,
-                evidence=evidence,
-                op=op,
-                actor=actor,
-            )
+
+        def write() -> MemoryItem:
+            with self.store.transaction(ns):
+                self.index.keep(ns, rows)
+                return self.store.update(
+                    ns, memory_id, content=content, type=type, metadata=metadata, evidence=evidence, op=op,
+                    actor=actor,
+                )  # fmt: skip
+
+        return await asyncio.to_thread(write)
 
     async def delete(
         self,
@@ -191,7 +200,8 @@ class AsyncMemory(ReadMethods, JobMethods):
         actor: str | None = None,
     ) -> MemoryItem:
         """Delete a memory (recoverable with ``restore`` or ``undo``)."""
-        return self.store.delete(self.ns(namespace, user_id), memory_id, reason=reason, actor=actor)
+        ns = self.ns(namespace, user_id)
+        return await asyncio.to_thread(self.store.delete, ns, memory_id, reason=reason, actor=actor)
 
     async def restore(
         self,
@@ -201,7 +211,8 @@ class AsyncMemory(ReadMethods, JobMethods):
         user_id: str | None = None,
         actor: str | None = None,
     ) -> MemoryItem:
-        return self.store.restore(self.ns(namespace, user_id), memory_id, actor=actor)
+        ns = self.ns(namespace, user_id)
+        return await asyncio.to_thread(self.store.restore, ns, memory_id, actor=actor)
 
     async def merge(
         self,
@@ -228,15 +239,26 @@ class AsyncMemory(ReadMethods, JobMethods):
         evidence = tuple(dict.fromkeys([*(e for s in sources for e in s.evidence), *evidence]))
         meta = {k: v for s in reversed(sources) for k, v in s.metadata.items()}
         meta.update(metadata or {}, merged_from=ids)
-        with self.store.transaction(ns, batch=True):
-            self._unchanged(ns, sources)
-            self.index.keep(ns, rows)
-            merged = self.store.update(
-                ns, ids[0], content=text, type=type, metadata=meta, evidence=evidence, op="MERGE", actor=actor
-            )
-            for other in ids[1:]:
-                self.store.delete(ns, other, op="MERGE", actor=actor)
-        return merged
+
+        def write() -> MemoryItem:
+            with self.store.transaction(ns, batch=True):
+                self._unchanged(ns, sources)
+                self.index.keep(ns, rows)
+                merged = self.store.update(
+                    ns,
+                    ids[0],
+                    content=text,
+                    type=type,
+                    metadata=meta,
+                    evidence=evidence,
+                    op="MERGE",
+                    actor=actor,
+                )
+                for other in ids[1:]:
+                    self.store.delete(ns, other, op="MERGE", actor=actor)
+            return merged
+
+        return await asyncio.to_thread(write)
 
     async def split(
         self,
@@ -256,16 +278,22 @@ class AsyncMemory(ReadMethods, JobMethods):
         src = self.store.get(ns, memory_id)
         rows = (await self.index.embed(parts, ns))[1]
         meta = {**strip_derived(src.metadata), "split_from": src.id}
-        with self.store.transaction(ns, batch=True):
-            self._unchanged(ns, [src])
-            self.index.keep(ns, rows)
-            first = self.store.update(ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor)
-            rest = self.store.insert(
-                [NewItem(p, src.type, dict(meta), src.evidence, src.session) for p in parts[1:]],
-                ns,
-                actor=actor,
-            )
-        return [first, *rest]
+
+        def write() -> list[MemoryItem]:
+            with self.store.transaction(ns, batch=True):
+                self._unchanged(ns, [src])
+                self.index.keep(ns, rows)
+                first = self.store.update(
+                    ns, src.id, content=parts[0], metadata=meta, op="SPLIT", actor=actor
+                )
+                rest = self.store.insert(
+                    [NewItem(p, src.type, dict(meta), src.evidence, src.session) for p in parts[1:]],
+                    ns,
+                    actor=actor,
+                )
+            return [first, *rest]
+
+        return await asyncio.to_thread(write)
 
     def _unchanged(self, ns: str, items: Sequence[MemoryItem]) -> None:
         """Inside a write transaction: refuse if any of ``items`` changed since it was read (another writer
@@ -281,13 +309,13 @@ class AsyncMemory(ReadMethods, JobMethods):
     async def reset(self, *, namespace: str | None = None, user_id: str | None = None) -> int:
         """Hard-delete everything in a namespace (items, core memory, history). Not undoable."""
         ns = self.ns(namespace, user_id)
-        n = self.store.drop_namespace(ns)
+        n = await asyncio.to_thread(self.store.drop_namespace, ns)
         self.index.forget(ns)
         return n
 
     async def clone(self, src: str, dst: str, *, overwrite: bool = False) -> int:
         """Copy namespace ``src`` to ``dst`` (ids kept): how an RL episode starts from the initial memory."""
-        n = self.store.clone_namespace(src, dst, overwrite=overwrite)
+        n = await asyncio.to_thread(self.store.clone_namespace, src, dst, overwrite=overwrite)
         self.index.cloned(src, dst)
         return n
 
@@ -307,7 +335,9 @@ class AsyncMemory(ReadMethods, JobMethods):
     ) -> dict[str, Any]:
         """Import an export (text lines, dicts, or a file opened in binary mode) into ``namespace`` (default:
         the exported one), atomically; returns ``{"namespace", "items", "history", "core"}``."""
-        counts = import_namespace(self.store, lines, namespace=namespace, overwrite=overwrite)
+        counts = await asyncio.to_thread(
+            import_namespace, self.store, lines, namespace=namespace, overwrite=overwrite
+        )
         self.index.forget(counts["namespace"])
         return counts
 
@@ -320,7 +350,8 @@ class AsyncMemory(ReadMethods, JobMethods):
         def append(current: str) -> str:
             return f"{current}\n{text}" if current else text
 
-        return self.store.modify_core(self.ns(namespace), append, op="CORE_APPEND", actor=actor)
+        ns = self.ns(namespace)
+        return await asyncio.to_thread(self.store.modify_core, ns, append, op="CORE_APPEND", actor=actor)
 
     async def core_replace(
         self, old_text: str, new_text: str, *, namespace: str | None = None, actor: str | None = None
@@ -332,7 +363,9 @@ class AsyncMemory(ReadMethods, JobMethods):
                 )
             return current.replace(old_text, new_text)
 
-        return self.store.modify_core(self.ns(namespace), replace, op="CORE_REPLACE", actor=actor)
+        ns = self.ns(namespace)
+        return await asyncio.to_thread(self.store.modify_core, ns, replace, op="CORE_REPLACE", actor=actor)
 
     async def core_rewrite(self, text: str, *, namespace: str | None = None, actor: str | None = None) -> str:
-        return self.store.set_core(self.ns(namespace), text, op="CORE_REWRITE", actor=actor)
+        ns = self.ns(namespace)
+        return await asyncio.to_thread(self.store.set_core, ns, text, op="CORE_REWRITE", actor=actor)

@@ -17,6 +17,7 @@ not versioned: a search ``as_of`` a time ranks without them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -121,7 +122,7 @@ class ReadMethods:
         self, ns: str, query: str, opts: SearchOptions, at: float, query_vector: Any
     ) -> list[SearchHit]:
         """Search the state of ``ns`` at ``at``, indexed afresh in a private in-memory store."""
-        past = state_at(self.store, ns, at)
+        past = state_at(self.store, ns, at, limit=getattr(self, "max_as_of_changes", None))
         if not past:
             return []
         items = list(past.values())
@@ -161,7 +162,7 @@ class ReadMethods:
     ) -> int:
         """Attach retrieval keys (``{item id: text}``; empty text removes) to items: extra words search
         finds them by, as a separate BM25 view (``search(..., keys=WEIGHT)``; :mod:`memrl.memory.store.keys`)."""
-        return self.store.set_keys(self.ns(namespace, user_id), keys)
+        return await asyncio.to_thread(self.store.set_keys, self.ns(namespace, user_id), keys)
 
     async def get_keys(
         self, ids: Sequence[str] | None = None, *, namespace: str | None = None, user_id: str | None = None
@@ -187,7 +188,7 @@ class ReadMethods:
         self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
     ) -> list[HistoryEntry]:
         """Revert the latest change of a memory (or of the namespace); returns what was undone."""
-        return self.store.undo(self.ns(namespace, user_id), memory_id)
+        return await asyncio.to_thread(self.store.undo, self.ns(namespace, user_id), memory_id)
 
 
 def _with_item(hit: SearchHit, item: MemoryItem) -> SearchHit:

@@ -218,7 +218,8 @@ class DenseIndexes:
         of namespace ``ns`` (default: the one :func:`cache_scope` names, else the unscoped cache ``''``)."""
         scope = _SCOPE.get() if ns is None else ns
         vecs, new = await self.embed(texts, scope)
-        self.keep(scope, new)
+        if new:  # a write: off the event loop
+            await asyncio.to_thread(self.keep, scope, new)
         return vecs
 
     async def embed(self, texts: Sequence[str], ns: str) -> tuple[np.ndarray, dict[str, bytes]]:
@@ -292,7 +293,8 @@ class DenseIndexes:
             vecs = None
             if live:
                 vecs, fresh = await self._by_key([(r.vector_key, r.content) for r in live], ns)
-                self.keep(ns, fresh)
+                if fresh:  # a write: off the event loop
+                    await asyncio.to_thread(self.keep, ns, fresh)
             vi = 0
             for r in rows:
                 if r.dense:

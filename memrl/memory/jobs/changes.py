@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memrl.errors import ConflictError, NotFoundError, ValidationError
+from memrl.errors import ConflictError, NotFoundError
 from memrl.memory.jobs.table import JobTable
 from memrl.memory.records.types import MemoryItem
 from memrl.memory.store.base import NewItem, Store
@@ -92,19 +92,6 @@ def diff(store: Store, scratch: str, base: Base) -> list[dict[str, Any]]:
     return events
 
 
-def check_deletes(events: list[dict[str, Any]], base: Base, max_share: float, allowed: bool) -> None:
-    """Refuse a job deleting more than ``max_share`` of the namespace's items (at least one may always go)
-    unless ``allowed``: one instruction ("forget everything") must not empty a namespace by itself."""
-    deletes = sum(1 for e in events if e["after"] is None and e["id"] != CORE_ID)
-    limit = max(1, int(max_share * len(base.items)))
-    if deletes > limit and not allowed:
-        raise ValidationError(
-            f"the job would delete {deletes} of {len(base.items)} memories, more than the allowed share "
-            f"{max_share:g} ({limit}); nothing was changed. Resend with allow_mass_delete=true to allow it",
-            field="allow_mass_delete",
-        )
-
-
 def commit(
     store: Store,
     table: JobTable,
@@ -152,7 +139,7 @@ def commit(
                 "while the job ran; run it again"
             )
         now = {it.id: it for it in store.list(scratch)}
-        keys = []
+        keys, added = [], []
         for e in events:
             mid, op = e["id"], e["op"]
             new = now.get(mid)
@@ -160,8 +147,7 @@ def commit(
                 store.set_core(ns, e["after"], op=op or "CORE_REWRITE", actor=actor)
             elif e["before"] is None:
                 assert new is not None
-                store.insert([NewItem(new.content, new.type, new.metadata, new.evidence, new.session, mid)], ns,
-                             actor=actor)  # fmt: skip
+                added.append(NewItem(new.content, new.type, new.metadata, new.evidence, new.session, mid))
                 keys.append(new.metadata.get("vector_key") or None)
             elif new is None:
                 store.delete(ns, mid, op=op if op in ("DELETE", "MERGE") else "DELETE", actor=actor)
@@ -169,6 +155,8 @@ def commit(
                 store.update(ns, mid, content=new.content, type=new.type, metadata=new.metadata,
                              evidence=new.evidence, session=new.session, op=op or "UPDATE", actor=actor)  # fmt: skip
                 keys.append(new.metadata.get("vector_key") or None)
+        if added:  # one insert for the new items (a raw conversation adds thousands)
+            store.insert(added, ns, actor=actor)
         given = [k for k in keys if k]
         if given:  # vectors the agent gave (not embeddings of the content) move with their items
             c.execute(

@@ -7,8 +7,11 @@ table (SQLite migration 5, Postgres ``0003_jobs.sql``), so a restarted server fi
     job, created = table.create("alice", "remember", {"messages": [...]}, idempotency_key="req-1")
     table.get(job.id).status            # queued -> running -> succeeded | failed | cancelled
 
-An idempotency key is unique per namespace: creating a job again with the same key returns the first job
-(``created`` False), so a retried request never builds twice. While a job runs, the agent writes into a
+An idempotency key is unique per namespace and bound to its request: creating a job again with the same key
+and the same request (kind, namespace, dry run, body: :func:`request_hash`) returns the first job
+(``created`` False), so a retried request never builds twice; the same key with another request is refused
+(:class:`~memrl.errors.ValidationError` naming the key), as payment APIs do, instead of silently answering
+with a job that never saw the new request. While a job runs, the agent writes into a
 scratch clone of the namespace (``scratch``); the namespace itself changes once, when the job commits
 (:mod:`memrl.memory.jobs.changes`), in one history batch (``batch``) that undoes as a whole.
 """
@@ -19,147 +22,29 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from memrl.errors import ConflictError, NotFoundError, ValidationError
-
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINISHED = ("succeeded", "failed", "cancelled")
-_COLUMNS = (
-    "id, namespace, kind, status, request, idempotency_key, dry_run, scratch, batch, result, error, "
-    "created_at, started_at, finished_at, undone, owner, heartbeat_at"
+from memrl.errors import ConflictError, LimitError, NotFoundError, ValidationError
+from memrl.memory.jobs.job import (
+    _COLUMNS,
+    FINISHED,
+    STATUSES,
+    Job,
+    JobWriter,
+    QueueLimits,
+    canonical,
+    check_messages,
+    request_hash,
+    scratch_name,
 )
+from memrl.memory.records import Name, check
 
+_KEY = Name(200)
 
-@dataclass
-class Job:
-    """One job as stored. ``result`` holds ``events``, ``stats``, ``tokens`` (and ``answer`` for a read)."""
-
-    id: str
-    namespace: str
-    kind: str
-    status: str
-    request: dict[str, Any]
-    idempotency_key: str | None = None
-    dry_run: bool = False
-    scratch: str | None = None
-    batch: str | None = None
-    result: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    created_at: float = 0.0
-    started_at: float | None = None
-    finished_at: float | None = None
-    undone: bool = False
-    owner: str | None = None  # the process running it (JobTable.claim)
-    heartbeat_at: float | None = None
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        """What the job changed (or, for a dry run, would change), and what it skipped."""
-        return self.result.get("events", [])
-
-    @property
-    def finished(self) -> bool:
-        return self.status in FINISHED
-
-    @property
-    def seconds(self) -> float | None:
-        """Time from start to finish (so far, while it runs); None before it starts."""
-        if self.started_at is None:
-            return None
-        return (self.finished_at or time.time()) - self.started_at
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "namespace": self.namespace, "kind": self.kind, "status": self.status,
-            "request": self.request, "idempotency_key": self.idempotency_key, "dry_run": self.dry_run,
-            "events": self.result.get("events", []), "stats": self.result.get("stats", {}),
-            "tokens": self.result.get("tokens", {}), "answer": self.result.get("answer"),
-            "progress": self.result.get("progress"), "error": self.error, "undone": self.undone,
-            "created_at": self.created_at, "started_at": self.started_at, "finished_at": self.finished_at,
-            "seconds": self.seconds,
-        }  # fmt: skip
-
-    @classmethod
-    def from_row(cls, r: Sequence[Any]) -> Job:
-        return cls(
-            id=r[0], namespace=r[1], kind=r[2], status=r[3], request=json.loads(r[4]), idempotency_key=r[5],
-            dry_run=bool(r[6]), scratch=r[7], batch=r[8], result=json.loads(r[9]) if r[9] else {},
-            error=r[10], created_at=r[11], started_at=r[12], finished_at=r[13], undone=bool(r[14]),
-            owner=r[15], heartbeat_at=r[16],
-        )  # fmt: skip
-
-
-@runtime_checkable
-class JobWriter(Protocol):
-    """What runs agent jobs for :class:`~memrl.memory.facade.memory.AsyncMemory` (``remember``, ``maintain``,
-    ``read``): the memory layer names it, the agents layer implements it (:class:`memrl.agents.jobs.JobRunner`;
-    ``memrl.agents.jobs.job_writer("local")`` builds one from an LLM spec), and a memory is given one with
-    ``AsyncMemory(..., writer=...)``, which calls :meth:`attach` with itself."""
-
-    def attach(self, memory: Any) -> None:
-        """Run jobs on ``memory`` (called once, by the memory the writer is given to)."""
-
-    async def submit(
-        self,
-        namespace: str,
-        kind: str,
-        request: dict[str, Any],
-        *,
-        idempotency_key: str | None = None,
-        dry_run: bool = False,
-    ) -> tuple[Job, bool]:
-        """Queue a job; returns it and whether it is new (False: ``idempotency_key`` named an earlier one)."""
-        ...
-
-    async def wait(self, job_id: str, timeout: float | None = None) -> Job:
-        """The job once finished, or as it is after ``timeout`` seconds."""
-        ...
-
-    def get(self, job_id: str) -> Job: ...
-
-    async def cancel(self, job_id: str) -> Job: ...
-
-    async def undo(self, job_id: str, *, actor: str | None = None) -> Job: ...
-
-    async def close(self) -> None: ...
-
-
-_ROLE_KEYS = frozenset({"role", "content", "speaker", "timestamp"})
-
-
-def check_messages(messages: Any) -> list[dict[str, Any]]:
-    """A ``remember`` job's messages, checked: a non-empty list of ``{"role", "content", "speaker"?,
-    "timestamp"?}`` with non-empty text (what the REST API's model accepts, for the Python API and the CLI)."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
-        raise ValidationError(
-            "messages must be a non-empty list of {role, content} objects", field="messages"
-        )
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ValidationError(f"messages[{i}] is not an object", field="messages")
-        extra = set(m) - _ROLE_KEYS
-        if extra:
-            raise ValidationError(
-                f"messages[{i}]: unknown field(s) {', '.join(sorted(extra))}; allowed: role, content, speaker, "
-                "timestamp",
-                field="messages",
-            )
-        for key in ("role", "content"):
-            if not isinstance(m.get(key), str) or not m[key].strip():
-                raise ValidationError(f"messages[{i}].{key} must be non-empty text", field="messages")
-        for key in ("speaker", "timestamp"):
-            if m.get(key) is not None and not isinstance(m[key], str):
-                raise ValidationError(f"messages[{i}].{key} must be text", field="messages")
-        out.append({k: v for k, v in m.items() if v is not None})
-    return out
-
-
-def scratch_name(job_id: str) -> str:
-    """The namespace a job's agent writes into while it runs (dropped when the job ends)."""
-    return f"__job__/{job_id}"
+__all__ = [
+    "FINISHED", "STATUSES", "Job", "JobTable", "JobWriter", "QueueLimits", "check_messages", "request_hash",
+    "scratch_name",
+]  # fmt: skip
 
 
 class JobTable:
@@ -176,11 +61,21 @@ class JobTable:
         *,
         idempotency_key: str | None = None,
         dry_run: bool = False,
+        limits: QueueLimits | None = None,
     ) -> tuple[Job, bool]:
         """A new queued job, or (``created`` False) the job already holding ``idempotency_key`` in
-        ``namespace``. Checked and written in one write transaction of the namespace: two requests with
-        one key cannot both create a job."""
+        ``namespace`` for the same request (another request with that key: :class:`ValidationError`).
+        ``limits``: the namespace's queue caps (:class:`~memrl.errors.LimitError` past them). Checked and
+        written in one write transaction of the namespace: two requests with one key cannot both create a
+        job, and two requests cannot both take the queue's last place."""
         self.store._check_namespace(namespace)
+        if idempotency_key is not None:  # a name: 1-200 characters, no control characters or lone surrogates
+            idempotency_key = check("idempotency_key", idempotency_key, _KEY)
+        try:
+            body = canonical(request)
+            digest = request_hash(kind, namespace, body, dry_run)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(f"a job's request must be JSON ({e})", field="request") from None
         with self.store.transaction(namespace) as c:
             if idempotency_key is not None:
                 row = c.execute(
@@ -188,16 +83,50 @@ class JobTable:
                     (namespace, idempotency_key),
                 ).fetchone()
                 if row is not None:
-                    return Job.from_row(row), False
+                    first = Job.from_row(row)
+                    if first.hash != digest:
+                        raise ValidationError(
+                            f"Idempotency-Key {idempotency_key!r} was first sent with another request (job "
+                            f"{first.id}, {first.kind}{' dry run' if first.dry_run else ''} on {namespace!r}); a "
+                            "key stands for one request: send a new key with a new request",
+                            field="idempotency_key",
+                        )
+                    return first, False
+            if limits is not None and (limits.max_jobs is not None or limits.max_bytes is not None):
+                jobs, size = c.execute(
+                    "SELECT count(*), COALESCE(sum(length(request)), 0) FROM jobs "
+                    "WHERE namespace = ? AND status = 'queued'",
+                    (namespace,),
+                ).fetchone()
+                if limits.max_jobs is not None and jobs >= limits.max_jobs:
+                    raise LimitError(
+                        f"namespace {namespace!r} has {jobs} jobs queued, the most it may have "
+                        f"({limits.max_jobs}); retry once they ran",
+                        retry_after=5,
+                    )
+                if limits.max_bytes is not None and int(size) + len(body) > limits.max_bytes:
+                    raise LimitError(
+                        f"namespace {namespace!r} has {int(size)} bytes of requests queued; this one "
+                        f"({len(body)}) would pass the most it may hold ({limits.max_bytes}); retry once they ran",
+                        retry_after=5,
+                    )
             job = Job(uuid.uuid4().hex[:16], namespace, kind, "queued", request, idempotency_key, dry_run,
-                      created_at=time.time())  # fmt: skip
+                      created_at=time.time(), request_hash=digest)  # fmt: skip
             c.execute(
-                "INSERT INTO jobs (id, namespace, kind, status, request, idempotency_key, dry_run, created_at) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                (job.id, namespace, kind, job.status, json.dumps(request), idempotency_key, int(dry_run),
-                 job.created_at),
+                "INSERT INTO jobs (id, namespace, kind, status, request, idempotency_key, dry_run, created_at, "
+                "request_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+                (job.id, namespace, kind, job.status, body, idempotency_key, int(dry_run), job.created_at,
+                 digest),
             )  # fmt: skip
         return job, True
+
+    def by_key(self, namespace: str, idempotency_key: str) -> Job | None:
+        """The job holding ``idempotency_key`` in ``namespace``, if any."""
+        rows = self.store.read(
+            f"SELECT {_COLUMNS} FROM jobs WHERE namespace = ? AND idempotency_key = ?",
+            (namespace, idempotency_key),
+        )
+        return Job.from_row(rows[0]) if rows else None
 
     def namespace_of(self, job_id: str) -> str | None:
         """The namespace job ``job_id`` runs on, or None when there is no such job."""
@@ -321,10 +250,12 @@ class JobTable:
             )
 
     def progress(self, job_id: str, progress: dict[str, Any]) -> None:
-        """Record how far a running job got (``result.progress``)."""
+        """Record how far a running job got (``result.progress``); a finished job's record is left alone."""
         with self.store.transaction() as c:
-            row = c.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            result = json.loads(row[0]) if row and row[0] else {}
+            row = c.execute("SELECT result, status FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row[1] != "running":
+                return
+            result = json.loads(row[0]) if row[0] else {}
             c.execute(
                 "UPDATE jobs SET result = ? WHERE id = ?",
                 (json.dumps({**result, "progress": progress}), job_id),
@@ -353,13 +284,25 @@ class JobTable:
         with self.store.transaction() as c:
             c.execute("UPDATE jobs SET undone = 1 WHERE id = ?", (job_id,))
 
+    def close_unfinished(
+        self, job_id: str, status: str, *, error: str, result: dict[str, Any] | None = None
+    ) -> bool:
+        """Close job ``job_id`` with ``status`` unless it finished meanwhile, in one transaction on its
+        namespace; returns whether it closed it."""
+        ns = self.namespace_of(job_id)
+        if ns is None:
+            return False
+        with self.store.transaction(ns):
+            if self.get(job_id).finished:
+                return False
+            self.finish(job_id, status, error=error, result=result)
+        return True
+
     def cancel_unfinished(self, job: Job) -> None:
         """Mark ``job`` cancelled unless it finished meanwhile (one transaction on its namespace): a job
         queued, or run by another process whose heartbeat sees this and stops it (its commit is refused by
         :meth:`require_running`)."""
-        with self.store.transaction(job.namespace):
-            if not self.get(job.id).finished:
-                self.finish(job.id, "cancelled", error="cancelled")
+        self.close_unfinished(job.id, "cancelled", error="cancelled")
 
     def undo(self, job: Job, *, actor: str) -> None:
         """Revert every write of succeeded ``job`` (its history batch) and mark it undone, as one change."""
@@ -373,6 +316,11 @@ class JobTable:
         with self.store.transaction(job.namespace):
             self.require_running(job.id, owner)
             self.finish(job.id, "succeeded", result=result)
+
+    def running_of(self, owner: str) -> list[str]:
+        """Ids of the jobs the table says ``owner`` runs."""
+        rows = self.store.read("SELECT id FROM jobs WHERE owner = ? AND status = 'running'", (owner,))
+        return [r[0] for r in rows]
 
     def unfinished(self) -> list[Job]:
         """Jobs queued or running: after a restart, the queued ones run again and the running ones failed."""

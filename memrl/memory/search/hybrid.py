@@ -12,6 +12,7 @@ the settings measured best on LoCoMo by ``memrl eval retrieval --ablation`` (REA
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -215,7 +216,7 @@ class SearchIndex(DenseIndexes):
             raise ValidationError(f"unknown fusion {opts.fusion!r}; use rrf or convex")
         modes = tuple(dict.fromkeys(modes))
         if self.store.expiry_due(ns):  # expired items leave the namespace before it is searched
-            self.store.sweep_expired(ns)
+            await asyncio.to_thread(self.store.sweep_expired, ns)  # a write: off the event loop
         q = _Query(query)
         if any(m != "bm25" for m in modes) or opts.threshold is not None:
             q.idx = await self.sync(ns)

@@ -14,6 +14,7 @@ from memrl.memory.store.base import (
     strip_derived,
 )
 from memrl.memory.store.expiry import EXPIRES_AT, expiry_time
+from memrl.memory.store.nesting import patience
 from memrl.memory.store.past import AsOf, item_at, state_at, to_time, versions
 from memrl.memory.store.transfer import (
     ImportReader,
@@ -26,6 +27,6 @@ from memrl.memory.store.transfer import (
 
 __all__ = [
     "CONTENT_DERIVED_KEYS", "EXPIRES_AT", "AsOf", "Change", "ImportReader", "ImportRefused", "NewItem", "Store",
-    "content_hash", "export_namespace", "expiry_time", "import_namespace", "item_at", "new_id", "read_jsonl",
+    "content_hash", "export_namespace", "expiry_time", "import_namespace", "item_at", "new_id", "patience", "read_jsonl",
     "state_at", "strip_derived", "to_time", "versions", "write_jsonl",
 ]  # fmt: skip

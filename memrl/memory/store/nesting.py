@@ -1,4 +1,5 @@
-"""Nested write transactions and their batch id, written once for every back-end.
+"""Nested write transactions and their batch id, written once for every back-end; and how long a call may
+wait for a busy store (:func:`patience`).
 
 A store's ``transaction()`` may be entered again inside itself (a write that calls another write): the
 inner call joins the outer transaction. ``transaction(batch=True)`` gives every history entry written
@@ -19,6 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 
 class Nesting:
@@ -42,3 +44,26 @@ class Nesting:
             self.depth -= 1
             if opened:
                 self.batch = None
+
+
+#: A longer wait for a busy store than the store's own ``busy_timeout``, for the calls of one context
+#: (:func:`patience`); None: the store's own.
+_PATIENCE: ContextVar[float | None] = ContextVar("memrl_store_patience", default=None)
+
+
+@contextmanager
+def patience(seconds: float) -> Iterator[None]:
+    """Let the store calls made in this block (threads started from it too: ``asyncio.to_thread`` copies
+    the context) wait up to ``seconds`` for a lock another writer holds, instead of the store's
+    ``busy_timeout``: for work nobody waits on, such as an agent job writing into its scratch clone."""
+    token = _PATIENCE.set(seconds)
+    try:
+        yield
+    finally:
+        _PATIENCE.reset(token)
+
+
+def waited(default: float) -> float:
+    """How long a store call may wait for a busy store here: :func:`patience`'s, else ``default``."""
+    chosen = _PATIENCE.get()
+    return default if chosen is None else max(chosen, default)

@@ -50,12 +50,21 @@ def to_time(value: AsOf) -> float:
     raise ValidationError(f"as_of: expected a time, got {type(value).__name__}")
 
 
-def state_at(store: Any, ns: str, at: float) -> dict[str, MemoryItem]:
-    """``{id: item}`` of the items of ``ns`` that were live (not deleted) at time ``at``."""
-    rows = store.read(
-        "SELECT memory_id, new FROM history WHERE namespace = ? AND at <= ? AND memory_id != ? ORDER BY seq",
-        (ns, at, CORE_ID),
-    )
+def state_at(store: Any, ns: str, at: float, *, limit: int | None = None) -> dict[str, MemoryItem]:
+    """``{id: item}`` of the items of ``ns`` that were live (not deleted) at time ``at``. ``limit``: the
+    most history entries to replay (a bound on the work; more: :class:`ValidationError`, nothing read past
+    it)."""
+    sql = "SELECT memory_id, new FROM history WHERE namespace = ? AND at <= ? AND memory_id != ? ORDER BY seq"
+    params: tuple[Any, ...] = (ns, at, CORE_ID)
+    if limit is not None:
+        sql, params = sql + " LIMIT ?", (*params, int(limit) + 1)
+    rows = store.read(sql, params)
+    if limit is not None and len(rows) > limit:
+        raise ValidationError(
+            f"as_of: namespace {ns!r} has more than {limit} changes to replay up to that time, more than one "
+            "request may rebuild (the server's --max-as-of-changes); export the namespace and search it offline",
+            field="as_of",
+        )
     last: dict[str, Any] = {}
     for memory_id, new in rows:
         last[memory_id] = new

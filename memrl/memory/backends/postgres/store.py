@@ -39,7 +39,7 @@ from memrl.memory.backends.postgres.vectors import PgVectorIndex
 from memrl.memory.backends.urls import is_postgres_url, redact
 from memrl.memory.records.models import Filters, check
 from memrl.memory.store.base import Store
-from memrl.memory.store.nesting import Nesting
+from memrl.memory.store.nesting import Nesting, waited
 
 __all__ = ["PostgresStore", "is_postgres_url", "migrations", "redact"]
 
@@ -179,7 +179,7 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, PgStatsMixin, Store):
             return
         self._rolled_back()
         with self._errors(), self.pool.connection() as conn, conn.transaction():
-            conn.execute(f"SET LOCAL lock_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute(f"SET LOCAL lock_timeout = {int(waited(self.busy_timeout) * 1000)}")
             tx.conn, tx.locked = conn, frozenset()
             try:
                 with tx.level(batch):

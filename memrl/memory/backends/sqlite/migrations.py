@@ -204,6 +204,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memories_expiry ON memories (namespace, json_extract(metadata, '$.expires_at'))
         WHERE deleted = 0 AND json_extract(metadata, '$.expires_at') IS NOT NULL;
     """,
+    # 8: the request an idempotency key was first sent with (a hash of kind, namespace, dry run and body): the
+    # same key with another request is refused instead of answering the first job
+    # (memrl.memory.jobs.table.request_hash).
+    """
+    ALTER TABLE jobs ADD COLUMN request_hash TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,7 +21,7 @@ from memrl.memory.backends.sqlite.migrations import connect, store_error
 from memrl.memory.index.lexical import LexicalIndexes
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store
-from memrl.memory.store.nesting import Nesting
+from memrl.memory.store.nesting import Nesting, waited
 
 
 def peek_items(path: str | Path, ns: str, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -95,12 +95,15 @@ class SQLiteStore(Store):
                     r.close()
                 self._readers.clear()
 
-    def _acquire(self) -> None:
-        if not self._lock.acquire(timeout=max(self.busy_timeout, 0.001)):
+    def _acquire(self) -> float:
+        """Take the connection's lock (a writer waits for it at most its busy timeout); returns that timeout."""
+        wait = waited(self.busy_timeout)
+        if not self._lock.acquire(timeout=max(wait, 0.001)):
             raise BusyError(
                 f"{self.path} is busy with a long write of this process (an import?) for longer than the busy "
-                f"timeout ({self.busy_timeout} s); retry, or raise busy_timeout"
+                f"timeout ({wait} s); retry, or raise busy_timeout"
             )
+        return wait
 
     def _reader(self) -> sqlite3.Connection | None:
         """This thread's read-only connection to the file (None for ``:memory:``, which has one)."""
@@ -127,14 +130,20 @@ class SQLiteStore(Store):
         With ``batch=True`` every history entry written inside shares a batch id, so ``undo`` reverts
         them together.
         """
-        self._acquire()
+        wait = self._acquire()
+        patient = wait != self.busy_timeout
         try:
             outer = self._tx.depth == 0
             if outer:
                 try:
+                    if patient:  # this context waits longer for the file's write lock (patience())
+                        self._conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
                     self._conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as e:
                     raise store_error(e, self.path) from e
+                finally:
+                    if patient:
+                        self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             try:
                 with self._tx.level(batch):
                     yield self._conn

@@ -13,7 +13,9 @@ How a job runs (see :mod:`memrl.memory.jobs.changes`): its namespace is cloned i
 agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
-undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace in a
+undo reverts one batch. Before that step every change an agent wrote goes through the write check
+(:mod:`memrl.agents.write_check`): junk (repetition loops, text from nowhere) is refused, shown as a
+``refused`` event and counted in ``stats["refused"]``, never stored. Jobs of one namespace run one at a time, in order (a lock per namespace in a
 process, and an atomic claim in the store across processes: several server processes may share one store);
 jobs of different namespaces run at once. Every job is a row of the store's ``jobs`` table
 (:mod:`memrl.memory.jobs.table`) naming the process that runs it (``owner``: host, pid, a random id) and when that
@@ -37,6 +39,7 @@ from typing import Any
 
 from memrl.agents.job_kinds import KINDS, Outcome, run_kind
 from memrl.agents.job_progress import Progress
+from memrl.agents.write_check import check_events, job_source
 from memrl.config import option
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
@@ -328,13 +331,18 @@ class JobRunner:
                            "applied", result)  # fmt: skip
                 return
             events = diff(store, scratch, base)
+            refused: list[dict[str, Any]] = []
+            if not (job.kind == "remember" and job.request.get("agent") == "raw"):  # raw stores the turns
+                known = [base.core, *(it.content for it in base.items.values())]
+                events, refused = check_events(events, job_source(job.request, known))
+            result["stats"]["refused"] = len(refused)
             try:
                 check_deletes(
                     events, base, self.config.max_delete_share, bool(job.request.get("allow_mass_delete"))
                 )
                 result["progress"] = progress.done()
                 applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
-                applied["events"] = events + result["events"]
+                applied["events"] = events + refused + result["events"]
                 if job.dry_run:
                     self.table.succeed_unapplied(job, self.owner, applied)
                 else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 from memrl.agents.jobs import JobRunner
 from memrl.agents.write_check import (
     JUNK,
@@ -125,3 +124,15 @@ async def test_a_jobs_junk_is_refused_counted_and_never_stored(db_path):
         assert await memory.core(namespace="alice") == ""
     finally:
         await memory.close()
+
+
+def test_without_a_model_the_writer_remembers_raw_and_says_so(caplog):
+    from memrl.agents.jobs import LOCAL_WARNING, describe_writer, job_writer, llm_from_spec
+
+    text = describe_writer(job_writer())
+    assert "agent=raw" in text and "no capable model" in text
+    assert "with scripted" in describe_writer(job_writer(ScriptedLLM(lambda *a: "{}")))
+    with caplog.at_level("WARNING"):
+        llm_from_spec("local")  # built lazily: nothing loads here
+    assert [r.getMessage() for r in caplog.records] == [LOCAL_WARNING]
+    assert "\n" not in LOCAL_WARNING

@@ -3,7 +3,7 @@
 The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :class:`JobRunner`::
 
     runner = JobRunner(memory, llm)                        # llm: the server's choice; None = only raw remember
-    memory = AsyncMemory("m.db", writer=job_writer("local"))   # the same, given to a memory (its JobWriter)
+    memory = AsyncMemory("m.db", writer=job_writer())      # the same, given to a memory (its JobWriter)
     await runner.start()                                   # after a restart: interrupted jobs failed, queue resumed
     job, created = await runner.submit("alice", "remember", {"messages": [...]}, idempotency_key="k1")
     job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
@@ -92,15 +92,25 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: The one-line warning of an explicit ``local`` (the offline 135M model) behind the agents.
+LOCAL_WARNING = (
+    "warning: --llm local is the offline 135M model: most of what it writes is junk (the write check refuses "
+    "it); use a capable model (an OpenAI-compatible URL, openai) for remember/maintain/read"
+)
+
+
 def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
-    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: raw remember
-    only), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of ``memrl train`` or verl; ``model``
-    is the served name, a LoRA's included), a provider name (``local``, the offline model, ``openai``, ...),
+    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: no model, so
+    remember stores the turns with the ``raw`` agent), an OpenAI-compatible base URL (vLLM/SGLang serving a
+    checkpoint of ``memrl train`` or verl; ``model`` is the served name, a LoRA's included), a provider name
+    (``openai``, ...; ``local``, the offline 135M model, is an opt-in with a warning: it writes mostly junk),
     or an :class:`LLM` already built."""
     from memrl.llm import create_llm
 
-    if spec is None or spec == "none":
+    if spec is None or spec in ("none", ""):
         return None
+    if spec == "local":
+        log.warning(LOCAL_WARNING)
     if not isinstance(spec, str):
         return spec
     if spec.startswith(("http://", "https://")):
@@ -109,11 +119,22 @@ def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | Non
 
 
 def job_writer(
-    llm: str | LLM | None = "local", model: str | None = None, config: JobConfig | None = None
+    llm: str | LLM | None = None, model: str | None = None, config: JobConfig | None = None
 ) -> JobRunner:
-    """A job writer for ``AsyncMemory(..., writer=job_writer("local"))`` / ``Memory``: a :class:`JobRunner`
-    whose agents use ``llm`` (see :func:`llm_from_spec`)."""
+    """A job writer for ``AsyncMemory(..., writer=job_writer(...))`` / ``Memory``: a :class:`JobRunner`
+    whose agents use ``llm`` (see :func:`llm_from_spec`). Without one (the default) it has no model:
+    ``remember`` stores the turns as they were said (the ``raw`` agent), and maintain/read are refused."""
     return JobRunner(None, llm_from_spec(llm, model), config)
+
+
+def describe_writer(runner: JobRunner) -> str:
+    """What a server's start banner says of its agent jobs."""
+    if runner.llm is None:
+        return (
+            "agent jobs: remember stores the turns as said (agent=raw): no capable model configured "
+            "(--llm URL|openai|local)"
+        )
+    return f"agent jobs: remember/maintain/read with {getattr(runner.llm, 'name', type(runner.llm).__name__)}"
 
 
 class JobRunner:

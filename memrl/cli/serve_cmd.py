@@ -49,10 +49,11 @@ def _store(p: argparse.ArgumentParser) -> None:
 
 
 def _agents(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "local"),
-                   help="the model behind the agent jobs (remember, maintain, read): local (default, the offline "
-                   "model), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of memrl train or "
-                   "verl), another provider name, or none (remember with agent=raw only)")  # fmt: skip
+    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "none"),
+                   help="the model behind the agent jobs (remember, maintain, read): an OpenAI-compatible base URL "
+                   "(vLLM/SGLang serving a checkpoint of memrl train or verl), a provider name (openai, ...), "
+                   "local (the offline 135M model: opt-in, it writes mostly junk), or none (the default: remember "
+                   "stores the turns with agent=raw)")  # fmt: skip
     p.add_argument(
         "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
     )
@@ -65,6 +66,12 @@ def _writer(args: argparse.Namespace):  # -> JobRunner
     from memrl.agents.jobs import JobConfig, job_writer
 
     return job_writer(args.llm, args.llm_model, JobConfig(max_delete_share=args.max_delete_share))
+
+
+def _banner(writer, stream=None) -> None:
+    from memrl.agents.jobs import describe_writer
+
+    print(describe_writer(writer), file=stream or sys.stdout, flush=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -216,6 +223,7 @@ def _serve_memory(args: argparse.Namespace) -> int:
 
     tokens, limits = _tokens(args), _limits(args)
     memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))
+    _banner(memory.writer)
     app = create_app(
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
     )  # fmt: skip
@@ -228,6 +236,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from memrl.server.mcp_server import create_mcp, http_app
 
     memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))  # and so the job tools
+    _banner(memory.writer, sys.stderr)  # stdout is the stdio transport
     server = create_mcp(memory, args.namespace)
     if args.transport == "stdio":
         server.run("stdio")

@@ -53,7 +53,11 @@ class _JobRequest(pydantic.BaseModel):
 class RememberRequest(_JobRequest):
     messages: Annotated[list[Message], pydantic.Field(min_length=1, max_length=2000)]
     session_time: Annotated[str | None, pydantic.Field(None, max_length=64, description="ISO date-time")]
-    agent: Literal["membuilder", "raw"] = pydantic.Field("membuilder", description="raw: store the turns")
+    agent: Literal["membuilder", "raw"] | None = pydantic.Field(
+        None,
+        description="membuilder (the default when the server has a model) or raw (the turns as said; the "
+        "default without one)",
+    )
 
 
 class MaintainRequest(_JobRequest):

@@ -6,7 +6,7 @@ Each acts on the context's namespace only, through the memory's job writer
 runs in the background: a tool waits up to ``wait_seconds`` (default 10) and otherwise returns the job still
 queued or running, whose id ``job_status`` follows, so a client is never held for minutes.
 
-    ctx = MemoryContext(AsyncMemory(path, writer=job_writer("local")), namespace="alice", actor="mcp")
+    ctx = MemoryContext(AsyncMemory(path, writer=job_writer()), namespace="alice", actor="mcp")
     await JOB_TOOLS.call(ctx, "remember", {"messages": [{"role": "user", "content": "I moved to Lisbon"}]})
 """
 

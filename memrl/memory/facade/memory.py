@@ -15,7 +15,7 @@ Every change is recorded (``history``) and can be reverted (``undo``); deletes a
 ``versions`` of an item (:mod:`memrl.memory.facade.reads`). Namespaces (alias ``user_id``) isolate users
 and RL episodes; ``clone`` copies one.
 
-Given a job ``writer`` (``writer=job_writer("local")`` from :mod:`memrl.agents.jobs`), the agents write too:
+Given a job ``writer`` (``writer=job_writer(spec)`` from :mod:`memrl.agents.jobs`), the agents write too:
 ``remember(messages, user_id=...)`` builds memories from a conversation, ``maintain`` and ``read`` run
 MemUpdate and MemAgent (:mod:`memrl.memory.facade.writes`).
 """
@@ -47,7 +47,7 @@ class AsyncMemory(ReadMethods, JobMethods):
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
     ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
     ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
-    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``)."""
+    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer(spec)``)."""
 
     def __init__(
         self,

@@ -95,7 +95,7 @@ class Job:
 class JobWriter(Protocol):
     """What runs agent jobs for :class:`~memrl.memory.facade.memory.AsyncMemory` (``remember``, ``maintain``,
     ``read``): the memory layer names it, the agents layer implements it (:class:`memrl.agents.jobs.JobRunner`;
-    ``memrl.agents.jobs.job_writer("local")`` builds one from an LLM spec), and a memory is given one with
+    ``memrl.agents.jobs.job_writer(spec)`` builds one from an LLM spec), and a memory is given one with
     ``AsyncMemory(..., writer=...)``, which calls :meth:`attach` with itself."""
 
     def attach(self, memory: Any) -> None:

@@ -136,3 +136,34 @@ def test_without_a_model_the_writer_remembers_raw_and_says_so(caplog):
         llm_from_spec("local")  # built lazily: nothing loads here
     assert [r.getMessage() for r in caplog.records] == [LOCAL_WARNING]
     assert "\n" not in LOCAL_WARNING
+
+
+def test_serve_memory_says_at_start_who_writes(tmp_path):
+    """A real ``memrl serve memory``: no --llm, the banner says remember is raw; --llm local warns once."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMRL_LLM": ""}
+    env.pop("MEMRL_LLM")
+    for extra, want in (([], "agent=raw"), (["--llm", "local"], "with ")):
+        argv = [
+            "serve",
+            "memory",
+            "--port",
+            "0",
+            "--db",
+            str(tmp_path / "m.db"),
+            "--embedder",
+            "hashing",
+            *extra,
+        ]
+        proc = subprocess.Popen([sys.executable, "-m", "memrl.cli.main", *argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        try:
+            assert proc.stdout.readline().startswith("serving ")
+            assert want in proc.stdout.readline()
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=30)
+        assert ("warning: --llm local is the offline 135M model" in err) == bool(extra), err

@@ -45,7 +45,16 @@ from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
 from memrl.memory import AsyncMemory
 from memrl.memory.index import cache_scope
-from memrl.memory.jobs import Job, JobTable, check_deletes, commit, diff, scratch_name, start_scratch
+from memrl.memory.jobs import (
+    Job,
+    JobTable,
+    check_deletes,
+    check_messages,
+    commit,
+    diff,
+    scratch_name,
+    start_scratch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +255,8 @@ class JobRunner:
         await self.start()
         if kind not in KINDS:
             raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")
+        if kind == "remember":  # one format from every door: OpenAI's name and text parts become memrl's
+            request = {**request, "messages": check_messages(request.get("messages"))}
         job, created = self.table.create(namespace, kind, request, idempotency_key=idempotency_key,
                                          dry_run=dry_run)  # fmt: skip
         if created:

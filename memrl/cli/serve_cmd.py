@@ -68,12 +68,6 @@ def _writer(args: argparse.Namespace):  # -> JobRunner
     return job_writer(args.llm, args.llm_model, JobConfig(max_delete_share=args.max_delete_share))
 
 
-def _banner(writer, stream=None) -> None:
-    from memrl.agents.jobs import describe_writer
-
-    print(describe_writer(writer), file=stream or sys.stdout, flush=True)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run a server: llm (default), memory, mcp or reward")
     group = serve.add_subparsers(dest="server", metavar="SERVER")
@@ -196,14 +190,24 @@ def _serve_llm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(app, host: str, port: int, what: str, *, open_browser: bool = False) -> int:
-    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one)."""
+def _agents_note(memory) -> str:
+    """The banner's line about the agent jobs: which model writes, or that none does (raw)."""
+    from memrl.agents.jobs import describe_writer
+
+    return describe_writer(memory.writer)
+
+
+def _run(app, host: str, port: int, what: str, *, open_browser: bool = False, note: str = "") -> int:
+    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one), then
+    ``note``."""
     import time
 
     from memrl.server.http import ServerThread
 
     with ServerThread(app, host, port) as server:
         print(f"serving {what} at {server.base_url} (Ctrl-C to stop)", flush=True)
+        if note:
+            print(note, flush=True)
         if open_browser:
             import webbrowser
 
@@ -223,11 +227,10 @@ def _serve_memory(args: argparse.Namespace) -> int:
 
     tokens, limits = _tokens(args), _limits(args)
     memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))
-    _banner(memory.writer)
     app = create_app(
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
     )  # fmt: skip
-    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}")
+    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}", note=_agents_note(memory))
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
@@ -236,9 +239,9 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from memrl.server.mcp_server import create_mcp, http_app
 
     memory = AsyncMemory(args.db, embedder=args.embedder, writer=_writer(args))  # and so the job tools
-    _banner(memory.writer, sys.stderr)  # stdout is the stdio transport
     server = create_mcp(memory, args.namespace)
     if args.transport == "stdio":
+        print(_agents_note(memory), file=sys.stderr, flush=True)  # stdout is the transport
         server.run("stdio")
         return 0
     tokens, limits = _tokens(args), _limits(args)
@@ -247,6 +250,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         f"MCP ({args.namespace}) on /mcp",
+        note=_agents_note(memory),
     )
 
 

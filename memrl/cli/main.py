@@ -14,18 +14,8 @@ from collections.abc import Sequence
 from memrl import __version__
 from memrl.errors import MemrlError, ValidationError
 
-#: Modules that add a command group: each has ``register(subparsers)``; handlers are ``args.func(args)``.
-COMMAND_MODULES = (
-    "memrl.cli.memory_cmd",
-    "memrl.cli.agents_cmd",
-    "memrl.cli.data_cmd",
-    "memrl.cli.serve_cmd",
-    "memrl.cli.demo_cmd",
-    "memrl.cli.eval_cmd",
-    "memrl.cli.train_cmd",
-)
-#: Each command, its module and its one-line help, in the order ``memrl --help`` lists them. A call imports
-#: only its own command's module (``memrl --help`` none): the others pull in torch, pydantic models, the
+#: Each command, its module (``register(subparsers)``; handlers are ``args.func(args)``) and its one-line
+#: help, in the order ``memrl --help`` lists them. A call imports only its own command's module (``memrl --help`` none): the others pull in torch, pydantic models, the
 #: evaluation configs, seconds of imports every call would pay (bench/cli_start.py measures it).
 #: tests/test_cli_start.py checks these lines against what the modules register.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -42,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "eval": ("memrl.cli.eval_cmd", "evaluate memory: QA (default) or retrieval (no LLM)"),
     "train": ("memrl.cli.train_cmd", "train an agent with RL on this machine (local model)"),
+    "setup": ("memrl.cli.setup_cmd", "install optional parts: the offline models"),
 }
 
 

@@ -56,3 +56,18 @@ def test_a_job_page_and_its_undo_button_in_chromium(tmp_path) -> None:
         wait_text(browser, "every write of this job is reverted")
         wait_text(browser, "undone already")
         assert httpx.get(url + "/v1/namespaces/alice/memories").json()["total"] == 0
+
+
+def test_long_unbroken_words_wrap_instead_of_widening_the_page(tmp_path) -> None:
+    """A 400-letter word in a memory and in a job's events: the page stays as wide as the window."""
+    word = "Lisbon" + "x" * 400
+    msgs = [{"role": "user", "speaker": "Alice", "content": f"I moved to {word} in May."}]
+    with memory_server(tmp_path / "m.db", tokens=[]) as (url, _), chromium(tmp_path / "profile") as browser:
+        job = httpx.post(url + "/v1/namespaces/alice/remember?wait=true", json={"messages": msgs, "agent": "raw"},
+                         timeout=30).json()  # fmt: skip
+        assert job["status"] == "succeeded", job
+        for page in ("/ns/alice", f"/ns/alice/jobs/{job['id']}"):
+            browser.get(url + page)
+            wait_text(browser, "xxxxxxxx")
+            wide = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert wide <= 1, (page, wide)

@@ -72,3 +72,19 @@ def test_jobs_pages_events_and_undo_over_http(tmp_path) -> None:
         r = bob.post(f"/ns/bob/jobs/{job['id']}/undo", data={"csrf": _csrf(bob.get("/ns/bob").text)})
         assert r.status_code == 303 and "no job" in bob.get(r.headers["location"]).text
         assert "No jobs yet" in bob.get("/ns/bob/jobs").text
+
+
+def test_a_job_page_shows_the_conversation_it_was_sent(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64), writer=job_writer())
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        api = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)
+        msgs = [{"role": "user", "name": "Alice", "content": "I moved to <Lisbon>"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Lovely."}]}]  # fmt: skip
+        job = api.post(
+            "/v1/namespaces/alice/remember?wait=true", json={"messages": msgs, "dry_run": True}
+        ).json()
+        assert job["status"] == "succeeded", job
+        page = _login(server.base_url, ALICE).get(f"/ns/alice/jobs/{job['id']}").text
+        inputs = page.split('<table class="input">', 1)[1].split("</table>", 1)[0]
+        assert "<td>Alice</td><td>I moved to &lt;Lisbon&gt;</td>" in inputs  # escaped, speaker from name
+        assert "<td>assistant</td><td>Lovely.</td>" in inputs

@@ -1,5 +1,6 @@
 """The web browser's job pages: a namespace's agent jobs (remember, maintain, read) with their status, a
-job's events (what it added, updated, merged, deleted or skipped, before and after), and an undo button.
+job's input (the conversation, document or question it was sent), its events (what it added, updated, merged,
+deleted, skipped or refused, before and after), and an undo button.
 
 Undo is a POST carrying the visitor's CSRF token, like every form of the browser (:mod:`memrl.server.ui_edit`),
 and reverts exactly that job's writes through the server's job runner (``POST /v1/jobs/{id}/undo``'s
@@ -51,6 +52,25 @@ def _events(ns: str, job: Job) -> str:
     return table(["event", "memory", "type", "before", "after", "op / reason"], rows, cls="events")
 
 
+def _input(job: Job) -> str:
+    """What the job was sent: a remember's conversation, a read's document, a maintain's question."""
+    req = job.request or {}
+    if job.kind == "remember":
+        rows = [(esc(m.get("speaker") or m.get("role") or ""), esc(m.get("content") or ""), esc(m.get("timestamp") or ""))
+                for m in req.get("messages") or []]  # fmt: skip
+        when_ = (
+            f'<p class="muted">session time {esc(req["session_time"])}</p>' if req.get("session_time") else ""
+        )
+        return when_ + table(["speaker", "said", "time"], rows, cls="input")
+    if job.kind == "read":
+        doc = str(req.get("document") or "")
+        cut = f'<p class="muted">the first 5,000 of {len(doc):,} characters</p>' if len(doc) > 5000 else ""
+        return f"<pre>{esc(doc[:5000])}</pre>{cut}" + (
+            f"<p>Question: {esc(req['question'])}</p>" if req.get("question") else ""
+        )
+    return pretty({k: v for k, v in req.items()})
+
+
 def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
     """The job pages and the undo form's handler (see the module docstring). ``jobs``: the server's job
     runner (a :class:`~memrl.memory.jobs.table.JobWriter`), which undo goes through."""
@@ -90,6 +110,7 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
 <div class="card"><p><strong>{esc(job.kind)}</strong> {_status(job)} <span class="muted">created
 {esc(when(job.created_at))} · finished {esc(when(job.finished_at) or "–")} · {num(job.seconds, 1)} s</span></p>
 {error}<p>{undo}</p></div>
+<h2>Input</h2>{_input(job)}
 <h2>Events</h2>{_events(ns, job)}
 <h2>Progress, stats and tokens</h2>{pretty({k: job.result.get(k) for k in ("progress", "stats", "tokens")})}"""
             return ui.html(f"Job {job.id}", body, request, p)

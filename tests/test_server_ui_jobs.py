@@ -15,7 +15,7 @@ from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens
 from memrl.server.memory_api import create_app
-from tests.server_helpers import ALICE, BOB, TOKENS
+from tests.server_helpers import ALICE, BOB, ROOT, TOKENS
 from tests.test_history_as_of import move_to_porto
 
 
@@ -88,3 +88,12 @@ def test_a_job_page_shows_the_conversation_it_was_sent(tmp_path) -> None:
         inputs = page.split('<table class="input">', 1)[1].split("</table>", 1)[0]
         assert "<td>Alice</td><td>I moved to &lt;Lisbon&gt;</td>" in inputs  # escaped, speaker from name
         assert "<td>assistant</td><td>Lovely.</td>" in inputs
+
+
+def test_runs_is_linked_only_for_a_token_that_may_open_it(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        scoped = _login(server.base_url, ALICE)
+        assert 'href="/runs"' not in scoped.get("/").text and scoped.get("/runs").status_code == 403
+        admin = _login(server.base_url, ROOT)
+        assert 'href="/runs"' in admin.get("/").text

@@ -103,11 +103,19 @@ def num(x: Any, digits: int = 3, *, significant: bool = False) -> str:
 
 
 def page(
-    title: str, body: str, *, flash: str = "", error: str = "", user: str | None = None, logout: str = ""
+    title: str,
+    body: str,
+    *,
+    flash: str = "",
+    error: str = "",
+    user: str | None = None,
+    logout: str = "",
+    runs: bool = True,
 ) -> str:
     """A whole page. ``flash``/``error``: notes shown above the body (text, escaped here: the caller decides
     they are the server's own, never text from the request). ``logout``: the log-out form (it carries the
-    visitor's CSRF token: logging out is a POST, so no link on another site can do it)."""
+    visitor's CSRF token: logging out is a POST, so no link on another site can do it). ``runs``: the Runs
+    link (shown only to a visitor who may open runs: a token for every namespace)."""
     who = f'<span class="muted">token: {esc(user)}</span> {logout}' if user else ""
     note = (f'<p class="flash" role="status">{esc(flash)}</p>' if flash else "") + (
         f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
@@ -115,7 +123,7 @@ def page(
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)} · memrl</title>
 <style>{CSS}</style></head><body><a class="skip" href="#main">Skip to content</a>
-<header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a><a href="/runs">Runs</a>
+<header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a>{'<a href="/runs">Runs</a>' if runs else ""}
 <a href="/openapi.json">API</a></nav>{who}</header>
 <main id="main"><h1>{esc(title)}</h1>{note}{body}</main><script>{JS}</script></body></html>"""
 

@@ -97,3 +97,28 @@ def test_runs_is_linked_only_for_a_token_that_may_open_it(tmp_path) -> None:
         assert 'href="/runs"' not in scoped.get("/").text and scoped.get("/runs").status_code == 403
         admin = _login(server.base_url, ROOT)
         assert 'href="/runs"' in admin.get("/").text
+
+
+def test_the_remember_form_with_a_dry_run_then_for_real(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64), writer=job_writer())
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        c = _login(server.base_url, ALICE)
+        page = c.get("/ns/alice/jobs").text
+        assert 'action="/ns/alice/jobs/remember"' in page and 'name="dry_run"' in page
+        form = {
+            "csrf": _csrf(page),
+            "conversation": "Alice: I moved to Lisbon last month\nLovely!",
+            "dry_run": "1",
+        }
+        assert c.post("/ns/alice/jobs/remember", data={**form, "csrf": ""}).status_code == 403  # no CSRF
+        r = c.post("/ns/alice/jobs/remember", data=form)
+        assert r.status_code == 303 and "/ns/alice/jobs/" in r.headers["location"]
+        shown = c.get(r.headers["location"]).text
+        assert "the events below were not stored" in shown and "I moved to Lisbon last month" in shown
+        api = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)
+        assert api.get("/v1/namespaces/alice/memories").json()["total"] == 0
+        r = c.post("/ns/alice/jobs/remember", data={k: v for k, v in form.items() if k != "dry_run"})
+        assert "Remembered." in c.get(r.headers["location"]).text
+        job = api.get("/v1/namespaces/alice/jobs").json()[0]
+        assert api.get("/v1/namespaces/alice/memories").json()["total"] == len(job["events"]) > 0
+        assert [m.get("speaker") for m in job["request"]["messages"]] == ["Alice", None]

@@ -71,6 +71,29 @@ def _input(job: Job) -> str:
     return pretty({k: v for k, v in req.items()})
 
 
+def _remember_form(ui: Any, request: Request, ns: str) -> str:
+    token = esc(ui.csrf_field(request)["csrf"])
+    return f"""<details open><summary>Remember a conversation</summary>
+<form method="post" action="/ns/{seg(ns)}/jobs/remember" class="card">
+<input type="hidden" name="csrf" value="{token}">
+<p><label>One turn a line, <code>speaker: what was said</code><br>
+<textarea name="conversation" rows="5" cols="80" required placeholder="Alice: I moved to Lisbon last month"></textarea></label></p>
+<p><label><input type="checkbox" name="dry_run" value="1" checked> dry run: show the events, store nothing</label>
+<button class="primary">Remember</button></p></form></details>"""
+
+
+def parse_conversation(text: str) -> list[dict[str, str]]:
+    """The form's lines as messages: ``speaker: text`` (a line without a speaker is the user's)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            who, sep, said = line.partition(":")
+            named = sep and who.strip() and len(who) <= 60 and said.strip()
+            out.append({"role": "user", "speaker": who.strip(), "content": said.strip()} if named
+                       else {"role": "user", "content": line.strip()})  # fmt: skip
+    return out
+
+
 def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
     """The job pages and the undo form's handler (see the module docstring). ``jobs``: the server's job
     runner (a :class:`~memrl.memory.jobs.table.JobWriter`), which undo goes through."""
@@ -90,7 +113,30 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
                 if rows
                 else '<p class="muted">No jobs yet: POST /v1/namespaces/{ns}/remember (or maintain, read).</p>'
             )
+            if jobs is not None:
+                body = _remember_form(ui, request, ns) + body
             return ui.html(f"Jobs of {ns}", body, request, p)
+
+        return await ui.guarded(request, render)
+
+    @router.post("/ns/{ns}/jobs/remember")
+    async def remember(request: Request, ns: str) -> Any:
+        async def render(p: Principal) -> Any:
+            p.check(ns)
+            form = await ui.form(request)
+            back = f"/ns/{seg(ns)}/jobs"
+            if jobs is None:
+                return ui.back(back, error="this server runs no jobs")
+            try:
+                request_ = {"messages": parse_conversation(form.get("conversation", ""))}
+                job, _ = await jobs.submit(ns, "remember", request_, dry_run=bool(form.get("dry_run")))
+                job = await jobs.wait(job.id, 30)
+            except MemrlError as e:
+                return ui.back(back, error=str(e))
+            done = "Dry run: the events below were not stored." if job.dry_run else "Remembered."
+            return ui.back(
+                f"{back}/{seg(job.id)}", done=done if job.finished else "Queued: reload to follow it."
+            )
 
         return await ui.guarded(request, render)
 

@@ -54,6 +54,9 @@ def test_add_search_list_history_undo(capsys, tmp_path):
 def test_errors_exit_nonzero_with_a_message(capsys, tmp_path):
     db = str(tmp_path / "cli.db")
     code, _, err = run(capsys, "memory", "get", "ghost", "--db", db, "--embedder", "hashing")
+    assert code == 1 and "no memory store at" in err  # read-only: no store is created
+    run(capsys, "memory", "add", "y", "--db", db, "--embedder", "hashing")
+    code, _, err = run(capsys, "memory", "get", "ghost", "--db", db, "--embedder", "hashing")
     assert code == 1 and "'ghost' does not exist" in err
     code, _, err = run(
         capsys, "memory", "add", "x", "--metadata", "{bad", "--db", db, "--embedder", "hashing"

@@ -50,14 +50,14 @@ def test_remember_on_a_store_with_a_served_model(tmp_path, capsys, conv):
         hits = m.search("where does Alice live", namespace="alice")
         assert "Alice - Home: Lisbon" in [h.item.content for h in hits]
         assert len(m.jobs(namespace="alice")) == 2
-    # no model: MemBuilder's job fails (exit 1, nothing applied); raw stores the turns
+    # no model: MemBuilder asked for fails (exit 1, nothing applied); by default raw stores the turns
     n = Memory(db, embedder=HashingEmbedder(64))
     before = n.count(namespace="alice")
     n.close()
-    code, text, _ = run(capsys, "--messages", conv, *store, "--llm", "none")
+    code, text, _ = run(capsys, "--messages", conv, *store, "--llm", "none", "--builder", "membuilder")
     assert code == 1 and "failed" in text and "--llm" in text
-    code, job, _ = run(capsys, "--messages", conv, *store, "--llm", "none", "--builder", "raw", "--json")
-    assert code == 0 and len(job["events"]) > 0
+    code, job, _ = run(capsys, "--messages", conv, *store, "--llm", "none", "--json")
+    assert code == 0 and len(job["events"]) > 0 and job["stats"]["agent"] == "raw"
     with Memory(db, embedder=HashingEmbedder(64)) as m:
         assert m.count(namespace="alice") == before + len(job["events"])
 

@@ -38,7 +38,13 @@ class GatedModel:
             t = next(t for t in TYPES if f"is the {t.upper()} memory" in messages[0]["content"])
             if t == "core":
                 return json.dumps({"operation": "APPEND", "content": f"Alice lives in Lisbon ({label})."})
-            return json.dumps({"operations": [{"operation": "ADD", "memory": f"{t} fact from {label}"}]})
+            return json.dumps(
+                {
+                    "operations": [
+                        {"operation": "ADD", "memory": f"Alice moved to Lisbon ({t} fact from {label})"}
+                    ]
+                }
+            )
 
         llm = ScriptedLLM(reply, max_concurrency=16)
         inner = llm._chat
@@ -94,7 +100,10 @@ async def test_two_processes_never_run_two_jobs_of_a_namespace_at_once(two_proce
     # the second job saw the first one's memory: it is session 2 of alice
     assert jb.result["stats"]["session"] == 2
     contents = {m.content for m in await mem_a.list(user_id="alice")}
-    assert {"episodic fact from a", "episodic fact from b"} <= contents
+    assert {
+        "Alice moved to Lisbon (episodic fact from a)",
+        "Alice moved to Lisbon (episodic fact from b)",
+    } <= contents
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)

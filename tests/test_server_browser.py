@@ -32,7 +32,7 @@ from memrl.llm import ScriptedLLM  # noqa: E402
 from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
 from memrl.memory.facade.blocking import Memory  # noqa: E402
 from memrl.server.runs import is_wrong, load_train  # noqa: E402
-from memrl.train.loop import _report  # noqa: E402
+from memrl.train.run_report import write_report as _report  # noqa: E402
 from tests.server_helpers import ROOT, chromium, memory_server  # noqa: E402
 from tests.test_qa_eval import config, oracle, question_of  # noqa: E402
 from tests.tiny_lm import make_tiny_lm  # noqa: E402
@@ -165,7 +165,7 @@ def test_browse_search_history_and_undo(browser, site) -> None:
     assert [li.text.split()[0] for li in timeline] == ["UPDATE", "ADD"]
     assert "D1:3: Alice: I moved to Lisbon last May!" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "item")
-    undo = browser.find_element(By.XPATH, "//button[text()='Undo latest change']")
+    undo = browser.find_element(By.XPATH, "//button[text()='Undo the latest edit']")
     undo.send_keys(Keys.ENTER)  # a focused button, pressed from the keyboard
     wait_text(browser, "Undid")
     assert browser.find_element(By.ID, "content").text == "Alice moved to Lisbon in May 2023"
@@ -291,10 +291,14 @@ def test_add_edit_forms_confirmed_undo_and_small_bm25_scores(browser, tmp_path) 
         browser.find_element(By.XPATH, "//button[text()='Save']").click()
         wait_text(browser, "Saved")
         assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in July"
-        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        browser.find_element(By.XPATH, "//button[text()='Undo the latest edit']").click()
         wait_text(browser, "Undid")
         assert browser.find_element(By.ID, "content").text == "Alice flew to Lisbon in June"
-        browser.find_element(By.XPATH, "//button[text()='Undo latest change']").click()
+        undo = browser.find_element(By.XPATH, "//button[text()='Undo its creation']")
+        assert "primary" not in (
+            undo.get_attribute("class") or ""
+        )  # not the main button: it removes the memory
+        undo.click()
         wait_text(browser, "removes the memory")  # asks first: the item is still there
         with Memory(db, embedder=HashingEmbedder(128)) as m:
             assert [i.content for i in m.list(namespace="alice")][-1] == "Alice flew to Lisbon in June"

@@ -56,3 +56,32 @@ def test_a_job_page_and_its_undo_button_in_chromium(tmp_path) -> None:
         wait_text(browser, "every write of this job is reverted")
         wait_text(browser, "undone already")
         assert httpx.get(url + "/v1/namespaces/alice/memories").json()["total"] == 0
+
+
+def test_long_unbroken_words_wrap_instead_of_widening_the_page(tmp_path) -> None:
+    """A 400-letter word in a memory and in a job's events: the page stays as wide as the window."""
+    word = "Lisbon" + "x" * 400
+    msgs = [{"role": "user", "speaker": "Alice", "content": f"I moved to {word} in May."}]
+    with memory_server(tmp_path / "m.db", tokens=[]) as (url, _), chromium(tmp_path / "profile") as browser:
+        job = httpx.post(url + "/v1/namespaces/alice/remember?wait=true", json={"messages": msgs, "agent": "raw"},
+                         timeout=30).json()  # fmt: skip
+        assert job["status"] == "succeeded", job
+        for page in ("/ns/alice", f"/ns/alice/jobs/{job['id']}"):
+            browser.get(url + page)
+            wait_text(browser, "xxxxxxxx")
+            wide = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert wide <= 1, (page, wide)
+
+
+def test_the_remember_form_in_chromium(tmp_path) -> None:
+    """Type a conversation, keep the dry run ticked, send it: the job's page shows its input and events, and
+    the namespace is still empty."""
+    with memory_server(tmp_path / "m.db", tokens=[]) as (url, _), chromium(tmp_path / "profile") as browser:
+        browser.get(url + "/ns/alice/jobs")
+        browser.find_element(By.NAME, "conversation").send_keys("Alice: I moved to Lisbon last month")
+        assert browser.find_element(By.NAME, "dry_run").is_selected()
+        browser.find_element(By.XPATH, "//button[text()='Remember']").click()
+        wait_text(browser, "the events below were not stored")
+        assert browser.find_elements(By.CSS_SELECTOR, "table.input tbody tr")
+        assert browser.find_elements(By.CSS_SELECTOR, "table.events tbody tr")
+        assert httpx.get(url + "/v1/namespaces/alice/memories").json()["total"] == 0

@@ -111,7 +111,7 @@ async def test_stdio_transport(tmp_path) -> None:
             "alice",
         ],
     )
-    check(await session(Client(params)), db, "alice", job_tools=True)  # --llm local (lazy) by default
+    check(await session(Client(params)), db, "alice", job_tools=True)  # --llm none by default: raw remember
 
 
 async def test_streamable_http_transport_with_scoped_tokens(tmp_path) -> None:

@@ -15,7 +15,7 @@ from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.server.http import ServerThread, Tokens
 from memrl.server.memory_api import create_app
-from tests.server_helpers import ALICE, BOB, TOKENS
+from tests.server_helpers import ALICE, BOB, ROOT, TOKENS
 from tests.test_history_as_of import move_to_porto
 
 
@@ -72,3 +72,53 @@ def test_jobs_pages_events_and_undo_over_http(tmp_path) -> None:
         r = bob.post(f"/ns/bob/jobs/{job['id']}/undo", data={"csrf": _csrf(bob.get("/ns/bob").text)})
         assert r.status_code == 303 and "no job" in bob.get(r.headers["location"]).text
         assert "No jobs yet" in bob.get("/ns/bob/jobs").text
+
+
+def test_a_job_page_shows_the_conversation_it_was_sent(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64), writer=job_writer())
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        api = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)
+        msgs = [{"role": "user", "name": "Alice", "content": "I moved to <Lisbon>"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Lovely."}]}]  # fmt: skip
+        job = api.post(
+            "/v1/namespaces/alice/remember?wait=true", json={"messages": msgs, "dry_run": True}
+        ).json()
+        assert job["status"] == "succeeded", job
+        page = _login(server.base_url, ALICE).get(f"/ns/alice/jobs/{job['id']}").text
+        inputs = page.split('<table class="input">', 1)[1].split("</table>", 1)[0]
+        assert "<td>Alice</td><td>I moved to &lt;Lisbon&gt;</td>" in inputs  # escaped, speaker from name
+        assert "<td>assistant</td><td>Lovely.</td>" in inputs
+
+
+def test_runs_is_linked_only_for_a_token_that_may_open_it(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64))
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        scoped = _login(server.base_url, ALICE)
+        assert 'href="/runs"' not in scoped.get("/").text and scoped.get("/runs").status_code == 403
+        admin = _login(server.base_url, ROOT)
+        assert 'href="/runs"' in admin.get("/").text
+
+
+def test_the_remember_form_with_a_dry_run_then_for_real(tmp_path) -> None:
+    memory = AsyncMemory(tmp_path / "m.db", embedder=HashingEmbedder(64), writer=job_writer())
+    with ServerThread(create_app(memory, Tokens.parse(TOKENS))) as server:
+        c = _login(server.base_url, ALICE)
+        page = c.get("/ns/alice/jobs").text
+        assert 'action="/ns/alice/jobs/remember"' in page and 'name="dry_run"' in page
+        form = {
+            "csrf": _csrf(page),
+            "conversation": "Alice: I moved to Lisbon last month\nLovely!",
+            "dry_run": "1",
+        }
+        assert c.post("/ns/alice/jobs/remember", data={**form, "csrf": ""}).status_code == 403  # no CSRF
+        r = c.post("/ns/alice/jobs/remember", data=form)
+        assert r.status_code == 303 and "/ns/alice/jobs/" in r.headers["location"]
+        shown = c.get(r.headers["location"]).text
+        assert "the events below were not stored" in shown and "I moved to Lisbon last month" in shown
+        api = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)
+        assert api.get("/v1/namespaces/alice/memories").json()["total"] == 0
+        r = c.post("/ns/alice/jobs/remember", data={k: v for k, v in form.items() if k != "dry_run"})
+        assert "Remembered." in c.get(r.headers["location"]).text
+        job = api.get("/v1/namespaces/alice/jobs").json()[0]
+        assert api.get("/v1/namespaces/alice/memories").json()["total"] == len(job["events"]) > 0
+        assert [m.get("speaker") for m in job["request"]["messages"]] == ["Alice", None]

@@ -1,8 +1,8 @@
 """What each agent job does: the agents' own code (what ``memrl build``/``memrl eval`` run) on one namespace.
 
 - ``remember``: a conversation (``messages`` with role, content, optional speaker and timestamp; an optional
-  ``session_time``) becomes one session, built by MemBuilder (``agent="membuilder"``, the default) or stored
-  turn by turn by the ``raw`` builder (``agent="raw"``, no LLM).
+  ``session_time``) becomes one session, built by MemBuilder (``agent="membuilder"``, the default with a model) or
+  stored turn by turn by the ``raw`` builder (``agent="raw"``, no LLM: the default without a model).
 - ``maintain``: one MemUpdate episode over the namespace, with a tool-call budget (and an optional target
   question).
 - ``read``: MemAgent reads a document chunk by chunk; its final memory is stored as one memory; with a
@@ -77,9 +77,9 @@ async def remember(
     llm: LLM | None, memory: AsyncMemory, ns: str, request: dict[str, Any], *, session_index: int
 ) -> Outcome:
     session, speakers = session_of(request, session_index)
-    out = Outcome(stats={"agent": request.get("agent", "membuilder"), "session": session_index,
-                         "turns": len(session.turns)})  # fmt: skip
-    if request.get("agent") == "raw":
+    agent = request.get("agent") or ("raw" if llm is None else "membuilder")  # no model: the turns as said
+    out = Outcome(stats={"agent": agent, "session": session_index, "turns": len(session.turns)})  # fmt: skip
+    if agent == "raw":
         out.stats["stored"] = await store_session(memory, ns, session, RawConfig())
         return out
     if llm is None:

@@ -3,7 +3,7 @@
 The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :class:`JobRunner`::
 
     runner = JobRunner(memory, llm)                        # llm: the server's choice; None = only raw remember
-    memory = AsyncMemory("m.db", writer=job_writer("local"))   # the same, given to a memory (its JobWriter)
+    memory = AsyncMemory("m.db", writer=job_writer())      # the same, given to a memory (its JobWriter)
     await runner.start()                                   # after a restart: interrupted jobs failed, queue resumed
     job, created = await runner.submit("alice", "remember", {"messages": [...]}, idempotency_key="k1")
     job = await runner.wait(job.id, timeout=60)            # job.status, job.result["events"]
@@ -13,7 +13,9 @@ How a job runs (see :mod:`memrl.memory.jobs.changes`): its namespace is cloned i
 agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
-undo reverts one batch. Jobs of one namespace run one at a time, in order (a lock per namespace in a
+undo reverts one batch. Before that step every change an agent wrote goes through the write check
+(:mod:`memrl.agents.write_check`): junk (repetition loops, text from nowhere) is refused, shown as a
+``refused`` event and counted in ``stats["refused"]``, never stored. Jobs of one namespace run one at a time, in order (a lock per namespace in a
 process, and an atomic claim in the store across processes: several server processes may share one store);
 jobs of different namespaces run at once. Every job is a row of the store's ``jobs`` table
 (:mod:`memrl.memory.jobs.table`) naming the process that runs it (``owner``: host, pid, a random id) and when that
@@ -50,6 +52,7 @@ from memrl.agents.job_owners import Liveness
 from memrl.agents.job_progress import Progress
 from memrl.agents.job_queue import ClientQueues
 from memrl.agents.job_store import StoreWork
+from memrl.agents.write_check import check_events, job_source
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
 from memrl.memory import AsyncMemory
@@ -60,6 +63,7 @@ from memrl.memory.jobs import (
     QueueLimits,
     canonical,
     check_destruction,
+    check_messages,
     commit,
     diff,
     measure,
@@ -74,15 +78,25 @@ __all__ = ["JobConfig", "JobRunner", "job_writer", "llm_from_spec"]
 log = logging.getLogger(__name__)
 
 
+#: The one-line warning of an explicit ``local`` (the offline 135M model) behind the agents.
+LOCAL_WARNING = (
+    "warning: --llm local is the offline 135M model: most of what it writes is junk (the write check refuses "
+    "it); use a capable model (an OpenAI-compatible URL, openai) for remember/maintain/read"
+)
+
+
 def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
-    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: raw remember
-    only), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of ``memrl train`` or verl; ``model``
-    is the served name, a LoRA's included), a provider name (``local``, the offline model, ``openai``, ...),
+    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: no model, so
+    remember stores the turns with the ``raw`` agent), an OpenAI-compatible base URL (vLLM/SGLang serving a
+    checkpoint of ``memrl train`` or verl; ``model`` is the served name, a LoRA's included), a provider name
+    (``openai``, ...; ``local``, the offline 135M model, is an opt-in with a warning: it writes mostly junk),
     or an :class:`LLM` already built."""
     from memrl.llm import create_llm
 
-    if spec is None or spec == "none":
+    if spec is None or spec in ("none", ""):
         return None
+    if spec == "local":
+        log.warning(LOCAL_WARNING)
     if not isinstance(spec, str):
         return spec
     if spec.startswith(("http://", "https://")):
@@ -91,11 +105,22 @@ def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | Non
 
 
 def job_writer(
-    llm: str | LLM | None = "local", model: str | None = None, config: JobConfig | None = None
+    llm: str | LLM | None = None, model: str | None = None, config: JobConfig | None = None
 ) -> JobRunner:
-    """A job writer for ``AsyncMemory(..., writer=job_writer("local"))`` / ``Memory``: a :class:`JobRunner`
-    whose agents use ``llm`` (see :func:`llm_from_spec`)."""
+    """A job writer for ``AsyncMemory(..., writer=job_writer(...))`` / ``Memory``: a :class:`JobRunner`
+    whose agents use ``llm`` (see :func:`llm_from_spec`). Without one (the default) it has no model:
+    ``remember`` stores the turns as they were said (the ``raw`` agent), and maintain/read are refused."""
     return JobRunner(None, llm_from_spec(llm, model), config)
+
+
+def describe_writer(runner: JobRunner) -> str:
+    """What a server's start banner says of its agent jobs."""
+    if runner.llm is None:
+        return (
+            "agent jobs: remember stores the turns as said (agent=raw): no capable model configured "
+            "(--llm URL|openai|local)"
+        )
+    return f"agent jobs: remember/maintain/read with {getattr(runner.llm, 'name', type(runner.llm).__name__)}"
 
 
 class JobRunner(Liveness):
@@ -183,6 +208,8 @@ class JobRunner(Liveness):
         await self.start()
         if kind not in KINDS:
             raise ValidationError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}", field="kind")
+        if kind == "remember":  # one format from every door: OpenAI's name and text parts become memrl's
+            request = {**request, "messages": check_messages(request.get("messages"))}
         try:  # on a store thread: a request may be a megabyte of JSON
             size = await self.work.off(lambda: len(canonical(request)))
         except (TypeError, ValueError) as e:
@@ -354,6 +381,11 @@ class JobRunner(Liveness):
                                  "nothing was applied", result)  # fmt: skip
                 return
             events = await work.off(diff, store, scratch, base)
+            written: list[dict[str, Any]] = []  # changes the write check refused: shown, never stored
+            if not (job.kind == "remember" and job.request.get("agent") == "raw"):  # raw stores the turns
+                known = [base.core, *(it.content for it in base.items.values())]
+                events, written = await work.off(check_events, events, job_source(job.request, known))
+            result["stats"]["refused"] = len(written)
             destruction = await work.off(measure, events, base, self.config.destruction_budget)
             result["stats"]["destruction"] = destruction.as_dict()
             result["progress"] = progress.done(send=False)
@@ -363,11 +395,11 @@ class JobRunner(Liveness):
                 # run also shows what it would have done)
                 refused = {"event": "refused", "id": None, "type": None, "before": None, "after": None,
                            "op": None, "reason": destruction.reason(), "destruction": destruction.as_dict()}  # fmt: skip
-                result["events"] = [*(events if job.dry_run else []), refused, *result["events"]]
+                result["events"] = [*(events if job.dry_run else []), refused, *written, *result["events"]]
                 await self._fail(job.id, "failed", f"ValidationError: {destruction.reason()}", result)
                 raise
             applied = {**result, "stats": {**result["stats"], "changes": len(events)}}
-            applied["events"] = [*events, *(work.public_event(e) for e in result["events"])]
+            applied["events"] = [*events, *written, *(work.public_event(e) for e in result["events"])]
             try:
                 if job.dry_run:
                     await work.patient("end", self.table.succeed_unapplied, job, self.owner, applied)

@@ -5,8 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
+
+_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|obj|exc|ref|doc):`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")
+
+
+def plain(text: str) -> str:
+    """reST as a terminal shows it: ``code`` as code, :role:`~a.b.C` as C (or its title), ``::`` as ``:``."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+?)\s*<[^>]+>`_", r"\1", text)  # a link: its title
+    return re.sub(r"(\S)::$", r"\1:", text, flags=re.M)
+
+
+class PlainHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A description kept as written (its lines and lists) but in plain text (:func:`plain`); option help too."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
 
 
 def add_llm_args(p: argparse.ArgumentParser) -> None:

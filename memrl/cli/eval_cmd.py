@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from memrl.agents.raw import RawConfig
+from memrl.cli.common import PlainHelpFormatter
 from memrl.config import add_arguments
 from memrl.eval.qa_config import QAEvalConfig
 from memrl.eval.retrieval_config import RetrievalConfig
@@ -124,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "qa",
         help="build memory, answer the questions from it, score (the default: `memrl eval --dataset ...`)",
         description=qa_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     add_arguments(q, QAEvalConfig)
     q.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
@@ -134,7 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="RULER's synthetic tasks (needles, variable tracking, common/frequent words, qa_2) by length, "
         "read by MemAgent and full-context",
         description=ruler_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     from memrl.eval.ruler_config import RulerEvalConfig
 
@@ -147,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "judge-check",
         help="a judge's false-accept and false-reject rates on locomo-audit's stress sets and the gold answers",
         description=judge_check_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     add_arguments(jc, JudgeCheckConfig)
     jc.add_argument("--json", action="store_true", help="print only the rates JSON (no table)")
@@ -156,7 +157,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="paired differences between runs on the same questions, intervals over conversations",
         description=compare_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     cp.add_argument(
         "runs", nargs="+", metavar="RUN", help="run folders of `memrl eval` (the first is the base)"
@@ -174,7 +175,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "retrieval",
         help="evidence recall@k of search over the raw memory (dense, bm25, hybrid), no LLM",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     add_arguments(p, RetrievalConfig, skip=("raw", "k"))
     k_field = next(f for f in dataclasses.fields(RetrievalConfig) if f.name == "k")

@@ -130,9 +130,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_import)
 
 
-def _open(args: argparse.Namespace) -> Any:
-    from memrl.memory import Memory
+#: The commands that only read: on a store file that does not exist they say so and create nothing.
+_READ_ONLY = ("_search", "_list", "_get", "_history", "_export")
 
+
+def _open(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from memrl.errors import NotFoundError
+    from memrl.memory import Memory, is_postgres_url
+
+    db = str(args.db)
+    if (
+        args.func.__name__ in _READ_ONLY
+        and db != ":memory:"
+        and not is_postgres_url(db)
+        and not Path(db).exists()
+    ):
+        raise NotFoundError(
+            f"no memory store at {db} (--db): nothing to read; `memrl memory add` creates one"
+        )
     # Commands that never embed need no model: a hashing embedder keeps them instant.
     needs_model = args.func in (_add, _search, _update)
     return Memory(args.db, embedder=args.embedder if needs_model else "hashing", namespace=args.namespace)

@@ -27,14 +27,16 @@ def add_parser(mem: argparse._SubParsersAction, common: Any) -> None:
     p = mem.add_parser("remember", help="build memories from a conversation (MemBuilder, or raw turns)")
     p.add_argument("--messages", required=True, metavar="FILE.json", help="the conversation (- for stdin)")
     p.add_argument("--session-time", help="when the conversation took place (ISO date-time)")
-    p.add_argument("--builder", choices=["membuilder", "raw"], default="membuilder")
+    p.add_argument("--builder", choices=["membuilder", "raw"],
+                   help="membuilder (the default with --llm) or raw (the turns as said; the default without)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the events, change nothing")
     p.add_argument("--idempotency-key", help="a retry with the same key returns the first job")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the job")
     p.add_argument("--server", help="a memory server's URL (memrl serve memory): the job runs there")
     p.add_argument("--token", default=os.environ.get("MEMRL_TOKEN"), help="bearer token for --server")
-    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "local"),
-                   help="on a store: local (default), an OpenAI-compatible URL, a provider name, or none")  # fmt: skip
+    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "none"),
+                   help="on a store: an OpenAI-compatible URL, a provider name, local (the offline 135M model, "
+                   "opt-in: it writes mostly junk), or none (the default: --builder raw)")  # fmt: skip
     p.add_argument(
         "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
     )

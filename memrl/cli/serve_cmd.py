@@ -61,10 +61,11 @@ def _store(p: argparse.ArgumentParser) -> None:
 
 
 def _agents(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "local"),
-                   help="the model behind the agent jobs (remember, maintain, read): local (default, the offline "
-                   "model), an OpenAI-compatible base URL (vLLM/SGLang serving a checkpoint of memrl train or "
-                   "verl), another provider name, or none (remember with agent=raw only)")  # fmt: skip
+    p.add_argument("--llm", default=os.environ.get("MEMRL_LLM", "none"),
+                   help="the model behind the agent jobs (remember, maintain, read): an OpenAI-compatible base URL "
+                   "(vLLM/SGLang serving a checkpoint of memrl train or verl), a provider name (openai, ...), "
+                   "local (the offline 135M model: opt-in, it writes mostly junk), or none (the default: remember "
+                   "stores the turns with agent=raw)")  # fmt: skip
     p.add_argument(
         "--llm-model", help="model name at --llm (a LoRA's name on vLLM), or the local model's path"
     )
@@ -223,14 +224,24 @@ def _serve_llm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(app, host: str, port: int, what: str, *, open_browser: bool = False) -> int:
-    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one)."""
+def _agents_note(memory) -> str:
+    """The banner's line about the agent jobs: which model writes, or that none does (raw)."""
+    from memrl.agents.jobs import describe_writer
+
+    return describe_writer(memory.writer)
+
+
+def _run(app, host: str, port: int, what: str, *, open_browser: bool = False, note: str = "") -> int:
+    """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one), then
+    ``note``."""
     import time
 
     from memrl.server.http import ServerThread
 
     with ServerThread(app, host, port) as server:
         print(f"serving {what} at {server.base_url} (Ctrl-C to stop)", flush=True)
+        if note:
+            print(note, flush=True)
         if open_browser:
             import webbrowser
 
@@ -255,7 +266,7 @@ def _serve_memory(args: argparse.Namespace) -> int:
     app = create_app(
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
     )  # fmt: skip
-    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}")
+    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}", note=_agents_note(memory))
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
@@ -267,6 +278,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         args.db, embedder=args.embedder, writer=_writer(args), busy_timeout=args.busy_timeout
     )
     if args.transport == "stdio":
+        print(_agents_note(memory), file=sys.stderr, flush=True)  # stdout is the transport
         server = create_mcp(memory, args.namespace)
         server.run("stdio")
         return 0
@@ -280,6 +292,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         f"MCP ({args.namespace}) on /mcp",
+        note=_agents_note(memory),
     )
 
 

@@ -1,6 +1,6 @@
 """The job routes of the memory API: conversations in, memories out, through the agents, as background jobs.
 
-    POST /v1/namespaces/{ns}/remember   {"messages": [{"role", "content", "speaker"?, "timestamp"?}], "session_time"?,
+    POST /v1/namespaces/{ns}/remember   {"messages": [{"role", "content", "name"|"speaker"?, "timestamp"?}], "session_time"?,
                                          "agent": "membuilder" | "raw", "dry_run"?}      -> 202 {"id", "status", ...}
     POST /v1/namespaces/{ns}/maintain   {"max_tool_calls"?, "question"?, "allow_mass_delete"?, "dry_run"?}
     POST /v1/namespaces/{ns}/read       {"document", "question"?, "title"?, "dry_run"?}
@@ -51,11 +51,21 @@ _Key = Annotated[str | None, pydantic.Field(None, min_length=1, max_length=200),
 KeyHeader = Annotated[str | None, Header(min_length=1, max_length=200), AfterValidator(_plain_key)]
 
 
+class TextPart(pydantic.BaseModel):
+    type: Literal["text"]
+    text: Annotated[str, pydantic.Field(max_length=100_000)]
+
+
 class Message(pydantic.BaseModel):
+    """A turn, in OpenAI's chat format (``name``: the speaker; content: text or text parts) or memrl's."""
+
     model_config = pydantic.ConfigDict(extra="forbid")
     role: Annotated[str, pydantic.Field(min_length=1, max_length=50, description="user, assistant, ...")]
-    content: _Text
+    content: _Text | Annotated[list[TextPart], pydantic.Field(min_length=1, max_length=100)]
     speaker: Annotated[str | None, pydantic.Field(None, max_length=200, description="the speaker's name")]
+    name: Annotated[
+        str | None, pydantic.Field(None, max_length=200, description="the speaker (OpenAI's name)")
+    ]
     timestamp: Annotated[str | None, pydantic.Field(None, max_length=64, description="ISO date-time")]
 
 
@@ -70,7 +80,11 @@ class _JobRequest(pydantic.BaseModel):
 class RememberRequest(_JobRequest):
     messages: Annotated[list[Message], pydantic.Field(min_length=1, max_length=2000)]
     session_time: Annotated[str | None, pydantic.Field(None, max_length=64, description="ISO date-time")]
-    agent: Literal["membuilder", "raw"] = pydantic.Field("membuilder", description="raw: store the turns")
+    agent: Literal["membuilder", "raw"] | None = pydantic.Field(
+        None,
+        description="membuilder (the default when the server has a model) or raw (the turns as said; the "
+        "default without one)",
+    )
 
 
 class MaintainRequest(_JobRequest):

@@ -32,7 +32,7 @@ a:focus, button:focus, input:focus, select:focus, summary:focus { outline: 3px s
 .skip { position:absolute; left:-999px; } .skip:focus { left: 1rem; top: .5rem; background:#fff; padding:.3rem; }
 h1 { font-size: 1.4rem; margin: .4rem 0 1rem; } h2 { font-size: 1.1rem; margin: 1.4rem 0 .5rem; }
 table { border-collapse: collapse; width: 100%; background:#fff; }
-th, td { text-align:left; vertical-align: top; padding: .35rem .5rem; border-bottom: 1px solid var(--line); }
+th, td { text-align:left; vertical-align: top; padding: .35rem .5rem; border-bottom: 1px solid var(--line); overflow-wrap: anywhere; }
 th { font-size: .85rem; color: var(--muted); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .chip { display:inline-block; padding:0 .45rem; border-radius: .6rem; background: var(--chip); font-size:.8rem; }
@@ -45,7 +45,7 @@ button { font: inherit; padding: .25rem .8rem; border:1px solid var(--accent); b
 button.primary { background: var(--accent); color:#fff; }
 textarea, input[type=text], input[type=search], input[type=password], select, input[type=number] { font:inherit; padding:.25rem .4rem; border:1px solid var(--line); border-radius:.3rem; }
 input[type=search] { width: min(32rem, 100%); }
-pre { white-space: pre-wrap; background:#fff; border:1px solid var(--line); padding:.6rem; border-radius:.3rem; font-size:.85rem; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background:#fff; border:1px solid var(--line); padding:.6rem; border-radius:.3rem; font-size:.85rem; }
 .timeline { list-style:none; padding-left: 0; border-left: 3px solid var(--line); margin-left:.4rem; }
 .timeline li { margin: 0 0 .9rem 0; padding-left: .9rem; position: relative; }
 .timeline li::before { content:""; position:absolute; left:-.5rem; top:.45rem; width:.7rem; height:.7rem; border-radius:50%; background: var(--accent); }
@@ -103,11 +103,19 @@ def num(x: Any, digits: int = 3, *, significant: bool = False) -> str:
 
 
 def page(
-    title: str, body: str, *, flash: str = "", error: str = "", user: str | None = None, logout: str = ""
+    title: str,
+    body: str,
+    *,
+    flash: str = "",
+    error: str = "",
+    user: str | None = None,
+    logout: str = "",
+    runs: bool = True,
 ) -> str:
     """A whole page. ``flash``/``error``: notes shown above the body (text, escaped here: the caller decides
     they are the server's own, never text from the request). ``logout``: the log-out form (it carries the
-    visitor's CSRF token: logging out is a POST, so no link on another site can do it)."""
+    visitor's CSRF token: logging out is a POST, so no link on another site can do it). ``runs``: the Runs
+    link (shown only to a visitor who may open runs: a token for every namespace)."""
     who = f'<span class="muted">token: {esc(user)}</span> {logout}' if user else ""
     note = (f'<p class="flash" role="status">{esc(flash)}</p>' if flash else "") + (
         f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
@@ -115,7 +123,7 @@ def page(
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)} · memrl</title>
 <style>{CSS}</style></head><body><a class="skip" href="#main">Skip to content</a>
-<header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a><a href="/runs">Runs</a>
+<header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a>{'<a href="/runs">Runs</a>' if runs else ""}
 <a href="/openapi.json">API</a></nav>{who}</header>
 <main id="main"><h1>{esc(title)}</h1>{note}{body}</main><script>{JS}</script></body></html>"""
 

@@ -98,7 +98,7 @@ class UI:
         user = p.name if self.tokens.enabled else None
         logout = self.button(request, "/logout", "log out") if user else ""
         return HTMLResponse(
-            page(title, body, flash=done, error=error or note, user=user, logout=logout), status
+            page(title, body, flash=done, error=error or note, user=user, logout=logout, runs=p.admin), status
         )
 
     async def guarded(self, request: Request, render: Any) -> Any:

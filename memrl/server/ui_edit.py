@@ -57,11 +57,21 @@ def next_undo(entries: list[HistoryEntry]) -> HistoryEntry | None:
     return next((e for e in reversed(entries) if not e.undone and e.op != "UNDO"), None)
 
 
+#: What the undo button says, by the operation it reverts (anything else: "Undo latest change").
+UNDO_LABELS = {
+    "ADD": "Undo its creation", "UPDATE": "Undo the latest edit", "DELETE": "Undo the deletion",
+    "RESTORE": "Undo the restore", "MERGE": "Undo the merge", "SPLIT": "Undo the split",
+}  # fmt: skip
+
+
 def undo_button(ui: Any, request: Request, base: str, entries: list[HistoryEntry]) -> str:
+    """The item's undo button, worded for the change it reverts; the main button unless that change is the
+    item's creation (undoing it removes the memory: the page asks first)."""
     target = next_undo(entries)
     if target is None:
         return '<button class="primary" disabled>Undo latest change</button>'
-    return ui.button(request, base + "/undo", "Undo latest change", primary=True, seq=str(target.seq))
+    label = UNDO_LABELS.get(target.op, "Undo latest change")
+    return ui.button(request, base + "/undo", label, primary=target.op != "ADD", seq=str(target.seq))
 
 
 def _fields(form: dict[str, str], *, new: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The web browser's job pages: a namespace's agent jobs (remember, maintain, read) with their status, a
-job's events (what it added, updated, merged, deleted or skipped, before and after), and an undo button.
+job's input (the conversation, document or question it was sent), its events (what it added, updated, merged,
+deleted, skipped or refused, before and after), and an undo button.
 
 Undo is a POST carrying the visitor's CSRF token, like every form of the browser (:mod:`memrl.server.ui_edit`),
 and reverts exactly that job's writes through the server's job runner (``POST /v1/jobs/{id}/undo``'s
@@ -52,6 +53,48 @@ def _events(ns: str, job: Job) -> str:
     return table(["event", "memory", "type", "before", "after", "op / reason"], rows, cls="events")
 
 
+def _input(job: Job) -> str:
+    """What the job was sent: a remember's conversation, a read's document, a maintain's question."""
+    req = job.request or {}
+    if job.kind == "remember":
+        rows = [(esc(m.get("speaker") or m.get("role") or ""), esc(m.get("content") or ""), esc(m.get("timestamp") or ""))
+                for m in req.get("messages") or []]  # fmt: skip
+        when_ = (
+            f'<p class="muted">session time {esc(req["session_time"])}</p>' if req.get("session_time") else ""
+        )
+        return when_ + table(["speaker", "said", "time"], rows, cls="input")
+    if job.kind == "read":
+        doc = str(req.get("document") or "")
+        cut = f'<p class="muted">the first 5,000 of {len(doc):,} characters</p>' if len(doc) > 5000 else ""
+        return f"<pre>{esc(doc[:5000])}</pre>{cut}" + (
+            f"<p>Question: {esc(req['question'])}</p>" if req.get("question") else ""
+        )
+    return pretty({k: v for k, v in req.items()})
+
+
+def _remember_form(ui: Any, request: Request, ns: str) -> str:
+    token = esc(ui.csrf_field(request)["csrf"])
+    return f"""<details open><summary>Remember a conversation</summary>
+<form method="post" action="/ns/{seg(ns)}/jobs/remember" class="card">
+<input type="hidden" name="csrf" value="{token}">
+<p><label>One turn a line, <code>speaker: what was said</code><br>
+<textarea name="conversation" rows="5" cols="80" required placeholder="Alice: I moved to Lisbon last month"></textarea></label></p>
+<p><label><input type="checkbox" name="dry_run" value="1" checked> dry run: show the events, store nothing</label>
+<button class="primary">Remember</button></p></form></details>"""
+
+
+def parse_conversation(text: str) -> list[dict[str, str]]:
+    """The form's lines as messages: ``speaker: text`` (a line without a speaker is the user's)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            who, sep, said = line.partition(":")
+            named = sep and who.strip() and len(who) <= 60 and said.strip()
+            out.append({"role": "user", "speaker": who.strip(), "content": said.strip()} if named
+                       else {"role": "user", "content": line.strip()})  # fmt: skip
+    return out
+
+
 def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
     """The job pages and the undo form's handler (see the module docstring). ``jobs``: the server's job
     runner (a :class:`~memrl.memory.jobs.table.JobWriter`), which undo goes through."""
@@ -71,7 +114,30 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
                 if rows
                 else '<p class="muted">No jobs yet: POST /v1/namespaces/{ns}/remember (or maintain, read).</p>'
             )
+            if jobs is not None:
+                body = _remember_form(ui, request, ns) + body
             return ui.html(f"Jobs of {ns}", body, request, p)
+
+        return await ui.guarded(request, render)
+
+    @router.post("/ns/{ns}/jobs/remember")
+    async def remember(request: Request, ns: str) -> Any:
+        async def render(p: Principal) -> Any:
+            p.check(ns)
+            form = await ui.form(request)
+            back = f"/ns/{seg(ns)}/jobs"
+            if jobs is None:
+                return ui.back(back, error="this server runs no jobs")
+            try:
+                request_ = {"messages": parse_conversation(form.get("conversation", ""))}
+                job, _ = await jobs.submit(ns, "remember", request_, dry_run=bool(form.get("dry_run")))
+                job = await jobs.wait(job.id, 30)
+            except MemrlError as e:
+                return ui.back(back, error=str(e))
+            done = "Dry run: the events below were not stored." if job.dry_run else "Remembered."
+            return ui.back(
+                f"{back}/{seg(job.id)}", done=done if job.finished else "Queued: reload to follow it."
+            )
 
         return await ui.guarded(request, render)
 
@@ -91,6 +157,7 @@ def add_job_routes(router: APIRouter, ui: Any, jobs: Any) -> None:
 <div class="card"><p><strong>{esc(job.kind)}</strong> {_status(job)} <span class="muted">created
 {esc(when(job.created_at))} · finished {esc(when(job.finished_at) or "–")} · {num(job.seconds, 1)} s</span></p>
 {error}<p>{undo}</p></div>
+<h2>Input</h2>{_input(job)}
 <h2>Events</h2>{_events(ns, job)}
 <h2>Progress, stats and tokens</h2>{pretty({k: job.result.get(k) for k in ("progress", "stats", "tokens")})}"""
             return ui.html(f"Job {job.id}", body, request, p)

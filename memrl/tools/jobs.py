@@ -6,7 +6,7 @@ Each acts on the context's namespace only, through the memory's job writer
 runs in the background: a tool waits up to ``wait_seconds`` (default 10) and otherwise returns the job still
 queued or running, whose id ``job_status`` follows, so a client is never held for minutes.
 
-    ctx = MemoryContext(AsyncMemory(path, writer=job_writer("local")), namespace="alice", actor="mcp")
+    ctx = MemoryContext(AsyncMemory(path, writer=job_writer()), namespace="alice", actor="mcp")
     await JOB_TOOLS.call(ctx, "remember", {"messages": [{"role": "user", "content": "I moved to Lisbon"}]})
 """
 
@@ -28,13 +28,27 @@ WaitSeconds = Annotated[float, Field(ge=0, le=300)]
 JobId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
+class TextPart(pydantic.BaseModel):
+    """One text part of a message's content, as OpenAI's chat format has it."""
+
+    type: Literal["text"]
+    text: Annotated[str, Field(max_length=100_000)]
+
+
 class Message(pydantic.BaseModel):
-    """One turn of a conversation."""
+    """One turn of a conversation, in OpenAI's chat format (``name``: the speaker) or memrl's (``speaker``)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
     role: Annotated[str, Field(min_length=1, max_length=50, description="user, assistant, ...")]
-    content: Annotated[str, Field(min_length=1, max_length=100_000, description="what was said")]
+    content: Annotated[
+        Annotated[str, Field(min_length=1, max_length=100_000)]
+        | Annotated[list[TextPart], Field(min_length=1, max_length=100)],
+        Field(description="what was said: text, or a list of text parts"),
+    ]
     speaker: Annotated[str | None, Field(max_length=200, description="the speaker's name")] = None
+    name: Annotated[str | None, Field(max_length=200, description="the speaker's name (OpenAI's field)")] = (
+        None
+    )
     timestamp: Annotated[str | None, Field(max_length=64, description="ISO date-time")] = None
 
 
@@ -83,7 +97,7 @@ async def remember(
     ctx: MemoryContext,
     messages: Annotated[list[Message], Field(min_length=1, max_length=2000)],
     session_time: Annotated[str | None, Field(max_length=64)] = None,
-    builder: Literal["membuilder", "raw"] = "membuilder",
+    builder: Literal["membuilder", "raw"] | None = None,
     dry_run: bool = False,
     wait_seconds: WaitSeconds = 10.0,
 ) -> ToolResult:
@@ -92,7 +106,7 @@ async def remember(
     Args:
         messages: The conversation, in order.
         session_time: When the conversation took place (ISO date-time); default: the first message's timestamp.
-        builder: membuilder (an agent writes core, episodic, semantic and procedural memories) or raw (store the turns).
+        builder: membuilder (an agent writes core, episodic, semantic and procedural memories; the default with a model) or raw (store the turns; the default without).
         dry_run: Only say what would change; change nothing.
         wait_seconds: How long to wait for the job to finish (0: return the queued job at once).
     """

@@ -16,6 +16,7 @@ BM25 and fused scores, history entries with old and new snapshots).
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -34,6 +35,7 @@ from memrl.memory.records import Content as Text
 from memrl.tools.base import ToolResult, Toolset, tool
 from memrl.tools.memupdate import MemoryContext, Query, format_item
 
+log = logging.getLogger(__name__)
 SearchMode = Literal["hybrid", "dense", "bm25"]
 AsOf = Annotated[
     float | Annotated[str, Field(max_length=64)],
@@ -48,11 +50,25 @@ ExpiresAt = Annotated[
 __all__ = ["SERVICE_TOOLS", "SearchMode"]
 
 
+#: The note a result carries when a request spelled the memory type the old way.
+MEMORY_TYPE_DEPRECATED = "memory_type is deprecated: send type (the same values)"
+
+
+def _type_of(type: str | None, memory_type: str | None) -> tuple[str | None, str]:
+    """The memory type a request names (``type``; the deprecated ``memory_type`` still accepted), and the
+    note to add to the result's text (empty unless the old name was used)."""
+    if memory_type is None:
+        return type, ""
+    log.warning(MEMORY_TYPE_DEPRECATED)
+    return (type or memory_type), f" ({MEMORY_TYPE_DEPRECATED}.)"
+
+
 @tool
 async def add_memory(
     ctx: MemoryContext,
     content: Text,
-    memory_type: ItemType = DEFAULT_TYPE,
+    type: ItemType = DEFAULT_TYPE,
+    memory_type: ItemType | None = None,
     metadata: Metadata | None = None,
     evidence: Evidence | None = None,
     session: Session | None = None,
@@ -64,7 +80,8 @@ async def add_memory(
 
     Args:
         content: The text of the memory.
-        memory_type: episodic (events with dates), semantic (facts) or procedural (how-to).
+        type: episodic (events with dates), semantic (facts) or procedural (how-to).
+        memory_type: Deprecated: the old name of type.
         metadata: Extra fields stored with the memory (a JSON object), usable as search filters.
         evidence: Ids of the source turns or documents the memory comes from.
         session: The session the memory was made in.
@@ -72,11 +89,12 @@ async def add_memory(
         expires_at: When the memory leaves search (UNIX seconds or ISO 8601); kept as metadata.expires_at.
         ttl: Seconds from now after which the memory leaves search (instead of expires_at).
     """
+    mtype, note = _type_of(type if memory_type is None or type != DEFAULT_TYPE else None, memory_type)
     item = await ctx.memory.add(
-        content, namespace=ctx.namespace, type=memory_type, metadata=metadata or {}, evidence=evidence or (),
+        content, namespace=ctx.namespace, type=mtype, metadata=metadata or {}, evidence=evidence or (),
         session=session, id=memory_id, actor=ctx.actor, expires_at=expires_at, ttl=ttl,
     )  # fmt: skip
-    return ToolResult(True, f"Created memory {item.id}.", data=item.to_dict())
+    return ToolResult(True, f"Created memory {item.id}.{note}", data=item.to_dict())
 
 
 @tool
@@ -86,6 +104,8 @@ async def search_memories(
     top_k: Annotated[int, Field(ge=1, le=100)] = 10,
     mode: SearchMode = "hybrid",
     types: Annotated[list[ItemType], Field(max_length=3)] | None = None,
+    limit: Annotated[int, Field(ge=1, le=100)] | None = None,
+    type: ItemType | None = None,
     filters: Filters | None = None,
     threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None,
     as_of: AsOf | None = None,
@@ -98,6 +118,8 @@ async def search_memories(
         top_k: How many hits to return (1-100).
         mode: hybrid (dense + BM25, fused), dense or bm25.
         types: Only search memories of these types.
+        limit: mem0's name for top_k (wins when both are given).
+        type: Only search memories of this type.
         filters: Metadata conditions, key -> value (or a list of accepted values; null matches null).
         threshold: Minimum cosine similarity between query and memory (-1 to 1).
         as_of: Search the memories as they were at this time (updated and deleted ones included as they were).
@@ -106,9 +128,9 @@ async def search_memories(
     hits = await ctx.memory.search(
         query,
         namespace=ctx.namespace,
-        top_k=top_k,
+        top_k=limit or top_k,
         mode=mode,
-        types=types,
+        types=[*(types or ()), *([type] if type else [])] or None,
         filters=filters,
         threshold=threshold,
         as_of=as_of,
@@ -174,9 +196,10 @@ async def update_memory(
     ctx: MemoryContext,
     memory_id: MemoryId,
     content: Text | None = None,
-    memory_type: ItemType | None = None,
+    type: ItemType | None = None,
     metadata: Metadata | None = None,
     evidence: Evidence | None = None,
+    memory_type: ItemType | None = None,
 ) -> ToolResult:
     """Change a memory; fields not given stay as they are, and the old version is kept in its history. A
     change that changes nothing records nothing.
@@ -184,15 +207,17 @@ async def update_memory(
     Args:
         memory_id: The id of the memory to change.
         content: Its new text.
-        memory_type: Its new type.
+        type: Its new type.
         metadata: Its new metadata (replaces the old object).
         evidence: Its new evidence ids.
+        memory_type: Deprecated: the old name of type.
     """
+    mtype, note = _type_of(type, memory_type)
     item = await ctx.memory.update(
-        memory_id, content, namespace=ctx.namespace, type=memory_type, metadata=metadata, evidence=evidence,
+        memory_id, content, namespace=ctx.namespace, type=mtype, metadata=metadata, evidence=evidence,
         actor=ctx.actor,
     )  # fmt: skip
-    return ToolResult(True, f"Updated memory {item.id}.", data=item.to_dict())
+    return ToolResult(True, f"Updated memory {item.id}.{note}", data=item.to_dict())
 
 
 @tool

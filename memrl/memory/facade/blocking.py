@@ -74,6 +74,6 @@ for _name in (
     "add add_many sweep_expired update delete restore merge split get list count search set_keys get_keys history versions undo "
     "reset clone "
     "namespaces export_lines import_lines core core_append core_replace core_rewrite "
-    "remember maintain memorize read job jobs cancel_job undo_job"
+    "remember maintain memorize read job jobs cancel_job undo_job get_all delete_all"
 ).split():
     setattr(Memory, _name, _blocking(_name))

@@ -17,7 +17,7 @@ writer holds that thread for its busy timeout, never the caller's event loop. Ev
 ``versions`` of an item (:mod:`memrl.memory.facade.reads`). Namespaces (alias ``user_id``) isolate users
 and RL episodes; ``clone`` copies one.
 
-Given a job ``writer`` (``writer=job_writer("local")`` from :mod:`memrl.agents.jobs`), the agents write too:
+Given a job ``writer`` (``writer=job_writer(spec)`` from :mod:`memrl.agents.jobs`), the agents write too:
 ``remember(messages, user_id=...)`` builds memories from a conversation, ``maintain`` and ``read`` run
 MemUpdate and MemAgent (:mod:`memrl.memory.facade.writes`).
 """
@@ -33,6 +33,7 @@ from memrl.errors import StoreError, ValidationError
 from memrl.memory.backends import is_postgres_url, open_store
 from memrl.memory.embedders.base import Embedder
 from memrl.memory.embedders.providers import create_embedder
+from memrl.memory.facade.mem0 import Mem0Methods
 from memrl.memory.facade.reads import ReadMethods
 from memrl.memory.facade.writes import JobMethods
 from memrl.memory.jobs.table import JobWriter
@@ -45,12 +46,12 @@ from memrl.memory.store.transfer import export_namespace, import_namespace
 T = TypeVar("T")
 
 
-class AsyncMemory(ReadMethods, JobMethods):
+class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
     """Long-term memory over one store (a SQLite file, or Postgres by URL), with hybrid search. See the module
     docstring. ``dense_backend``: ``auto`` (pgvector on Postgres; on SQLite exact below
     ``DenseIndexes.ANN_MIN`` vectors in a namespace, an HNSW graph above), ``numpy``, ``faiss``, ``ann`` or
     ``pgvector``. ``writer``: what runs ``remember``/``maintain``/``read`` (a
-    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer("local")``).
+    :class:`~memrl.memory.jobs.table.JobWriter`, e.g. ``memrl.agents.jobs.job_writer(spec)``).
     ``max_as_of_changes``: the most history entries a search ``as_of`` a time may replay (None: no bound;
     a server sets one)."""
 
@@ -95,11 +96,11 @@ class AsyncMemory(ReadMethods, JobMethods):
     # ------------------------------------------------------------------ write
     async def add(
         self,
-        content: str,
+        content: str | Sequence[dict[str, Any]],
         *,
         namespace: str | None = None,
         user_id: str | None = None,
-        type: MemoryType | str = MemoryType.SEMANTIC,
+        type: MemoryType | str | None = None,
         metadata: dict[str, Any] | None = None,
         evidence: Sequence[str] = (),
         session: str | None = None,
@@ -107,10 +108,19 @@ class AsyncMemory(ReadMethods, JobMethods):
         actor: str | None = None,
         expires_at: Any = None,
         ttl: float | None = None,
-    ) -> MemoryItem:
-        """Store one memory and return it (with its new id). ``expires_at`` (seconds since the epoch, a
-        datetime or an ISO 8601 time) or ``ttl`` (seconds from now): the memory leaves search then
-        (:mod:`memrl.memory.store.expiry`; kept as ``metadata["expires_at"]``)."""
+        infer: bool | None = None,
+    ) -> Any:
+        """Store one memory and return it (with its new id; ``type`` defaults to semantic). ``expires_at``
+        (seconds since the epoch, a datetime or an ISO 8601 time) or ``ttl`` (seconds from now): the memory
+        leaves search then (:mod:`memrl.memory.store.expiry`; kept as ``metadata["expires_at"]``).
+
+        ``content`` a list of chat messages, as mem0 takes them (:mod:`memrl.memory.facade.mem0`): each is
+        stored as an episodic turn (the list of items comes back), or ``remember`` runs on them (its job comes
+        back) with ``infer=True`` or, by default, when the memory has a job writer."""
+        if not isinstance(content, (str, bytes)) and isinstance(content, Sequence):
+            return await self._add_messages(content, namespace=namespace, user_id=user_id, type=type,
+                                            metadata=metadata, session=session, actor=actor, infer=infer)  # fmt: skip
+        type = MemoryType.SEMANTIC if type is None else type
         meta = {} if metadata is None else metadata
         when = expiry_time(expires_at, ttl)
         if when is not None:  # a bad ``metadata`` is the store's to reject (it says why)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memrl.memory.backends import open_store
+from memrl.memory.facade.mem0 import types_of
 from memrl.memory.records.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
 from memrl.memory.search.hybrid import SearchIndex, SearchMode, SearchOptions
 from memrl.memory.store.base import NewItem
@@ -66,10 +67,11 @@ class ReadMethods:
         offset: int = 0,
         newest_first: bool = False,
         include_deleted: bool = False,
+        type: MemoryType | str | None = None,
     ) -> list[MemoryItem]:
         return self.store.list(
             self.ns(namespace, user_id),
-            types=types,
+            types=types_of(type, types),
             limit=limit,
             offset=offset,
             newest_first=newest_first,
@@ -98,14 +100,28 @@ class ReadMethods:
         mode: SearchMode = "hybrid",
         query_vector: Any = None,
         as_of: AsOf | None = None,
+        limit: int | None = None,
+        type: MemoryType | str | None = None,
         **options: Any,
     ) -> list[SearchHit]:
-        """Best ``top_k`` memories for ``query``. ``mode``: hybrid (default), dense or bm25.
+        """Best ``top_k`` memories for ``query`` (``limit``: mem0's name for it). ``mode``: hybrid (default),
+        dense or bm25.
 
-        ``types`` and ``filters`` (metadata key -> value, or list of values) restrict the candidates;
-        ``threshold`` is a minimum cosine similarity. Extra ``options`` go to :class:`SearchOptions`.
-        ``as_of`` a time: search the namespace as it was then (see the module docstring for the cost).
+        ``type`` (one) or ``types`` and ``filters`` (metadata key -> value, or list of values) restrict the
+        candidates; ``threshold`` is a minimum cosine similarity of query and memory, whatever the mode.
+        Extra ``options`` go to :class:`SearchOptions`. ``as_of`` a time: search the namespace as it was then
+        (see the module docstring for the cost).
+
+        A hit's ``score`` depends on the mode: ``dense``, the cosine similarity (-1 to 1); ``bm25``, the BM25
+        weight (0 and up, unbounded: it grows with rare query words); ``hybrid``, the fused score (the two
+        lists' scores combined by weight, see :class:`SearchOptions`). Query priors (a named speaker, a
+        date) add to it in every mode, so a score may exceed 1: compare scores within one search only, and
+        filter with ``threshold`` (always a cosine). Each hit also carries ``dense_score`` (the cosine) and
+        ``bm25_score`` where the mode computed them.
         """
+        if limit is not None:
+            top_k = limit
+        types = types_of(type, types)
         self.store.check_text(query, "query")
         parsed_types = None
         if types:

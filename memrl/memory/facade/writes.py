@@ -6,7 +6,8 @@ it was given, usually :class:`memrl.agents.jobs.JobRunner`::
     from memrl import AsyncMemory
     from memrl.agents.jobs import job_writer
 
-    m = AsyncMemory("memories.db", writer=job_writer("local"))   # or an OpenAI-compatible URL, or an LLM
+    m = AsyncMemory("memories.db", writer=job_writer("http://localhost:8000/v1"))  # a capable model; job_writer():
+                                                                # none, remember stores the turns (raw)
     job = await m.remember([{"role": "user", "content": "I moved to Lisbon"}], user_id="alice")
     job.status, job.events                                      # "succeeded", [{"event": "added", ...}]
     await m.undo_job(job.id)                                    # exactly that job's writes
@@ -28,9 +29,10 @@ from memrl.memory.jobs.table import Job, JobTable, JobWriter, check_messages
 
 _NO_WRITER = (
     "this memory has no job writer, so it cannot run agents ({what}). Pass one: "
-    "AsyncMemory(path, writer=job_writer('local')) with `from memrl.agents.jobs import job_writer` "
-    "(the spec: 'local' for the offline model, an OpenAI-compatible URL such as 'http://localhost:8000/v1', "
-    "or an LLM instance; job_writer(None) remembers with builder='raw' only)"
+    "AsyncMemory(path, writer=job_writer(...)) with `from memrl.agents.jobs import job_writer` "
+    "(the spec: an OpenAI-compatible URL such as 'http://localhost:8000/v1', a provider such as 'openai', "
+    "or an LLM instance; job_writer() with none remembers with builder='raw' only; 'local', the offline 135M "
+    "model, is an opt-in that writes mostly junk)"
 )
 BUILDERS = ("membuilder", "raw")
 
@@ -73,17 +75,18 @@ class JobMethods:
         namespace: str | None = None,
         user_id: str | None = None,
         session_time: str | datetime | None = None,
-        builder: str = "membuilder",
+        builder: str | None = None,
         dry_run: bool = False,
         wait: bool = True,
         timeout: float | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
         """Build memory from a conversation (``messages``: ``{"role", "content", "speaker"?, "timestamp"?}``)
-        as one session: MemBuilder writes core, episodic, semantic and procedural memories (``builder="raw"``
-        stores the turns, no LLM). ``dry_run``: the events only, nothing applied. ``idempotency_key``: a
+        as one session: MemBuilder writes core, episodic, semantic and procedural memories (the default when
+        the writer has a model), or ``builder="raw"`` stores the turns, no LLM (the default without one).
+        Every write an agent makes passes the write check first (:mod:`memrl.agents.write_check`). ``dry_run``: the events only, nothing applied. ``idempotency_key``: a
         retry with the same key returns the first job instead of building twice."""
-        if builder not in BUILDERS:
+        if builder is not None and builder not in BUILDERS:
             raise ValidationError(
                 f"builder must be one of {', '.join(BUILDERS)}, got {builder!r}", field="builder"
             )

@@ -115,7 +115,7 @@ class Job:
 class JobWriter(Protocol):
     """What runs agent jobs for :class:`~memrl.memory.facade.memory.AsyncMemory` (``remember``, ``maintain``,
     ``read``): the memory layer names it, the agents layer implements it (:class:`memrl.agents.jobs.JobRunner`;
-    ``memrl.agents.jobs.job_writer("local")`` builds one from an LLM spec), and a memory is given one with
+    ``memrl.agents.jobs.job_writer(spec)`` builds one from an LLM spec), and a memory is given one with
     ``AsyncMemory(..., writer=...)``, which calls :meth:`attach` with itself."""
 
     def attach(self, memory: Any) -> None:
@@ -146,12 +146,35 @@ class JobWriter(Protocol):
     async def close(self) -> None: ...
 
 
-_ROLE_KEYS = frozenset({"role", "content", "speaker", "timestamp"})
+_ROLE_KEYS = frozenset({"role", "content", "speaker", "name", "timestamp"})
+
+
+def _text_of(content: Any, i: int) -> Any:
+    """A message's content as text: OpenAI's list of text parts (``[{"type": "text", "text": ...}]``) joined
+    by newlines; anything else is returned as it is (and checked by the caller)."""
+    if not isinstance(content, list):
+        return content
+    texts = []
+    for j, part in enumerate(content):
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise ValidationError(
+                f"messages[{i}].content[{j}]: only text parts are remembered ({{'type': 'text', 'text': ...}}), "
+                f"got {kind!r}",
+                field="messages",
+            )
+    return "\n".join(texts)
 
 
 def check_messages(messages: Any) -> list[dict[str, Any]]:
-    """A ``remember`` job's messages, checked: a non-empty list of ``{"role", "content", "speaker"?,
-    "timestamp"?}`` with non-empty text (what the REST API's model accepts, for the Python API and the CLI)."""
+    """A ``remember`` job's messages, checked and normalised: a non-empty list of ``{"role", "content",
+    "speaker"?, "timestamp"?}`` with non-empty text. OpenAI's chat format is accepted as it is: ``name`` is
+    the speaker, and ``content`` may be a list of text parts (joined). Used by the Python API, the CLI, the
+    REST API and the MCP tools alike."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
         raise ValidationError(
             "messages must be a non-empty list of {role, content} objects", field="messages"
@@ -163,10 +186,14 @@ def check_messages(messages: Any) -> list[dict[str, Any]]:
         extra = set(m) - _ROLE_KEYS
         if extra:
             raise ValidationError(
-                f"messages[{i}]: unknown field(s) {', '.join(sorted(extra))}; allowed: role, content, speaker, "
-                "timestamp",
+                f"messages[{i}]: unknown field(s) {', '.join(sorted(extra))}; allowed: role, content, speaker "
+                "(or name, as OpenAI's format has it), timestamp",
                 field="messages",
             )
+        m = {**m, "content": _text_of(m.get("content"), i)}
+        name = m.pop("name", None)
+        if name is not None and m.get("speaker") is None:
+            m["speaker"] = name
         for key in ("role", "content"):
             if not isinstance(m.get(key), str) or not m[key].strip():
                 raise ValidationError(f"messages[{i}].{key} must be non-empty text", field="messages")

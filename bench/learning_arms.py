@@ -268,29 +268,39 @@ def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def table(folders: list[Path]) -> str:
-    """One row per run (paired with the untrained run on the same split: item-bootstrap interval of the
-    difference), then per arm and split the seeds' mean and the seed-averaged paired difference."""
+    """One row per run, paired by item id with the untrained run on the same split (which may hold more
+    items: generated items depend on their index only, so its first n are a shorter run's n): the
+    untrained score on the same items and the item-bootstrap interval of the difference; then per arm and
+    split the seeds' mean and the seed-averaged paired difference; the rules on the trained runs' items."""
     from memrl.eval.stats import bootstrap_ci, paired_difference
 
     runs = [_load(f) for f in folders]
-    base = {r["eval_split"]: [p["score"] for p in ps] for r, ps in runs if r["arm"] == "untrained"}
-    lines = ["| arm | split | seed | score (95% CI) | minus untrained (95% CI) | needle in memory | rollouts | steps | training run's wall s | its CPU s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    groups: dict[tuple[str, str], list[list[float]]] = {}
+    base = {r["eval_split"]: {p["id"]: p["score"] for p in ps} for r, ps in runs if r["arm"] == "untrained"}
+    lines = ["| arm | split | seed | items | score (95% CI) | untrained, same items | minus untrained (95% CI) | "
+             "needle in memory | rollouts | steps | training run's wall s | its CPU s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    groups: dict[tuple[str, str], list[dict[str, float]]] = {}
+    rules: dict[str, dict[str, float]] = {}
     for (r, ps), folder in zip(runs, folders, strict=True):
-        s = [p["score"] for p in ps]
-        m, lo, hi = bootstrap_ci([100 * x for x in s])
-        d = "-"
-        if r["arm"] != "untrained" and r["eval_split"] in base:
-            pd = paired_difference(base[r["eval_split"]], s, scale=100)
+        s = {p["id"]: p["score"] for p in ps}
+        m, lo, hi = bootstrap_ci([100 * x for x in s.values()])
+        d, u = "-", "-"
+        ref = base.get(r["eval_split"], {})
+        if r["arm"] != "untrained" and ref and set(s) <= set(ref):
+            ids = list(s)
+            pd = paired_difference([ref[i] for i in ids], [s[i] for i in ids], scale=100)
             d = f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f})"
+            u = f"{100 * sum(ref[i] for i in ids) / len(ids):.1f}"
             groups.setdefault((r["arm"], r["eval_split"]), []).append(s)
+            rules[r["eval_split"]] = {
+                k: 100 * sum(p["rules"][k] for p in ps) / len(ps) for k in ps[0]["rules"]
+            }
         spent = (
             r.get("trained", {}) if "from_run" in r.get("trained", {}) else r
         )  # a loaded policy: its training's
-        lines.append(f"| {r['arm']} (`{folder.name}`) | {r['eval_split']} | {r['seed']} | {m:.1f} ({lo:.1f}..{hi:.1f}) | {d} | "
-                     f"{r['needle_in_memory']:.1f} | {r['rollouts']} | {r['steps']} | {spent['wall_s']:.0f} | {spent['cpu_s']:.0f} |")  # fmt: skip
-    rules = {r["eval_split"]: r["rules"] for r, _ in runs}
+        lines.append(f"| {r['arm']} (`{folder.name}`) | {r['eval_split']} | {r['seed']} | {len(s)} | {m:.1f} ({lo:.1f}..{hi:.1f}) | "
+                     f"{u} | {d} | {r['needle_in_memory']:.1f} | {r['rollouts']} | {r['steps']} | {spent['wall_s']:.0f} | "
+                     f"{spent['cpu_s']:.0f} |")  # fmt: skip
     for split, rs in rules.items():
         lines.append(
             f"\nRules on the same {split} items: " + ", ".join(f"{k} {v:.1f}" for k, v in rs.items())
@@ -300,8 +310,9 @@ def table(folders: list[Path]) -> str:
         lines += ["", "| arm | split | seeds | mean score | seed-averaged minus untrained (95% CI, items resampled) |",
                   "|---|---|---:|---:|---:|"]  # fmt: skip
         for (arm, split), seeds in multi.items():
-            avg = [sum(col) / len(col) for col in zip(*seeds, strict=True)]
-            pd = paired_difference(base[split], avg, scale=100)
+            ids = [i for i in seeds[0] if all(i in x for x in seeds)]
+            avg = [sum(x[i] for x in seeds) / len(seeds) for i in ids]
+            pd = paired_difference([base[split][i] for i in ids], avg, scale=100)
             lines.append(f"| {arm} | {split} | {len(seeds)} | {100 * sum(avg) / len(avg):.1f} | "
                          f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |")  # fmt: skip
     return "\n".join(lines)

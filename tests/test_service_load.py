@@ -131,7 +131,8 @@ def test_a_noisy_tenant_cannot_stall_health_or_another_tenant(db_path):
     assert polls.count(202) <= 8 and polls.count(429) >= 32, polls  # 8 waits per token
     queued = [j for j in jobs if j["status"] == "queued"]
     # 8 MB of requests a namespace may have queued (not 20 jobs of 0.9 MB held in memory)
-    assert 1 <= len(queued) <= 9 and [s for s, _, _ in results["queue"]].count(429) >= 11, results["queue"]
+    # how many got in before the in-flight cap is a race (on a loaded machine none may): the bound is what counts
+    assert len(queued) <= 9 and [s for s, _, _ in results["queue"]].count(429) >= 11, results["queue"]
     assert [s for s, _, _ in results["as_of"]] == [200] * 3, results["as_of"]
     assert results["raw"][0][0] == 200 and '"succeeded"' in results["raw"][0][2], results["raw"]
 

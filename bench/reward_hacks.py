@@ -5,7 +5,8 @@
 
 Every reward memrl trains with (the training answer rewards, MemAgent's boxed match, verl's compute_score,
 the reward server, MemUpdate's reward, MemBuilder's ADRPO per agent) is computed for each fixed policy of
-:mod:`memrl.eval.redteam` on LoCoMo's training conversations; then the search
+:mod:`memrl.eval.redteam` on LoCoMo's training conversations (``read``'s value-set reward on generated
+niah_multivalue items, :mod:`memrl.eval.redteam.values`); then the search
 (:mod:`memrl.eval.redteam.search`) explores compositions of edits per family, starting from the cheats an
 outside red team found (the regressions). Prints a markdown table of the fixed policies' mean rewards
 (``!`` marks a cheat that reaches the honest policy, or earns a positive mean on a delta reward), then one
@@ -36,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-path", help="LoCoMo file or folder (default: $MEMRL_DATA_DIR)")
     p.add_argument("--markdown", help="also write the table to this file")
-    p.add_argument("--parts", default="answers,update,build,search", help="which rewards to red-team "
-                   "(search: the search over compositions of edits, memrl.eval.redteam.search)")  # fmt: skip
+    p.add_argument("--parts", default="answers,values,update,build,search", help="which rewards to red-team "
+                   "(values: read's value-set reward on niah_multivalue items; search: the search over "
+                   "compositions of edits, memrl.eval.redteam.search)")  # fmt: skip
+    p.add_argument("--value-items", type=int, default=24, help="values: generated niah_multivalue items")
     p.add_argument("--search-budget", type=int, default=150, help="search: evaluations per family")
     p.add_argument(
         "--search-per-category", type=int, default=15, help="search: answer questions per category"
@@ -88,6 +91,15 @@ async def run(args: argparse.Namespace) -> dict:
             print(
                 f"answers: {len(answer_items)} questions ({time.perf_counter() - t0:.0f} s)", file=sys.stderr
             )
+        n_value_items = 0
+        if "values" in parts:
+            from memrl.eval.redteam.values import multivalue_items, score_value_sets
+
+            value_items = multivalue_items(args.value_items, seed=args.seed)
+            n_value_items = len(value_items)
+            table.merge(score_value_sets(value_items))
+            print(f"values: {n_value_items} niah_multivalue items ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr)  # fmt: skip
         update_items = (
             pick_questions(convs, args.update_questions, args.seed + 1) if "update" in parts else []
         )
@@ -127,6 +139,7 @@ async def run(args: argparse.Namespace) -> dict:
         "failures": table.failures,
         "n_answer_questions": len(answer_items),
         "n_update_episodes_per_policy": len(update_items),
+        "n_value_items": n_value_items,
         "conversations": [c.id for c in convs],
         "embedder": args.embedder,
         "wall_time_s": round(time.perf_counter() - t0, 1),

@@ -239,3 +239,26 @@ def test_the_frequent_answers_answer_decoys_as_often_as_the_sessions_questions(l
                 }
                 decoys[seed] += sum(normalize_answer(d.answer) in guesses for d in ds)
     assert own >= 10 and min(decoys) >= own, (own, decoys)
+
+
+def test_value_set_reward_resists_every_cheat_on_generated_multivalue_items():
+    """read's value-set reward: no fixed policy reaches the honest list (repeats, padding, every number in
+    the document, values outside the box); RULER's substring metric and the single-value boxed match,
+    shown beside it, are flagged by nothing only because they are report-only: both pay a cheat."""
+    from memrl.eval.redteam.values import BOXED_MATCH, RULER_METRIC, multivalue_items, score_value_sets
+
+    essays = " ".join(
+        f"Essay sentence {i} is about startups and has the year 19{i % 90 + 10} in it." for i in range(300)
+    )
+    items = multivalue_items(6, seed=3, tokens=800, essays=essays)
+    table = score_value_sets(items)
+    means = table.means()
+    assert verdict(table) == []
+    assert means["values"][HONEST] == 1.0 and means["values"]["half the values"] == 0.5
+    assert (
+        means["values"]["one value repeated"]
+        < means["values"]["one value"]
+        < means["values"]["half the values"]
+    )
+    assert means[RULER_METRIC]["every number in the document"] == 1.0  # why RULER's metric is not the reward
+    assert means[BOXED_MATCH]["one value"] == 1.0 > means[BOXED_MATCH][HONEST]

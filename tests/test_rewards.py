@@ -6,6 +6,8 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memrl.errors import ConfigError
 from memrl.rewards import (
@@ -489,3 +491,47 @@ def test_short_sub_em_needs_one_short_answer_holding_the_whole_gold():
     assert answer_reward("sub_em", "in Paris", ["Paris"]) == 1.0
     with pytest.raises(ValueError, match="unknown answer reward"):
         answer_reward("bleu", "x", ["x"])
+
+
+# --- read's value-set reward (tasks asking for several values, e.g. niah_multivalue) -------------------------
+
+VALUE_GOLDS = ["3091054", "4495418", "9031354", "5546449"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("so \\boxed{3091054, 4495418, 9031354, 5546449}", 1.0),
+        ("\\boxed{5546449; 9031354 and 4495418\n3091054}", 1.0),  # order and separators do not matter
+        ("\\boxed{3091054, 4495418}", 0.5),
+        ("\\boxed{3091054, 3091054, 3091054, 3091054}", 0.0625),  # one value repeated is one value
+        ("\\boxed{3091054, 4495418, 9031354, 5546449, 1111111}", 0.8),  # a wrong value costs precision
+        ("\\boxed{3091054449541890313545546449}", 0.0),  # glued: no value named
+        ("3091054, 4495418, 9031354, 5546449", 0.0),  # no box
+        ("\\boxed{}", 0.0),
+    ],
+)
+def test_value_set_reward(reply, expected):
+    from memrl.rewards import value_set_reward
+
+    assert value_set_reward(reply, VALUE_GOLDS) == pytest.approx(expected)
+
+
+def test_value_set_reward_keeps_multi_word_values_whole():
+    from memrl.rewards.memagent import value_parts, value_set_reward
+
+    assert value_parts("New York, Paris", ["new york", "paris"]) == ["newyork", "paris"]
+    assert value_set_reward("\\boxed{New York and Paris}", ["new york", "paris"]) == 1.0
+
+
+@given(st.lists(st.sampled_from(VALUE_GOLDS + ["1111111", "2222222", "77"]), min_size=1, max_size=12))
+def test_no_value_list_pays_more_than_the_honest_list_of_the_golds_it_names(parts):
+    """Padding, repeats and order never raise the reward above listing the golds it names once each; it
+    reaches 1.0 only for exactly the gold set."""
+    from memrl.rewards import value_set_reward
+
+    named = sorted(set(parts) & set(VALUE_GOLDS))
+    got = value_set_reward("\\boxed{" + ", ".join(parts) + "}", VALUE_GOLDS)
+    honest = value_set_reward("\\boxed{" + ", ".join(named) + "}", VALUE_GOLDS) if named else 0.0
+    assert got <= honest + 1e-12
+    assert (got == 1.0) == (sorted(parts) == sorted(VALUE_GOLDS))

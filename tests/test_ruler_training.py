@@ -93,6 +93,19 @@ def test_read_tasks_reward_the_boxed_needle_and_refuse_several_values(tmp_path):
     assert len(several) == 2 and all(len(c.questions[0].answers) == 4 for c in several)
     with pytest.raises(ConfigError, match="several values"):
         ReadTasks(several, cfg)
+    # the value-set reward takes them, and pays the set, not one value of it nor one value four times
+    values = ReadTasks(several, cfg, reward="values")
+    golds = list(several[0].questions[0].answers)
+    paid = {
+        name: asyncio.run(values.rollout(reader(box), 0, 1.0)).reward
+        for name, box in {
+            "all": ", ".join(golds),
+            "one": golds[0],
+            "one x4": ", ".join(golds[:1] * 4),
+            "two": ", ".join(golds[:2]),
+        }.items()  # fmt: skip
+    }
+    assert paid == {"all": 1.0, "one": 0.25, "one x4": 0.0625, "two": 0.5}
 
 
 def test_grpo_trains_memagent_on_generated_items_from_the_cli(tmp_path, capsys):

@@ -62,10 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--lengths", nargs="+", default=[],
                        help="ruler-locomo / ruler-hotpotqa: document length(s) to build, e.g. 1k (default 7k)")  # fmt: skip
         p.add_argument(
-            "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed"],
+            "--reward", default="reward", choices=["reward", "f1", "em", "sub_em", "f1_unboxed", "values"],
             help="read: the original's boxed-answer match (0/1, the default); f1 or sub_em of the boxed answer "
                  "(denser training scores: list parts past the gold's count charged, one short answer); f1_unboxed: F1 "
-                 "of the whole reply when it has no box. answer: f1 (the default), em or sub_em; the "
+                 "of the whole reply when it has no box; values: the box as a value set (precision x recall, for tasks asking "
+                 "for several values such as niah_multivalue). answer: f1 (the default), em or sub_em; the "
                  "official metrics are logged, never rewarded",
         )  # fmt: skip
         p.add_argument("--top-k", type=int, default=10, help="answer: memories retrieved per question")

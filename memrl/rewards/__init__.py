@@ -4,7 +4,7 @@ Every function that can fail returns a :class:`RewardOutcome`: a value, or the r
 """
 
 from memrl.rewards.answer import ANSWER_REWARDS, answer_f1, answer_reward, short_sub_em
-from memrl.rewards.memagent import memagent_eval, memagent_reward
+from memrl.rewards.memagent import memagent_eval, memagent_reward, value_set_reward
 from memrl.rewards.membuilder import (
     ADRPOConfig,
     adrpo_agent_reward,
@@ -48,4 +48,5 @@ __all__ = [
     "score_memupdate",
     "short_sub_em",
     "task_reward",
+    "value_set_reward",
 ]

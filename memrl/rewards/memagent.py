@@ -9,13 +9,26 @@ prediction or the prediction within the gold), each the best over the gold answe
 boxed answer (an answer without a box is scored as the empty string, i.e. 0 everywhere).
 
     memagent_reward("... so the answer is \\\\boxed{Paris}", ["paris"])   # 1.0
+
+For a task that asks for several values (RULER's niah_multivalue, multiquery), :func:`value_set_reward`
+scores the box as a set of values: precision x recall of the distinct golds named, every part counted in
+the precision (a value repeated four times is four parts, one right), so nothing pays more than the
+honest list of the golds it names::
+
+    value_set_reward("\\\\boxed{12, 34}", ["12", "34", "56", "78"])      # 0.5: recall 0.5, precision 1
+    value_set_reward("\\\\boxed{12, 12, 12, 12}", ["12", "34", "56", "78"])  # 0.0625, not 1.0
 """
 
 from __future__ import annotations
 
+import re
+
 from memrl.scoring.metrics import best_over_golds, boxed_answer, boxed_match, exact_match, sub_em, token_f1
 
-__all__ = ["memagent_eval", "memagent_reward"]
+__all__ = ["memagent_eval", "memagent_reward", "value_parts", "value_set_reward"]
+
+_LIST_SEP = re.compile(r"\s*(?:[,;\n]|\band\b)\s*", re.I)
+_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 
 
 def memagent_reward(final_text: str | None, golds: object) -> float:
@@ -34,3 +47,36 @@ def memagent_eval(final_text: str | None, golds: object) -> dict[str, float]:
         "sub_em": best_over_golds(sub_em, answer, golds),
         "has_boxed": float(pred is not None),
     }
+
+
+def _norm_value(text: str) -> str:
+    """A value as the set reward compares it: lower-case, outer punctuation dropped, inner whitespace removed
+    (MemAgent's own normalisation, so ``'Ab c'`` and ``'abc'`` are one value)."""
+    return re.sub(r"\s+", "", _EDGE.sub("", text.strip().lower()))
+
+
+def value_parts(answer: str, golds: object) -> list[str]:
+    """The values an answer names, in order, repeats kept: split at commas, semicolons, new lines and
+    "and"; also at spaces when no gold holds one (RULER's values are single words, numbers or UUIDs)."""
+    spaced = any(" " in str(g).strip() for g in _golds(golds))
+    parts = [p for piece in _LIST_SEP.split(answer) for p in (piece.split() if not spaced else [piece])]
+    return [v for v in (_norm_value(p) for p in parts) if v]
+
+
+def _golds(golds: object) -> list[str]:
+    return [str(g) for g in golds] if isinstance(golds, (list, tuple, set, frozenset)) else [str(golds)]
+
+
+def value_set_reward(final_text: str | None, golds: object) -> float:
+    """Precision x recall of the boxed answer's values against the distinct gold values (module
+    docstring): recall = golds named / golds, precision = golds named / parts (repeats and wrong values
+    are parts). No box, or no part: 0.0."""
+    answer = boxed_answer(final_text)
+    gold = {_norm_value(g) for g in _golds(golds)} - {""}
+    if answer is None or not gold:
+        return 0.0
+    parts = value_parts(answer, golds)
+    if not parts:
+        return 0.0
+    named = gold & set(parts)
+    return (len(named) / len(parts)) * (len(named) / len(gold))

@@ -40,7 +40,9 @@ __all__ = ["TASKS", "AnswerTasks", "BuildTasks", "MemAgentTasks", "ReadTasks", "
 #: list part past the gold's count charged; one short answer holding the whole gold), no box: 0. ``f1_unboxed`` scores the
 #: whole final reply when it has no box (for unconstrained rollouts of models that never box). The
 #: official metrics (MemAgent's EM, F1, sub-EM) are logged in the trajectory's metrics, never rewarded.
-READ_REWARDS = ("reward", "f1", "sub_em", "f1_unboxed")
+#: ``values``: a task asking for several values (RULER's niah_multivalue): the box as a value set,
+#: precision x recall (:func:`memrl.rewards.memagent.value_set_reward`: a value repeated is not paid twice).
+READ_REWARDS = ("reward", "f1", "sub_em", "f1_unboxed", "values")
 
 
 def _questions(conversations: Sequence[Conversation]) -> list[tuple[Conversation, Question]]:
@@ -85,12 +87,11 @@ class ReadTasks(GroupedTasks):
                       for c, q in _questions(conversations)]  # fmt: skip
         several = [q.id for c, q in _questions(conversations)
                    if c.metadata.get("ruler_metric") == "string_match_all" and len(q.answers) > 1]  # fmt: skip
-        if (
-            several
-        ):  # every read reward scores one box against any one gold: it would pay one value of several
+        if several and reward != "values":  # the other rewards score one box against any one gold
             raise ConfigError(
-                f"{len(several)} RULER items ask for several values ({several[0]}, ...): read's rewards score "
-                "one boxed answer, and would pay one of them; train on niah_single_1-3, niah_multikey_1-3 or qa_2"
+                f"{len(several)} RULER items ask for several values ({several[0]}, ...): this reward scores "
+                "one boxed answer against any one gold and would pay one of them; use reward='values' (the "
+                "box as a value set), or train on niah_single_1-3, niah_multikey_1-3 or qa_2"
             )
         if not self.items:
             raise ConfigError("no question with an answer to train on")
@@ -104,7 +105,11 @@ class ReadTasks(GroupedTasks):
         golds = reward_golds(q.answers, q.category_id)
         result = await MemAgent(llm, cfg).run(q.question, document, golds=golds, task_id=q.id)
         traj = result.trajectory
-        if traj.failure is None and self.reward != "reward":
+        if traj.failure is None and self.reward == "values":
+            from memrl.rewards.memagent import value_set_reward
+
+            traj.reward = value_set_reward(result.final_text, list(q.answers))
+        elif traj.failure is None and self.reward != "reward":
             from memrl.rewards.answer import answer_reward
             from memrl.scoring.metrics import boxed_answer
 

@@ -7,6 +7,8 @@ each (reward, policy) pair next to an honest reference policy (gold-informed, or
 * answers (:mod:`.answers`): the training answer rewards (``answer_f1``, ``exact_match``, ``sub_em``),
   MemAgent's boxed match, verl's ``compute_score`` and the reward server's items, on questions answered
   from LoCoMo's observation memory; the official metrics are shown beside them as *report only*;
+* value sets (:mod:`.values`): ``read``'s reward for tasks asking for several values (niah_multivalue),
+  on generated RULER items, beside RULER's metric and the single-value boxed match;
 * MemUpdate (:mod:`.update`): whole tool episodes (:func:`memrl.agents.memupdate.run_episode`) driven by a
   scripted policy model, rewarded by :func:`memrl.rewards.memupdate.score_memupdate`;
 * MemBuilder / ADRPO (:mod:`.build`): sessions built by scripted agents on the expert's pre-session memory
@@ -39,7 +41,8 @@ DELTA_REWARDS = frozenset({"memupdate"})
 #: Cheats that write a guess about the answer (a prior, a date from memory): held to "below honest" only.
 GUESSES = frozenset({"list of guesses", "copy a date", "most frequent answer"})
 #: Metrics shown for comparison but never trained on (the official report metrics).
-REPORT_ONLY = frozenset({"locomo_f1 (official)", "sub_em (official)", "server:locomo_f1 (official)"})
+REPORT_ONLY = frozenset({"locomo_f1 (official)", "sub_em (official)", "server:locomo_f1 (official)",
+                         "ruler string_match_all (official)", "boxed match (refused for several values)"})  # fmt: skip
 
 
 @dataclass

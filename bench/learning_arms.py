@@ -14,7 +14,11 @@ seed, :mod:`bench.learning_ruler`) and scored on the same held-out items:
   the only imitation an outcome label allows (no expert memory);
 * ``raft``: rejection-sampling fine-tuning (RAFT/STaR): rollouts sampled from the current policy, those
   that earned reward kept (``--keep``), SFT on every call of each (its memory writes and its answer);
-* ``grpo``: GRPO alone (:func:`memrl.train.loop.train`), no SFT first.
+* ``grpo``: GRPO alone (:func:`memrl.train.loop.train`), no SFT first;
+* ``expert-sft``, ``expert-sft-grpo``: SFT on an expert reader (``--expert cut``: needle sentences cut to
+  the memory budget; ``compressed``: the values alone), alone (``--sft-seconds``: for a given time) or
+  followed by GRPO (:mod:`bench.learning_expert`): the second experiment, niah_multivalue with
+  ``--reward values``, where the verbatim expert cannot fit the budget.
 
 The budget is ``--rollouts`` sampled rollouts for every trained arm (GRPO: ``rollouts / (tasks_per_step *
 group_size)`` steps; the others as many rounds of the same shape, :mod:`memrl.train.raft`): on a shared CPU
@@ -38,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ARMS = ("untrained", "answer-sft", "raft", "grpo")
+ARMS = ("untrained", "answer-sft", "raft", "grpo", "expert-sft", "expert-sft-grpo")
 #: Transfer tasks: (RULER task, length) scored on their test items after training.
 TRANSFER = (("niah_single_1", "4k"), ("niah_single_2", "1k"))
 #: Arguments that only say where things go (left out of the protocol's setting, with its own list).
@@ -70,8 +74,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--answer-tokens", type=int, default=24)
     ap.add_argument("--memory-first", action="store_true", help="the original chunk prompt order")
     ap.add_argument(
-        "--reward", default="reward", choices=["reward", "f1", "sub_em"], help="the rollouts' reward"
+        "--reward",
+        default="reward",
+        choices=["reward", "f1", "sub_em", "values"],
+        help="the rollouts' reward (values: the box as a value set, for niah_multivalue)",
     )
+    ap.add_argument("--expert", default="cut", choices=["cut", "compressed"],
+                    help="expert-sft(-grpo): the needle sentences cut to the budget, or compressed to the values")  # fmt: skip
+    ap.add_argument("--sft-seconds", type=float,
+                    help="expert-sft: train for this long (as many passes as fit) instead of --sft-epochs")  # fmt: skip
     ap.add_argument("--rollouts", type=int, default=96, help="every trained arm's budget: rollouts sampled")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--tasks-per-step", type=int, default=2, help="tasks per GRPO step / RAFT round")
@@ -135,14 +146,22 @@ def _heldout(args: argparse.Namespace, config: Any) -> Any:
     return HeldOut(ReadTasks(convs[: args.watch_items], config, reward=args.reward))
 
 
-def train_arm(llm: Any, args: argparse.Namespace, fit_convs: list[Any], config: Any) -> list[dict[str, Any]]:
-    """The arm's training, in place on ``llm``; its metrics rows."""
+def train_arm(
+    llm: Any, args: argparse.Namespace, fit_items: list[Any], fit_convs: list[Any], config: Any, sft: dict
+) -> list[dict[str, Any]]:
+    """The arm's training, in place on ``llm``; its metrics rows (``sft``: the expert SFT's summary)."""
     from memrl.train.tasks import ReadTasks
 
     tasks = ReadTasks(fit_convs, config, reward=args.reward)
     heldout = _heldout(args, config) if args.watch_items else None
     steps = args.rollouts // (args.group_size * args.tasks_per_step)
     out = str(args.out / "train")
+    if args.arm.startswith("expert-sft"):
+        from bench.learning_expert import expert_sft, then_grpo
+
+        rows, summary = expert_sft(llm, args, fit_items, fit_convs, config)
+        sft.update(summary)
+        return then_grpo(llm, args, tasks, heldout) if args.arm == "expert-sft-grpo" else rows
     if args.arm == "grpo":
         from memrl.train.loop import LoopConfig, train
         from memrl.train.trainer import TrainerConfig
@@ -172,9 +191,14 @@ def load_trained(llm: Any, args: argparse.Namespace) -> tuple[list[dict[str, Any
     run = json.loads((args.from_run / "arm.json").read_text())
     if run["arm"] != args.arm or not run.get("trained", {}).get("adapter"):
         raise SystemExit(f"{args.from_run} is not a saved {args.arm} run (no adapter in its arm.json)")
-    add_lora(llm.hf_model, rank=args.lora_rank, alpha=32.0)
-    load_adapter(llm.hf_model, Path(run["trained"]["adapter"]))
-    path = args.from_run / "train" / "metrics.jsonl"
+    if args.arm == "expert-sft-grpo":
+        from bench.learning_expert import load_stacked
+
+        load_stacked(llm, run, args.lora_rank)
+    else:
+        add_lora(llm.hf_model, rank=args.lora_rank, alpha=32.0)
+        load_adapter(llm.hf_model, Path(run["trained"]["adapter"]))
+    path = args.from_run / "train" / ("sft_metrics.jsonl" if args.arm == "expert-sft" else "metrics.jsonl")
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     return rows, {"from_run": str(args.from_run), "adapter": run["trained"]["adapter"], "run": run}
 
@@ -196,10 +220,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     t = time.perf_counter()
     trained: dict[str, Any] = {}
+    sft: dict[str, Any] = {}
     if args.from_run:
         rows, trained = load_trained(llm, args)
     elif args.arm != "untrained":
-        rows = train_arm(llm, args, fit_convs, config)
+        rows = train_arm(llm, args, fit_items, fit_convs, config, sft)
         if args.adapter_dir:
             from memrl.train.lora import save_adapter
 
@@ -234,13 +259,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                         "rules": {n: _mean([score(p, it) for p, it in zip(ps, t_items, strict=True)], "score")
                                                   for n, ps in rules(t_items).items()}}  # fmt: skip
     rollouts = int(sum(r.get("rollouts", 0) for r in rows))
-    if args.arm == "grpo":
+    if args.arm in ("grpo", "expert-sft-grpo"):
         rollouts = len(rows) * args.group_size * args.tasks_per_step
     if args.from_run:  # the training's budget is the trained run's
         trained.update({k: trained["run"][k] for k in ("wall_s", "cpu_s", "train_s")})
     result = {
         "arm": args.arm, "seed": args.seed, "eval_split": args.eval_split, "n_eval": len(items),
         "score": _mean(after, "score"), "em": _mean(after, "em"), "needle_in_memory": _mean(after, "needle_in_memory"),
+        **({"values": _mean(after, "values")} if after and "values" in after[0] else {}),
+        **({"sft": sft} if sft else {}),
         "rules": {name: _mean(rs, "score") for name, rs in trivial.items()},
         "rollouts": rollouts, "steps": len(rows),
         "train_reward_first": rows[0].get("reward_mean") if rows else None,

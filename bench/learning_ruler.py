@@ -4,9 +4,10 @@ MemAgent reads a haystack chunk by chunk into a bounded memory and answers in a 
 Items are generated, never drawn from an evaluation's files: ``fit`` (training) with seed 1, ``validation``
 with seed 2, ``test`` with seed 3 (``memrl eval ruler`` uses seed 0), ``--train-items`` and
 ``--eval-items`` of them at ``--length`` tokens of the trained model's tokenizer, written with their sha256
-under ``OUT/data`` and read back through the ``ruler-synthetic`` loader. Single-answer tasks only (read's
-rewards score one boxed answer). Scored as ``memrl eval ruler`` scores: RULER's metric on the whole final
-reply (``score``, x100), the box's exact match beside it (``em``).
+under ``OUT/data`` and read back through the ``ruler-synthetic`` loader. Single-answer tasks, or tasks asking
+for several values (niah_multivalue) with ``--reward values`` (the box as a value set). Scored as ``memrl
+eval ruler`` scores: RULER's metric on the whole final reply (``score``, x100), the box's exact match beside
+it (``em``; for several values: the box names exactly the gold set, and ``values`` the value-set reward).
 
 The systems, on the same held-out items: the untrained model, the SFT model (``--sft-minutes``/``--sft-steps``:
 an expert reader whose memory keeps the needle sentences it has read, :class:`memrl.agents.read_expert.ExpertReader`,
@@ -37,11 +38,12 @@ def generated(args: argparse.Namespace, part: str, count: int) -> tuple[list[Any
     from memrl.data import load_conversations
     from memrl.data.ruler import parse_lengths
     from memrl.data.ruler_synthetic import generate, load_essays, write_items
+    from memrl.data.ruler_tasks import TASKS
     from memrl.eval.ruler_eval import token_counter
 
     (length,) = parse_lengths([args.length])
     essays = None
-    if args.ruler_task in ("niah_single_2", "niah_single_3", "niah_multikey_1"):
+    if TASKS[args.ruler_task].options.get("haystack") == "essay":
         from memrl.data.download import resolve_data_dir
 
         essays = load_essays(resolve_data_dir(None) / "paulgraham")
@@ -49,9 +51,10 @@ def generated(args: argparse.Namespace, part: str, count: int) -> tuple[list[Any
     items = generate(args.ruler_task, length.tokens or 0, count=count, seed=SEEDS[part], label=length.label,
                      count_tokens=count_tokens, essays=essays)  # fmt: skip
     several = [it.id for it in items if len(it.answers) != 1]
-    if several:
+    if several and getattr(args, "reward", None) != "values":
         raise SystemExit(
-            f"{args.ruler_task} asks for several values ({several[0]}): read's rewards score one box"
+            f"{args.ruler_task} asks for several values ({several[0]}): this reward scores one box against "
+            "one gold; use --reward values (the box as a value set)"
         )
     path = args.out / "data" / f"{part}_{args.ruler_task}_{length.label}.jsonl"
     digest = write_items(items, path)
@@ -67,16 +70,21 @@ def rules(items: list[Any]) -> dict[str, list[str]]:
         first.append(needles[0][1] if needles else "")
         keys = it.metadata.get("keys") or []
         asked = [v for k, v in needles if keys and k == keys[0]]
-        lookup.append(asked[0] if asked else "")
+        lookup.append(", ".join(asked) if len(it.answers) > 1 else asked[0] if asked else "")
     return {"first needle": first, "key lookup": lookup}
 
 
 def score(prediction: str, item: Any, boxed: str | None = None) -> dict[str, float]:
-    """RULER's metric on the whole reply (0-1) and the box's exact match."""
+    """RULER's metric on the whole reply (0-1) and the box's exact match; for an item with several values,
+    the value-set reward of the box (``values``) and ``em`` = the box names exactly the gold set."""
+    from memrl.rewards.memagent import value_set_reward
     from memrl.scoring.metrics import string_match_all, string_match_part
 
     metric = string_match_all if item.metric == "string_match_all" else string_match_part
     box = boxed if boxed is not None else prediction
+    if len(item.answers) > 1:
+        values = value_set_reward("\\boxed{" + box + "}", list(item.answers))
+        return {"score": metric(prediction, item.answers), "em": float(values == 1.0), "values": values}
     return {"score": metric(prediction, item.answers),
             "em": float(box.strip().lower() in {a.lower() for a in item.answers})}  # fmt: skip
 
@@ -91,7 +99,7 @@ def reader_config(args: argparse.Namespace) -> Any:
 
 def evaluate(llm: Any, items: list[Any], convs: list[Any], config: Any) -> list[dict[str, Any]]:
     """Greedy MemAgent on every item (concurrently: the back-end batches), scored; each row also says
-    whether the final memory holds the needle's value."""
+    whether the final memory holds the needle's value (the share of the values, for several)."""
     from memrl.agents.memagent import MemAgent, render_conversation
 
     cfg = dataclasses.replace(config, temperature=0.0)
@@ -109,7 +117,8 @@ def evaluate(llm: Any, items: list[Any], convs: list[Any], config: Any) -> list[
         if res.trajectory.failure is not None:
             raise SystemExit(f"evaluation of {it.id} failed: {res.trajectory.failure}")
         rows.append({"prediction": res.final_text, "boxed": res.answer, **score(res.final_text, it, res.answer or ""),
-                     "needle_in_memory": float(it.answers[0] in res.memory), "chunks": res.chunks_read,
+                     "needle_in_memory": sum(a in res.memory for a in it.answers) / len(it.answers),
+                     "chunks": res.chunks_read,
                      "completion_tokens": res.trajectory.completion_tokens})  # fmt: skip
     return rows
 

@@ -59,3 +59,60 @@ def test_the_table_pairs_each_run_with_the_untrained_one_and_averages_seeds(tmp_
     avg = next(x for x in out.splitlines() if x.startswith("| grpo | test | 2 |"))
     assert "| 87.5 |" in avg and "+37.5" in avg  # seed-averaged per item: (1,.5,1,1) - (0,0,1,1)
     assert "key lookup 100.0" in out
+
+
+def test_expert_arms_on_multivalue_items_train_save_and_reload_on_the_tiny_model(tmp_path):
+    """The second experiment's pipeline end to end on the tiny real model: niah_multivalue with the value-set
+    reward, SFT on the budget-cut expert then GRPO; the run's policy (SFT adapter merged, GRPO adapter on
+    top) reloaded for test gives the predictions its own validation-time weights would."""
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = str(make_tiny_lm(tmp_path / "lm"))
+    common = ["--ruler-task", "niah_multivalue", "--length", "1k", "--model", tiny, "--train-items", "2",
+              "--eval-items", "2", "--chunk-tokens", "600", "--memory-tokens", "160", "--answer-tokens", "24",
+              "--reward", "values", "--rollouts", "2", "--group-size", "2", "--tasks-per-step", "1",
+              "--sft-epochs", "1", "--sft-batch", "2", "--watch-items", "0", "--quiet",
+              "--ledger", str(tmp_path / "ledger.jsonl")]  # fmt: skip
+    out = tmp_path / "sg"
+    arms.main(["--arm", "expert-sft-grpo", *common, "--expert", "cut", "--adapter-dir", str(tmp_path / "ad"),
+               "--out", str(out)])  # fmt: skip
+    res = json.loads((out / "arm.json").read_text())
+    assert res["sft"]["expert"] == "cut" and res["sft"]["examples"] > 0 and res["sft"]["sft_steps"] >= 1
+    assert 0 < res["sft"]["expert_values_kept"] <= 1 and res["steps"] == 1 and res["rollouts"] == 2
+    sft_rows = [json.loads(x) for x in (out / "train" / "sft_metrics.jsonl").read_text().splitlines()]
+    assert sft_rows and "loss" in sft_rows[-1]
+    assert (out / "train" / "metrics.jsonl").exists() and (out / "train" / "reward.png").exists()
+    assert (tmp_path / "ad" / "sft").is_dir() and not (out / "train" / "checkpoint").exists()
+    preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 2 and all(len(p["gold"]) == 4 and 0 <= p["values"] <= 1 for p in preds)
+    again = tmp_path / "again"
+    arms.main(["--arm", "expert-sft-grpo", *common, "--expert", "cut", "--from-run", str(out),
+               "--out", str(again)])  # fmt: skip
+    reloaded = [json.loads(x) for x in (again / "predictions.jsonl").read_text().splitlines()]
+    assert [p["prediction"] for p in reloaded] == [p["prediction"] for p in preds]
+
+
+def test_the_compressed_expert_keeps_the_values_the_cut_one_drops(tmp_path):
+    """At a 100-token memory (the tiny tokenizer spends 59 on one needle sentence) the verbatim sentences do not
+    fit; the compressed lines do: the cut
+    expert keeps fewer of the four values (what its SFT can teach at best), and each expert answers only
+    the values its memory holds."""
+    from bench import learning_expert
+    from bench.learning_ruler import reader_config
+    from memrl.llm.local import LocalLLM
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = str(make_tiny_lm(tmp_path / "lm"))
+    args = arms.parse(["--arm", "expert-sft", "--ruler-task", "niah_multivalue", "--reward", "values", "--model",
+                       tiny, "--chunk-tokens", "600", "--memory-tokens", "100", "--out", str(tmp_path)])  # fmt: skip
+    from bench.learning_ruler import generated
+
+    items, convs, _ = generated(args, "fit", 3)
+    llm = LocalLLM(tiny).load()
+    config = reader_config(args)
+    kept = {e: learning_expert.values_kept(learning_expert.expert_trajectories(llm, items, convs, config, e), items)
+            for e in learning_expert.EXPERTS}  # fmt: skip
+    assert kept["cut"] < kept["compressed"]
+    _, _, answer = learning_expert.expert_lines(items[0], "cut")
+    a, b = items[0].answers[:2]
+    assert answer(f"... is: {b}. and nothing else") == b and answer("") == ""

@@ -14,6 +14,7 @@ learning benchmark, ``python -m bench.read_sft``)::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ExpertReader", "evidence_lines", "expert_trajectories", "in_chunk"]
@@ -44,10 +45,11 @@ def in_chunk(turn: str, chunk: str) -> bool:
 class ExpertReader:
     """A rule-based reader for one document: see the module docstring. ``student``: the model that will
     learn from it (its tokenizer cuts the memory, and MemAgent cuts chunks with it). ``turns``: the evidence turns as
-    the document renders them (``Speaker: text``), ``lines``: what the memory writes for each."""
+    the document renders them (``Speaker: text``), ``lines``: what the memory writes for each. ``gold``: the
+    answer, or a function of the final memory giving it (an expert that answers only what it kept)."""
 
-    def __init__(self, student: Any, turns: list[str], lines: list[str], gold: str, memory_tokens: int,
-                 initial_memory: str) -> None:  # fmt: skip
+    def __init__(self, student: Any, turns: list[str], lines: list[str], gold: str | Callable[[str], str],
+                 memory_tokens: int, initial_memory: str) -> None:  # fmt: skip
         from memrl.llm.scripted import ScriptedLLM
 
         self.turns, self.lines, self.gold = turns, lines, gold
@@ -62,7 +64,7 @@ class ExpertReader:
         prompt = messages[-1]["content"]
         section = _SECTION.search(prompt)
         if section is None:  # the answer prompt
-            return "\\boxed{" + self.gold + "}"
+            return "\\boxed{" + (self.gold(self.memory) if callable(self.gold) else self.gold) + "}"
         chunk = section.group(1)
         new = {i for i, t in enumerate(self.turns) if i not in self.seen and in_chunk(t, chunk)}
         if new:

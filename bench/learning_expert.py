@@ -141,3 +141,28 @@ def load_stacked(llm: Any, run: dict[str, Any], rank: int) -> None:
     merge(llm.hf_model)
     add_lora(llm.hf_model, rank=rank, alpha=32.0)
     load_adapter(llm.hf_model, folder)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.learning_expert [learning_arms arguments]``: the share of the gold values each
+    expert's final memory holds on the fit items (no training); one JSON line."""
+    import json
+    import sys
+
+    from bench.learning_arms import parse
+    from bench.learning_ruler import generated, reader_config
+    from memrl.llm.local import LocalLLM
+
+    args = parse(["--arm", "expert-sft", "--out", "/tmp/memrl-expert-kept", *(argv or sys.argv[1:])])
+    items, convs, digest = generated(args, "fit", args.train_items)
+    llm = LocalLLM(args.model).load()
+    config = reader_config(args)
+    kept = {
+        e: round(values_kept(expert_trajectories(llm, items, convs, config, e), items), 4) for e in EXPERTS
+    }
+    print(json.dumps({"values_kept": kept, "ruler_task": args.ruler_task, "memory_tokens": args.memory_tokens,
+                      "fit_items": len(items), "fit_sha256": digest}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -246,3 +246,59 @@ def test_a_missing_library_names_the_extra_to_install():
             "try:\n    m.MemrlStore\nexcept Exception as e:\n    print(type(e).__name__, e)\n")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert out.startswith("ConfigError") and "pip install 'memrl[langgraph]'" in out
+
+
+def scripted_chat(replies):
+    """A LangChain chat model replaying ``replies`` (AIMessages, tool calls included); ``seen``: its inputs."""
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Scripted(BaseChatModel):
+        replies: list
+        seen: list = []
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools, **kwargs):
+            return self
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            self.seen.append(list(messages))
+            return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
+
+    return Scripted(replies=list(replies))
+
+
+def test_a_langgraph_agent_with_langmems_tools_remembers_across_runs(memory):
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.prebuilt import create_react_agent
+    from langmem import create_manage_memory_tool, create_search_memory_tool
+
+    store = MemrlStore(memory)
+    ns = ("memories", "{langgraph_user_id}")
+    tools = [create_manage_memory_tool(namespace=ns), create_search_memory_tool(namespace=ns)]
+    config = {"configurable": {"langgraph_user_id": "ana", "thread_id": "1"}}
+    model = scripted_chat([
+        AIMessage("", tool_calls=[{"name": "manage_memory", "id": "c1",
+                                   "args": {"action": "create", "content": "Ana drinks green tea every morning"}}]),
+        AIMessage("I will remember that."),
+        AIMessage("", tool_calls=[{"name": "search_memory", "id": "c2", "args": {"query": "what does Ana drink"}}]),
+        AIMessage("Green tea."),
+    ])  # fmt: skip
+    agent = create_react_agent(model, tools, store=store)
+    agent.invoke({"messages": [{"role": "user", "content": "I drink green tea every morning."}]}, config)
+    (stored,) = store.search(("memories", "ana"))
+    assert stored.value == {"content": "Ana drinks green tea every morning"}
+    # the memory is a memrl item: in its namespace, with its history
+    (item,) = memory.list(namespace="langgraph/memories/ana")
+    assert "green tea" in item.content and memory.history(item.id, namespace=item.namespace)[0].op == "ADD"
+    # a second run, another thread: the search tool finds it in the store
+    config2 = {"configurable": {"langgraph_user_id": "ana", "thread_id": "2"}}
+    out = agent.invoke({"messages": [{"role": "user", "content": "What do I drink?"}]}, config2)
+    (found,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert "Ana drinks green tea every morning" in found.content and stored.key in found.content
+    assert out["messages"][-1].content == "Green tea." and model.replies == []
+    # another user's namespace holds nothing
+    assert store.search(("memories", "bob")) == []

@@ -25,7 +25,7 @@ semantics (reads see the state before the batch's writes; of several puts of one
   which ``InMemoryStore`` keeps listing), with prefix and suffix conditions (``*`` wildcards),
   ``max_depth``, ``limit`` and ``offset``;
 - TTL (``TTLConfig``, minutes): a put's ``ttl`` (or ``default_ttl``) becomes memrl's ``expires_at``; a read
-  with ``refresh_ttl`` moves it on (a metadata update, at most one a second per item); expired items are
+  with ``refresh_ttl`` moves it on (a metadata update, once it moves by 1% of the TTL); expired items are
   never returned, and leave search as memrl's expiry has them (its sweep soft-deletes them, op
   ``EXPIRE``); ``sweep_ttl()`` sweeps now, ``start_ttl_sweeper()`` every ``sweep_interval_minutes``.
 
@@ -220,12 +220,13 @@ class MemrlStore(_base.BaseStore):
 
     # ------------------------------------------------------------------ writes
     async def _refresh(self, touched: dict) -> None:
-        """Move the expiry of the read items that have a TTL on (at most once a second per item)."""
+        """Move the expiry of the read items that have a TTL on (once it moves by 1% of the TTL, a second
+        at least: each move is a metadata update in the item's history)."""
         now = time.time()
         for item, parts in touched.values():
             ttl = parts.get("ttl")
-            if ttl is None or item.metadata.get(I.EXPIRES_AT, 0) + 1.0 > now + 60.0 * ttl:
-                continue
+            if ttl is None or item.metadata.get(I.EXPIRES_AT, 0) + max(1.0, 0.6 * ttl) > now + 60.0 * ttl:
+                continue  # moved by under 1% of the TTL (or a second): not worth a history entry
             meta = {**item.metadata, I.EXPIRES_AT: now + 60.0 * ttl}
             with contextlib.suppress(NotFoundError):  # deleted meanwhile: nothing to refresh
                 await self.memory.update(item.id, namespace=item.namespace, metadata=meta, actor=self.actor)

@@ -149,6 +149,30 @@ async def test_the_async_side_gives_the_same_results_as_the_blocking_one(tmp_pat
     await aio.close()
 
 
+async def test_a_store_on_a_blocking_memory_serves_async_callers_on_the_memorys_loop(memory):
+    store = MemrlStore(memory, index={"fields": FIELDS})
+    await store.aput(("u",), "k", {"text": "from async code"})
+    assert store.get(("u",), "k").value == {"text": "from async code"}  # the blocking side sees it
+    store.put(("u",), "k2", {"text": "from blocking code"})
+    assert [r.key for r in await store.asearch(("u",))] == ["k", "k2"]
+
+
+def test_the_ttl_sweeper_deletes_expired_items_without_a_search(memory):
+    store = MemrlStore(memory, ttl={"default_ttl": 0.5 / 60, "sweep_interval_minutes": 0.3 / 60})
+    with pytest.raises(ValidationError, match="sweep_interval_minutes"):
+        MemrlStore(memory).start_ttl_sweeper()
+    store.put(("s",), "k", {"text": "brief"})
+    ns = encode_namespace("langgraph", ("s",))
+    store.start_ttl_sweeper()
+    try:
+        deadline = time.time() + 10
+        while memory.history("k", namespace=ns)[-1].op != "EXPIRE" and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        assert store.stop_ttl_sweeper(timeout=5)
+    assert memory.history("k", namespace=ns)[-1].op == "EXPIRE" and memory.count(namespace=ns) == 0
+
+
 def test_namespaces_and_keys_are_escaped_reversibly_and_never_collide(memory):
     store = MemrlStore(memory)
     spaces = [("a/b", "c"), ("a", "b/c"), ("a%2Fb", "c"), ("x\ny",), ("é", "中文")]

@@ -135,3 +135,17 @@ async def test_an_agents_sdk_agent_over_http_remembers_a_conversation_and_search
     assert "Tom" in found and item.id in found and result.final_output == "Tom."
     sent = json.dumps(server.requests[3]["tools"])
     assert '"remember"' in sent and '"search_memories"' in sent
+
+
+async def test_the_langchain_tools_and_retriever_have_an_async_side(memory):
+    from memrl.integrations.langchain import memory_retriever, memory_tools
+
+    add, search = memory_tools(memory, "carol", names=["add_memory", "search_memories"])
+    text = await add.ainvoke({"content": "Carol speaks Portuguese", "metadata": {"lang": "pt"}})
+    assert text.startswith("Created memory")
+    assert "Carol speaks Portuguese" in await search.ainvoke({"query": "Portuguese", "mode": "bm25"})
+    docs = await memory_retriever(memory, "carol", filters={"lang": "pt"}).ainvoke("Portuguese")
+    assert [d.page_content for d in docs] == ["Carol speaks Portuguese"] and docs[0].metadata["metadata"] == {
+        "lang": "pt"
+    }
+    assert await memory_retriever(memory, "carol", filters={"lang": "en"}).ainvoke("Portuguese") == []

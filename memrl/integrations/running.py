@@ -1,4 +1,5 @@
-"""Where an integration's memory calls run: one event loop for a framework's blocking and async sides.
+"""Where an integration's memory calls run (one event loop for a framework's blocking and async sides), and
+:func:`need`, the import of a framework that names the extra installing it.
 
 LangGraph's store and LangChain's tools are called both ways (``store.put`` from a sync tool, ``await
 store.aput`` from an async node). :class:`Runner` takes the memory they were built on:

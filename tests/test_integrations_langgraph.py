@@ -258,6 +258,10 @@ def test_ttl_is_memrls_expiry_and_reads_refresh_it(memory):
     time.sleep(1.2)  # 2.5 s after its put: alive only because the read refreshed it
     assert store.get(("t",), "fresh", refresh_ttl=False) is not None
     assert store.sweep_ttl() == 0 and store.list_namespaces() == [("t",)]
+    store.put(("gone",), "k", {"text": "x"}, ttl=0.5 / 60)
+    assert ("gone",) in store.list_namespaces()
+    time.sleep(0.7)
+    assert store.list_namespaces() == [("t",)]  # its only item expired: listing swept it
     with pytest.raises(ValidationError, match="ttl"):
         store.put(("t",), "bad", {"text": "x"}, ttl=-1)
 

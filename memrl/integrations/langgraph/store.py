@@ -212,6 +212,7 @@ class MemrlStore(_base.BaseStore):
         return [self._item(it, p, namespace, score) for score, it, p, namespace in found]
 
     async def _list(self, op: Any) -> list[tuple[str, ...]]:
+        await self.asweep_ttl()  # a namespace left with expired items only is not listed (one indexed lookup)
         spaces = [namespace for _, namespace in await self._spaces()]
         for cond in op.match_conditions or ():
             spaces = [ns for ns in spaces if _matches(cond.match_type, tuple(cond.path), ns)]

@@ -149,3 +149,17 @@ async def test_the_langchain_tools_and_retriever_have_an_async_side(memory):
         "lang": "pt"
     }
     assert await memory_retriever(memory, "carol", filters={"lang": "en"}).ainvoke("Portuguese") == []
+
+
+@pytest.mark.parametrize(
+    ("hidden", "module", "extra"),
+    [("langchain_core", "langchain", "langchain"), ("agents", "openai_agents", "openai-agents")],
+)
+def test_a_missing_framework_names_the_extra_to_install(hidden, module, extra):
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.modules[{hidden!r}] = None\n"
+            f"try:\n    import memrl.integrations.{module}\nexcept Exception as e:\n    print(type(e).__name__, e)\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("ConfigError") and f"pip install 'memrl[{extra}]'" in out

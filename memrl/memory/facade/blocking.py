@@ -5,6 +5,7 @@ running loop."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import threading
 from collections.abc import Coroutine
@@ -28,10 +29,7 @@ class Memory:
         self.aio = AsyncMemory(*args, **kwargs)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop.is_closed():
-            coro.close()  # never awaited: close it so Python does not warn
-            raise RuntimeError("this Memory is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self.submit(coro).result()
 
     @property
     def store(self) -> Store:
@@ -44,6 +42,15 @@ class Memory:
     @property
     def embedder(self) -> Embedder:
         return self.aio.embedder
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run a coroutine of ``self.aio`` on this memory's loop thread without waiting for it: for async
+        callers (``await asyncio.wrap_future(m.submit(m.aio.get(...)))``), so code with both a blocking
+        and an async side (the LangGraph store, the LangChain tools) uses one loop for both."""
+        if self._loop.is_closed():
+            coro.close()  # never awaited: close it so Python does not warn
+            raise RuntimeError("this Memory is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -24,6 +24,7 @@ from memrl import telemetry  # noqa: E402
 from memrl.agents.jobs import JobRunner  # noqa: E402
 from memrl.cli.main import build_parser  # noqa: E402
 from memrl.errors import ConfigError  # noqa: E402
+from memrl.llm.base import LLMProviderError  # noqa: E402
 from memrl.llm.scripted import ScriptedLLM  # noqa: E402
 from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
 from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
@@ -142,6 +143,40 @@ def test_a_remember_job_is_counted_by_kind_and_outcome_with_its_model_calls(db_p
     assert ended[job["id"]]["namespace"] == "alice" and ended[job["id"]]["llm_calls"] == calls
     assert ended[job["id"]]["input_tokens"] == job["tokens"]["prompt"]
     assert ended[raw["id"]]["llm_calls"] == 0 and ended[raw["id"]]["duration_ms"] > 0
+
+
+def test_a_job_whose_model_fails_is_counted_failed_with_its_failed_calls(db_path):
+    down = [False]
+    good = membuilder_rule()
+
+    def rule(messages, tools, json_schema):
+        if down[0]:
+            raise LLMProviderError("the model server is down", status=503)
+        return good(messages, tools, json_schema)
+
+    llm = ScriptedLLM(rule)
+    log = io.StringIO()
+    with served(db_path, llm=llm, observe=ObserveConfig(log_stream=log)) as url, client(url, ALICE) as a:
+        body = {"messages": MESSAGES, "session_time": "2024-05-01T10:00:00"}
+        assert (
+            a.post("/v1/namespaces/alice/remember?wait=true&timeout=60", json=body).json()["status"]
+            == "succeeded"
+        )
+        ok_calls = len(llm.requests)
+        down[0] = True
+        job = a.post("/v1/namespaces/alice/remember?wait=true&timeout=60", json=body).json()
+        assert job["status"] == "failed", job
+        samples = scrape(url)
+    model = {"provider": "scripted", "model": llm.model}
+    assert value(samples, "memrl_jobs_total", kind="remember", outcome="succeeded") == 1
+    assert value(samples, "memrl_jobs_total", kind="remember", outcome="failed") == 1
+    assert value(samples, "memrl_llm_calls_total", **model, outcome="ok") == ok_calls
+    failed_calls = value(samples, "memrl_llm_calls_total", **model, outcome="error")
+    assert failed_calls >= 1
+    assert value(samples, "memrl_errors_total", where="llm") == failed_calls
+    assert value(samples, "memrl_errors_total", where="job") == 1
+    ended = [json.loads(line) for line in log.getvalue().splitlines() if '"event": "job"' in line]
+    assert [(x["job_id"], x["outcome"]) for x in ended][-1] == (job["id"], "failed")
 
 
 def test_every_request_is_a_json_line_and_the_flag_turns_them_off(db_path):

@@ -324,8 +324,11 @@ def _ui(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
     from memrl.memory import AsyncMemory
     from memrl.server.memory_api import create_app
+    from memrl.server.observe import ObserveConfig
 
-    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)
+    # a browser on one's own machine: no JSON line per page in the terminal
+    observe = ObserveConfig(access_log=False)
+    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs, observe=observe)
     return _run(
         app,
         "127.0.0.1",

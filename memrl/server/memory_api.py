@@ -359,7 +359,8 @@ def create_app(
     served = ServedMemory(memory, gate)
     observer = Observer(observe, tokens)
     app.include_router(metrics_router(observer.metrics, tokens, served))
-    jobs.watch.add(observer)  # each job's end and model calls: counted and logged
+    if hasattr(jobs, "watch"):  # a JobRunner: each job's end and model calls, counted and logged
+        jobs.watch.add(observer)
     app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,7 @@ from memrl.server.memory_api import create_app  # noqa: E402
 from memrl.server.observe import ObserveConfig  # noqa: E402
 from tests.test_jobs import MESSAGES, membuilder_rule  # noqa: E402
 
+ROOT_DIR = Path(__file__).resolve().parents[1]
 SEARCH = "/v1/namespaces/{namespace}/search"
 MEMORIES = "/v1/namespaces/{namespace}/memories"
 
@@ -296,3 +298,58 @@ def test_otel_environment_names_the_exporter():
     pytest.importorskip("opentelemetry.sdk.trace", reason="needs the 'otel' extra")
     with pytest.raises(ConfigError, match="zipkin"):
         telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def _serve(tmp_path, *flags: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """``memrl serve memory`` in a process of its own: one add, then Ctrl-C; (stdout, stderr)."""
+    import os
+    import signal
+    import subprocess
+
+    import httpx
+
+    argv = [sys.executable, "-m", "memrl.cli.main", "serve", "memory", "--db", str(tmp_path / "m.db"),
+            "--port", "0", "--embedder", "hashing:64", "--no-ui", "--token", f"alice={ALICE}:alice", *flags]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), **(env or {})}
+    proc = subprocess.Popen(
+        argv, cwd=ROOT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        banner = proc.stdout.readline()
+        assert banner.startswith("serving "), banner + proc.stderr.read()
+        url = banner.split(" at ")[1].split()[0]
+        r = httpx.post(url + "/v1/namespaces/alice/memories", json={"content": "Alice lives in Lisbon"},
+                       headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)  # fmt: skip
+        assert r.status_code == 201, r.text
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out, err
+
+
+def _json_lines(text: str) -> list[dict]:
+    found = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and "event" in record:
+                found.append(record)
+    return found
+
+
+def test_the_command_logs_and_traces_by_default_and_the_flag_stops_the_lines(tmp_path):
+    pytest.importorskip("opentelemetry.sdk.trace", reason="needs the 'otel' extra")
+    out, err = _serve(tmp_path, env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "memrl-test"})
+    lines = [(x["event"], x["route"], x["status"]) for x in _json_lines(err)]
+    assert lines == [("request", MEMORIES, 201)], err
+    # the console exporter printed the request's span and its memory operation, as JSON objects
+    assert f'"name": "POST {MEMORIES}"' in out and '"name": "create_memory alice"' in out, out[-2000:]
+    assert '"service.name": "memrl-test"' in out
+
+    out, err = _serve(tmp_path, "--no-access-log")
+    assert _json_lines(err) == [], err
+    assert '"name": "POST' not in out  # no OTEL_* variable: nothing traced

@@ -76,6 +76,9 @@ def test_requests_are_counted_by_route_template_and_status(db_path):
         assert b.post("/v1/namespaces/alice/search", json={"query": "where"}).status_code == 403
         assert a.get("/v1/namespaces/alice/memories/no-such-id").status_code == 404
         assert a.get("/no/such/route").status_code == 404
+        # refused by the guard before any route ran (a rebound host name): counted under its route all the same
+        rebound = a.post("/v1/namespaces/alice/search", json={"query": "x"}, headers={"Host": "evil.example"})
+        assert rebound.status_code == 421
         before = scrape(url)
         assert a.post("/v1/namespaces/alice/search", json={"query": "guitar"}).status_code == 200
         after = scrape(url)
@@ -83,12 +86,14 @@ def test_requests_are_counted_by_route_template_and_status(db_path):
     assert value(before, total, route=MEMORIES, method="POST", status="201") == 2
     assert value(before, total, route=SEARCH, method="POST", status="200") == 1
     assert value(before, total, route=SEARCH, method="POST", status="403") == 1
-    assert value(before, total, route=MEMORIES + "/{memory_id:path}", method="GET", status="404") == 1
+    assert value(before, total, route=MEMORIES + "/{memory_id}", method="GET", status="404") == 1
     assert value(before, total, route="unmatched", method="GET", status="404") == 1
+    assert value(before, total, route=SEARCH, method="POST", status="421") == 1
     # one more search moved exactly its own counter and its histogram
     assert value(after, total, route=SEARCH, method="POST", status="200") == 2
     assert value(after, total, route=MEMORIES, method="POST", status="201") == 2
-    assert value(after, "memrl_http_request_duration_seconds_count", route=SEARCH, method="POST") == 3
+    # 200, 403, 421, 200: every answer of the route is timed
+    assert value(after, "memrl_http_request_duration_seconds_count", route=SEARCH, method="POST") == 4
     assert value(after, total, route="/metrics", method="GET", status="200") == 1  # the first scrape
     # no raw path became a label: the namespace is in no request label
     routes = {dict(labels).get("route") for (_, labels) in after if dict(labels).get("route")}

@@ -93,19 +93,30 @@ class Observer:
 
 def route_of(scope: dict, app: Any) -> tuple[str, str | None]:
     """(route template, the path's namespace) of a request: the route that ran, else the one that would have
-    (a request the limits or the guard refused), else ``unmatched``."""
+    (a request the limits or the guard refused), else ``unmatched``. The template is the route's
+    ``path_format`` (``/v1/namespaces/{namespace}/memories/{memory_id}``: no converter)."""
     route = scope.get("route")
     params = scope.get("path_params") or {}
     if route is None and app is not None:
         from starlette.routing import Match
 
-        for candidate in app.router.routes:
+        for candidate in _routes(app.router.routes):
             match, child = candidate.matches(scope)
             if match == Match.FULL:
                 route, params = candidate, child.get("path_params") or {}
                 break
-    path = getattr(route, "path", None)
+    path = getattr(route, "path_format", None) or getattr(route, "path", None)
     return (path or "unmatched"), params.get("namespace")
+
+
+def _routes(routes: list[Any]) -> Any:
+    """Every route of an app, those of included routers too (FastAPI 0.16x keeps them nested)."""
+    for route in routes:
+        nested = getattr(route, "effective_route_contexts", None)
+        if nested is not None:
+            yield from nested()
+        else:
+            yield route
 
 
 class ObserveMiddleware:

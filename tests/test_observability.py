@@ -256,6 +256,25 @@ def test_a_search_is_traced_request_memory_operation_and_stages(db_path, spans):
         assert parent[f"memrl.search.{stage}"] == "search_memory alice", stage
 
 
+def test_writes_and_a_clone_are_traced_as_memory_operations(db_path, spans):
+    with served(db_path) as url, client(url, ALICE) as a:
+        item = a.post("/v1/namespaces/alice/memories", json={"content": "Alice lives in Lisbon"}).json()
+        assert a.patch(
+            f"/v1/namespaces/alice/memories/{item['id']}", json={"content": "Alice lives in Porto"}
+        ).is_success
+        assert a.delete(f"/v1/namespaces/alice/memories/{item['id']}").is_success
+        assert a.post(f"/v1/namespaces/alice/memories/{item['id']}/restore").is_success
+        assert a.post("/v1/namespaces/alice/clone", json={"target": "alice-copy"}).status_code == 201
+    named, parent = _tree(spans.get_finished_spans())
+    ops = [(s.attributes[telemetry.OPERATION], s.attributes.get("memrl.memory.op"), s.attributes.get(telemetry.RECORD_ID))
+           for s in spans.get_finished_spans() if s.name.endswith((" alice", " alice-copy"))]  # fmt: skip
+    mid = item["id"]
+    assert ops == [("create_memory", None, None), ("update_memory", None, mid), ("delete_memory", None, mid),
+                   ("update_memory", "restore", mid), ("create_memory_store", None, None)]  # fmt: skip
+    assert named["create_memory_store alice-copy"].attributes["memrl.memory.clone_of"] == "alice"
+    assert parent["create_memory_store alice-copy"] == "POST /v1/namespaces/{namespace}/clone"
+
+
 def test_a_remember_job_is_traced_agent_model_calls_and_writes(db_path, spans):
     llm = ScriptedLLM(membuilder_rule())
     with served(db_path, llm=llm) as url, client(url, ALICE) as a:

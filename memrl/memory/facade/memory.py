@@ -226,7 +226,10 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
         actor: str | None = None,
     ) -> MemoryItem:
         ns = self.ns(namespace, user_id)
-        return await asyncio.to_thread(self.store.restore, ns, memory_id, actor=actor)
+        with telemetry.memory_span(
+            "update_memory", ns, {telemetry.RECORD_ID: memory_id, "memrl.memory.op": "restore"}
+        ):
+            return await asyncio.to_thread(self.store.restore, ns, memory_id, actor=actor)
 
     async def merge(
         self,
@@ -329,8 +332,9 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
 
     async def clone(self, src: str, dst: str, *, overwrite: bool = False) -> int:
         """Copy namespace ``src`` to ``dst`` (ids kept): how an RL episode starts from the initial memory."""
-        n = await asyncio.to_thread(self.store.clone_namespace, src, dst, overwrite=overwrite)
-        self.index.cloned(src, dst)
+        with telemetry.memory_span("create_memory_store", dst, {"memrl.memory.clone_of": src}):
+            n = await asyncio.to_thread(self.store.clone_namespace, src, dst, overwrite=overwrite)
+            self.index.cloned(src, dst)
         return n
 
     async def namespaces(self) -> list[dict[str, Any]]:

@@ -214,7 +214,11 @@ class ReadMethods:
         self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
     ) -> list[HistoryEntry]:
         """Revert the latest change of a memory (or of the namespace); returns what was undone."""
-        return await asyncio.to_thread(self.store.undo, self.ns(namespace, user_id), memory_id)
+        ns = self.ns(namespace, user_id)
+        with telemetry.memory_span(
+            "update_memory", ns, {telemetry.RECORD_ID: memory_id, "memrl.memory.op": "undo"}
+        ):
+            return await asyncio.to_thread(self.store.undo, ns, memory_id)
 
 
 def _with_item(hit: SearchHit, item: MemoryItem) -> SearchHit:

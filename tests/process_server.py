@@ -31,7 +31,8 @@ def memory_process(db: str | Path, *flags: str, llm: str = "none") -> Iterator[t
     """``memrl serve memory`` on a free loopback port (hashing embedder, no browser), until the block ends."""
     port = free_port()
     argv = [sys.executable, "-m", "memrl.cli.main", "serve", "memory", "--db", str(db), "--port", str(port),
-            "--embedder", "hashing:64", "--no-ui", "--llm", llm, *flags]  # fmt: skip
+            "--embedder", "hashing:64", "--no-ui", "--no-access-log", "--llm", llm, *flags]  # fmt: skip
+    # no JSON line per request: the output is a pipe nobody reads while the test runs, and would fill
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

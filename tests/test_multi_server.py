@@ -26,7 +26,9 @@ NS = "shared"
 
 def _start(db: str) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-c", "import sys; from memrl.cli.main import main; sys.exit(main())",
-           "serve", "memory", "--db", db, "--port", "0", "--embedder", "hashing", "--no-ui"]  # fmt: skip
+           "serve", "memory", "--db", db, "--port", "0", "--embedder", "hashing", "--no-ui",
+           "--no-access-log"]  # fmt: skip
+    # no JSON line per request: the output is a pipe read only up to the banner, and would fill
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), "MEMRL_TOKENS": f"fleet={TOKEN}:*"}
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT_DIR

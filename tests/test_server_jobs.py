@@ -173,7 +173,8 @@ def _free_port() -> int:
 def serve_process(db: Path, llm_url: str):
     port = _free_port()
     argv = [sys.executable, "-m", "memrl.cli.main", "serve", "memory", "--db", str(db), "--port", str(port),
-            "--embedder", "hashing:64", "--no-ui", "--llm", llm_url]  # fmt: skip
+            "--embedder", "hashing:64", "--no-ui", "--no-access-log", "--llm", llm_url]  # fmt: skip
+    # no JSON line per request: the output is a pipe nobody reads while the test runs, and would fill
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -52,6 +52,7 @@ from memrl.agents.job_owners import Liveness
 from memrl.agents.job_progress import Progress
 from memrl.agents.job_queue import ClientQueues
 from memrl.agents.job_store import StoreWork
+from memrl.agents.job_watch import JobWatch
 from memrl.agents.write_check import check_events, job_source
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
@@ -141,6 +142,7 @@ class JobRunner(Liveness):
             self.config.max_queued_jobs_per_client, self.config.max_queued_bytes_per_client
         )
         self._heartbeat: asyncio.Task | None = None
+        self.watch = JobWatch()  # its jobs' spans, and who hears of their model calls and ends (a server)
         if memory is not None:
             self.attach(memory)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -310,6 +312,7 @@ class JobRunner(Liveness):
         """Close the job with ``status`` unless it finished. While the store is busy this is retried, then
         left to the heartbeat (the job stays running in the table until then). No path, host or SQL in it."""
         error = self.work.public(error)
+        self.watch.note(job_id, status)
         if result is not None:
             result = {**result, "events": [self.work.public_event(e) for e in result.get("events", [])]}
         try:
@@ -335,7 +338,9 @@ class JobRunner(Liveness):
                         break
                     await asyncio.sleep(self.config.claim_poll)
                 self.queues.release(job_id)
-                await self._execute(await self.work.off(self.table.get, job_id))
+                job = await self.work.off(self.table.get, job_id)
+                with self.watch.running(job, self.llm is not None):
+                    await self._execute(job)
         except asyncio.CancelledError:
             await self._fail(job_id, "cancelled", "cancelled; nothing it did was applied")
         except MemrlError as e:  # the request or the store: the job fails, its namespace unchanged

@@ -121,6 +121,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--runs", action="append", default=[], help="folder with memrl eval/train outputs (repeatable)"
     )
     p.add_argument("--no-ui", action="store_true", help="serve the API only")
+    p.add_argument("--no-access-log", action="store_true",
+                   help="no JSON line per request and per job on stderr (docs/observability.md)")  # fmt: skip
+    p.add_argument("--no-metrics", action="store_true", help="no counting for GET /metrics (it answers 501)")
     _agents(p)
     p.set_defaults(func=_serve_memory)
 
@@ -256,15 +259,20 @@ def _run(app, host: str, port: int, what: str, *, open_browser: bool = False, no
 
 def _serve_memory(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
+    from memrl import telemetry
     from memrl.memory import AsyncMemory
     from memrl.server.memory_api import create_app
+    from memrl.server.observe import ObserveConfig
 
     tokens, limits = _tokens(args), _limits(args)
+    telemetry.configure_from_env()  # traces when OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT say so
+    observe = ObserveConfig(access_log=not args.no_access_log, metrics=not args.no_metrics)
     memory = AsyncMemory(
         args.db, embedder=args.embedder, writer=_writer(args), busy_timeout=args.busy_timeout
     )
     app = create_app(
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
+        observe=observe,
     )  # fmt: skip
     return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}", note=_agents_note(memory))
 
@@ -316,8 +324,11 @@ def _ui(args: argparse.Namespace) -> int:
     _need("serve", "fastapi")
     from memrl.memory import AsyncMemory
     from memrl.server.memory_api import create_app
+    from memrl.server.observe import ObserveConfig
 
-    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs)
+    # a browser on one's own machine: no JSON line per page in the terminal
+    observe = ObserveConfig(access_log=False)
+    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs, observe=observe)
     return _run(
         app,
         "127.0.0.1",

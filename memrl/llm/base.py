@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal, TypeVar
 
+from memrl import telemetry
 from memrl.errors import ProviderError, ValidationError
 
 Message = dict[str, Any]
@@ -285,10 +287,30 @@ class LLM(ABC):
         request = self.checked_request(messages, tools, json_schema, sampling, tool_choice, grammar)
         sem = self.per_loop("semaphore", lambda: asyncio.Semaphore(self.max_concurrency))
         async with sem:
-            reply = await self._chat(request)
+            reply = await self._observed(request)
         if reply.temperature is None:  # back-ends that do not record it themselves
             reply.constraint = request.constraint
             reply.temperature = request.sampling.temperature
+        return reply
+
+    async def _observed(self, request: ChatRequest) -> ChatResponse:
+        """``_chat`` in a GenAI ``chat`` span, its usage told to :data:`memrl.telemetry.LLM_CALLS`."""
+        attrs = {telemetry.OPERATION: "chat", telemetry.PROVIDER: self.provider, telemetry.REQUEST_MODEL: self.model,
+                 "gen_ai.request.max_tokens": request.sampling.max_tokens,
+                 "gen_ai.request.temperature": request.sampling.temperature}  # fmt: skip
+        start = time.monotonic()
+        with telemetry.span(f"chat {self.model}", attrs, kind="client") as span:
+            try:
+                reply = await self._chat(request)
+            except BaseException as e:
+                telemetry.llm_called(telemetry.LLMCall(self.provider, self.model, seconds=time.monotonic() - start,
+                                                       error=type(e).__name__))  # fmt: skip
+                raise
+            span.set_attribute(telemetry.INPUT_TOKENS, reply.usage.prompt_tokens)
+            span.set_attribute(telemetry.OUTPUT_TOKENS, reply.usage.completion_tokens)
+            span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+        telemetry.llm_called(telemetry.LLMCall(self.provider, self.model, reply.usage.prompt_tokens,
+                                               reply.usage.completion_tokens, time.monotonic() - start))  # fmt: skip
         return reply
 
     def checked_request(

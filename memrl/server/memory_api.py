@@ -61,6 +61,8 @@ from memrl.server.http import (
     json_response_class,
 )
 from memrl.server.limits import Waits
+from memrl.server.metrics import metrics_router
+from memrl.server.observe import ObserveConfig, Observer
 from memrl.server.offload import ServedMemory, StoreGate
 from memrl.server.pages import SCRIPT_HASHES
 from memrl.tools.base import Tool, ToolResult
@@ -331,11 +333,13 @@ def create_app(
     ui: bool = True,
     policy: Policy | None = None,
     jobs: JobRunner | None = None,
+    observe: ObserveConfig | None = None,
 ) -> Any:
     """The whole memory service: the ``/v1`` API, ``/health``, and (``ui``) the web memory browser at ``/``,
     behind :class:`~memrl.server.guard.BrowserGuard` with ``policy`` (default: a loopback server's).
     ``jobs``: the runner of the agent jobs (:mod:`memrl.server.jobs_api`; default: the memory's own writer,
-    else one without an LLM, which remembers with ``agent="raw"`` only)."""
+    else one without an LLM, which remembers with ``agent="raw"`` only). ``observe``: the JSON lines and
+    metrics (:mod:`memrl.server.observe`; default: both on)."""
     from memrl import __version__
     from memrl.server.jobs_api import jobs_router
 
@@ -353,6 +357,10 @@ def create_app(
     app.include_router(memory_router(memory, tokens, gate))
     jobs = jobs or memory.writer or JobRunner(memory, None)
     served = ServedMemory(memory, gate)
+    observer = Observer(observe, tokens)
+    app.include_router(metrics_router(observer.metrics, tokens, served))
+    if hasattr(jobs, "watch"):  # a JobRunner: each job's end and model calls, counted and logged
+        jobs.watch.add(observer)
     app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)
@@ -372,4 +380,4 @@ def create_app(
     app.state.gate = gate
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
-    return LimitsMiddleware(guarded, limits, client_of=tokens.name_of)
+    return observer.wrap(LimitsMiddleware(guarded, limits, client_of=tokens.name_of), app)

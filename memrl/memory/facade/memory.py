@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from memrl import telemetry
 from memrl.errors import StoreError, ValidationError
 from memrl.memory.backends import is_postgres_url, open_store
 from memrl.memory.embedders.base import Embedder
@@ -160,15 +161,16 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
             for it, p in zip(new, prepared, strict=True)
             if it.vector is None and p[3].get("dense") is not False
         ]
-        if embed:  # lexical-only items ({"dense": false}) are never embedded
-            rows.update((await self.index.embed(embed, ns))[1])
 
         def write() -> list[MemoryItem]:
             with self.store.transaction(ns):
                 self.index.keep(ns, rows)
                 return self.store.insert_valid(prepared, ns, actor=actor)
 
-        return await asyncio.to_thread(write)
+        with telemetry.memory_span("create_memory", ns, {"memrl.memory.count": len(new)}):
+            if embed:  # lexical-only items ({"dense": false}) are never embedded
+                rows.update((await self.index.embed(embed, ns))[1])
+            return await asyncio.to_thread(write)
 
     async def update(
         self,
@@ -186,9 +188,6 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
         """Replace the content (and/or type, metadata, evidence) of a memory; the old version stays in history."""
         ns = self.ns(namespace, user_id)
         rows: dict[str, bytes] = {}
-        if content is not None:
-            self.store.check_content(content)
-            rows = (await self.index.embed([content], ns))[1]
 
         def write() -> MemoryItem:
             with self.store.transaction(ns):
@@ -198,7 +197,11 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
                     actor=actor,
                 )  # fmt: skip
 
-        return await asyncio.to_thread(write)
+        with telemetry.memory_span("update_memory", ns, {telemetry.RECORD_ID: memory_id}):
+            if content is not None:
+                self.store.check_content(content)
+                rows = (await self.index.embed([content], ns))[1]
+            return await asyncio.to_thread(write)
 
     async def delete(
         self,
@@ -211,7 +214,8 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
     ) -> MemoryItem:
         """Delete a memory (recoverable with ``restore`` or ``undo``)."""
         ns = self.ns(namespace, user_id)
-        return await asyncio.to_thread(self.store.delete, ns, memory_id, reason=reason, actor=actor)
+        with telemetry.memory_span("delete_memory", ns, {telemetry.RECORD_ID: memory_id}):
+            return await asyncio.to_thread(self.store.delete, ns, memory_id, reason=reason, actor=actor)
 
     async def restore(
         self,
@@ -222,7 +226,10 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
         actor: str | None = None,
     ) -> MemoryItem:
         ns = self.ns(namespace, user_id)
-        return await asyncio.to_thread(self.store.restore, ns, memory_id, actor=actor)
+        with telemetry.memory_span(
+            "update_memory", ns, {telemetry.RECORD_ID: memory_id, "memrl.memory.op": "restore"}
+        ):
+            return await asyncio.to_thread(self.store.restore, ns, memory_id, actor=actor)
 
     async def merge(
         self,
@@ -325,8 +332,9 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
 
     async def clone(self, src: str, dst: str, *, overwrite: bool = False) -> int:
         """Copy namespace ``src`` to ``dst`` (ids kept): how an RL episode starts from the initial memory."""
-        n = await asyncio.to_thread(self.store.clone_namespace, src, dst, overwrite=overwrite)
-        self.index.cloned(src, dst)
+        with telemetry.memory_span("create_memory_store", dst, {"memrl.memory.clone_of": src}):
+            n = await asyncio.to_thread(self.store.clone_namespace, src, dst, overwrite=overwrite)
+            self.index.cloned(src, dst)
         return n
 
     async def namespaces(self) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from memrl import telemetry
 from memrl.memory.backends import open_store
 from memrl.memory.facade.mem0 import types_of
 from memrl.memory.records.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
@@ -130,9 +131,18 @@ class ReadMethods:
             mode=mode, top_k=top_k, types=parsed_types, filters=filters, threshold=threshold, **options
         )
         ns = self.ns(namespace, user_id)
-        if as_of is not None:
-            return await self._search_past(ns, query, opts, to_time(as_of), query_vector)
-        return await self.index.search(ns, query, opts, query_vector=query_vector)
+        attrs = {
+            "memrl.search.mode": mode,
+            "memrl.search.top_k": top_k,
+            "memrl.search.as_of": as_of is not None,
+        }
+        with telemetry.memory_span("search_memory", ns, attrs) as span:
+            if as_of is not None:
+                hits = await self._search_past(ns, query, opts, to_time(as_of), query_vector)
+            else:
+                hits = await self.index.search(ns, query, opts, query_vector=query_vector)
+            span.set_attribute("memrl.search.hits", len(hits))
+        return hits
 
     async def _search_past(
         self, ns: str, query: str, opts: SearchOptions, at: float, query_vector: Any
@@ -204,7 +214,11 @@ class ReadMethods:
         self, memory_id: str | None = None, *, namespace: str | None = None, user_id: str | None = None
     ) -> list[HistoryEntry]:
         """Revert the latest change of a memory (or of the namespace); returns what was undone."""
-        return await asyncio.to_thread(self.store.undo, self.ns(namespace, user_id), memory_id)
+        ns = self.ns(namespace, user_id)
+        with telemetry.memory_span(
+            "update_memory", ns, {telemetry.RECORD_ID: memory_id, "memrl.memory.op": "undo"}
+        ):
+            return await asyncio.to_thread(self.store.undo, ns, memory_id)
 
 
 def _with_item(hit: SearchHit, item: MemoryItem) -> SearchHit:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from memrl import telemetry
 from memrl.errors import ValidationError
 from memrl.memory.analysis.query import asks_abstract, asks_aggregate, named_in
 from memrl.memory.analysis.terms import content_terms
@@ -219,12 +220,13 @@ class SearchIndex(DenseIndexes):
             await asyncio.to_thread(self.store.sweep_expired, ns)  # a write: off the event loop
         q = _Query(query)
         if any(m != "bm25" for m in modes) or opts.threshold is not None:
-            q.idx = await self.sync(ns)
-            if query_vector is not None:
-                qv = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-                q.qv = qv / (np.linalg.norm(qv) or 1.0)
-            else:
-                q.qv = (await self.embedder.aembed([query]))[0]
+            with telemetry.span("memrl.search.embed"):  # the namespace's index brought up to date, the query
+                q.idx = await self.sync(ns)
+                if query_vector is not None:
+                    qv = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+                    q.qv = qv / (np.linalg.norm(qv) or 1.0)
+                else:
+                    q.qv = (await self.embedder.aembed([query]))[0]
         allowed = (
             np.asarray(self.store.allowed_rids(ns, opts.filters), dtype=np.int64) if opts.filters else None
         )
@@ -246,30 +248,37 @@ class SearchIndex(DenseIndexes):
         q.info = facts.of if facts is not None else {}
 
         if any(m in ("dense", "hybrid") for m in modes):
-            rids, scores = q.idx.top(
-                q.qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend
-            )
+            with telemetry.span("memrl.search.dense"):
+                rids, scores = q.idx.top(
+                    q.qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend
+                )
             q.dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
         if any(m in ("bm25", "hybrid") for m in modes):
-            if opts.question_words:
-                q.bm25_query = strip_question_words(query)
-            if opts.strip_speaker:  # every item of theirs carries the name: the speaker prior does its job
-                named = named_in(query, facts.speakers)
-                if len(named) == 1:
-                    who = re.escape(next(iter(named)))
-                    stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", q.bm25_query, flags=re.IGNORECASE)
-                    q.bm25_query = stripped if query_words(stripped) else q.bm25_query
-            q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts, allowed)
-            if opts.prf_docs > 0 and q.bm25_list:
-                q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts, allowed)
-            if opts.keys > 0:
-                q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts, allowed)
+            with telemetry.span("memrl.search.bm25"):
+                if opts.question_words:
+                    q.bm25_query = strip_question_words(query)
+                # every item of the speaker's carries the name: the speaker prior does its job
+                if opts.strip_speaker:
+                    named = named_in(query, facts.speakers)
+                    if len(named) == 1:
+                        who = re.escape(next(iter(named)))
+                        stripped = re.sub(r"\b" + who + r"(?:'s)?\b", " ", q.bm25_query, flags=re.IGNORECASE)
+                        q.bm25_query = stripped if query_words(stripped) else q.bm25_query
+                q.bm25_list = self.bm25(ns, q.bm25_query, fetch, opts, allowed)
+                if opts.prf_docs > 0 and q.bm25_list:
+                    q.bm25_list = self._feedback(ns, q.bm25_query, q.bm25_list, fetch, opts, allowed)
+                if opts.keys > 0:
+                    q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts, allowed)
         # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
         q.keys_c = q.collapsed(q.keys_list, depth)
 
-        ranked = {mode: self._rank(ns, q, opts, mode, boosted) for mode in modes}
-        items = self.store.get_many_by_rid(list(dict.fromkeys(r for rk in ranked.values() for r in rk[0])))
+        with telemetry.span("memrl.search.rank"):  # fusion, query priors, re-scoring
+            ranked = {mode: self._rank(ns, q, opts, mode, boosted) for mode in modes}
+        with telemetry.span("memrl.search.fetch"):
+            items = self.store.get_many_by_rid(
+                list(dict.fromkeys(r for rk in ranked.values() for r in rk[0]))
+            )
         return {
             mode: [
                 SearchHit(

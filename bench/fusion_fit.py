@@ -22,7 +22,7 @@ import numpy as np
 from memrl.eval.retrieval import aevaluate
 from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
 from memrl.eval.stats import paired_difference
-from memrl.memory.search.adaptive import FEATURES, STEPS, dense_weight
+from memrl.memory.search import FEATURES, STEPS, dense_weight
 
 L2_GRID = (0.0, 0.001, 0.003, 0.01, 0.03)
 

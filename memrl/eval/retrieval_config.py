@@ -237,7 +237,7 @@ class RetrievalConfig:
             raise ConfigError(
                 "--fusion adaptive needs --fusion-model NAME or PATH (bench/fusion_fit.py fits one)"
             )
-        from memrl.memory.search.adaptive import load_model
+        from memrl.memory.search import load_model
 
         return load_model(self.fusion_model)
 

@@ -168,6 +168,19 @@ def protocol(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "features": list(FEATURES)}  # fmt: skip
 
 
+def pooled(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The model to ship if adaptive fusion wins the protocol: fitted (:func:`fit_cv`) on every data
+    set's training items together, each data set's conversations their own clusters."""
+    keys = ("clusters", "features", "dense", "bm25", "defaults", "table")
+    data = {k: [x for n, t in tables.items() for x in (t[k] if k != "clusters" else [f"{n}/{c}" for c in t[k]])]
+            for k in keys}  # fmt: skip
+    data["ids"] = [f"{n}/{i}" for n, t in tables.items() for i in t["ids"]]
+    coef, l2, cv = fit_cv(data)
+    return {"coef": [round(float(c), 3) for c in coef], "l2": l2, "cv_recall": cv, "features": list(FEATURES),
+            "fitted_on": {n: len(t["ids"]) for n, t in tables.items()},
+            "in_sample": {n: round(float(per_query(coef, t).mean()), 4) for n, t in tables.items()}}  # fmt: skip
+
+
 def check_weight(coef: Any, feats: list[float]) -> float:
     """The weight the search itself gives (memrl.memory.search.adaptive), for a consistency check."""
     return dense_weight(feats, [float(c) for c in coef])

@@ -167,7 +167,7 @@ def _extra(text: str) -> tuple[str, str, str]:
 
 async def run_lodo(args: argparse.Namespace) -> dict[str, Any]:
     """The leave-one-dataset-out protocol (module docstring); tables read from ``--tables`` if there."""
-    from bench.fusion_fit import collect, protocol
+    from bench.fusion_fit import collect, pooled, protocol
 
     cached = Path(args.tables) if args.tables else None
     tables: dict[str, Any] = json.loads(cached.read_text()) if cached and cached.is_file() else {}
@@ -197,6 +197,7 @@ async def run_lodo(args: argparse.Namespace) -> dict[str, Any]:
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(tables))
     out = protocol({n: tables[n] for n in wanted})
+    out["models"]["pooled"] = pooled({n: tables[n] for n in wanted})
     out.update(datasets={n: {"dataset": ds, "path": p, "n_questions": len(tables[n]["ids"])}
                          for n, (ds, p) in wanted.items()}, embedder=args.embedder,
                wall_time_s=round(time.perf_counter() - t0, 1))  # fmt: skip

@@ -124,6 +124,9 @@ def test_fitting_finds_the_rule_and_the_protocol_scores_it_held_out():
     assert s["adaptive, fitted on a"]["b"]["hybrid"] == 1.0  # the rule carries over to b
     assert s["convex, weight fitted on a (0.1)"]["b"]["hybrid"] == pytest.approx(0.3 * 1 + 0.7 * 0.5)
     assert out["best"].startswith("adaptive") and s[out["best"]]["method_worst"] > 0
+    both = fusion_fit.pooled({"a": a, "b": b})
+    assert both["in_sample"] == {"a": 1.0, "b": 1.0} and both["fitted_on"] == {"a": 70, "b": 70}
+    assert fusion_fit.check_weight(both["coef"], a["features"][0]) == 0.1  # a named speaker: BM25-heavy
     for r in s.values():
         scored = [v for v in r.values() if isinstance(v, dict)]
         assert r["worst_margin"] == min(v["margin"] for v in scored)

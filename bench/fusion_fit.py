@@ -137,7 +137,7 @@ def protocol(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
     names = list(tables)
     settings: dict[str, dict[str, Any]] = {}
     for j, w in enumerate(STEPS):
-        label = f"convex {w:.1f}/{1 - w:.1f}" + (" (today's default)" if w == 0.3 else "")
+        label = f"convex {w:.1f}/{1 - w:.1f}" + (" (the default before issue 60)" if w == 0.3 else "")
         settings[label] = {t: _against(tables[t], np.asarray(tables[t]["table"])[:, j]) for t in names}
     models: dict[str, Any] = {}
     for s in names:

@@ -42,7 +42,7 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     """The settings compared: today's defaults, then fusion weights and kinds, then the priors off."""
     rep = dataclasses.replace
     out = [
-        ("defaults (convex 0.3/0.7)", base),
+        (f"defaults (convex {base.dense_weight:.1f}/{base.bm25_weight:.1f})", base),
         (
             "before issue 39: spreading from 20 seeds on any store, no aggregate diversity, date fit 0.1",
             rep(base, spread_seeds=20, spread_seed_share=1.0, aggregate_diversity=0.0, date_fit=0.1),
@@ -56,7 +56,7 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     ]
     for d in (0.05, 0.15, 0.2):
         out.append((f"defaults, aggregate diversity {d:g}", rep(base, aggregate_diversity=d)))
-    for w in (0.4, 0.5, 0.6, 0.7):
+    for w in (w for w in (0.3, 0.4, 0.5, 0.6, 0.7) if w != base.dense_weight):
         out.append((f"convex {w:.1f}/{1 - w:.1f}", rep(base, dense_weight=w, bm25_weight=round(1 - w, 2))))
     out.append(("rrf k=60 1/1", rep(base, fusion="rrf", dense_weight=1.0, bm25_weight=1.0)))
     out.append(("rrf k=60 0.5/1", rep(base, fusion="rrf", dense_weight=0.5, bm25_weight=1.0)))

@@ -1,7 +1,7 @@
 """Adaptive fusion: the dense/BM25 weight of hybrid search chosen per query from what the two lists say.
 
-A fixed convex fusion gives every query the same weights (0.3 dense / 0.7 BM25 by default), tuned where
-lexical matching wins (LoCoMo); on LongMemEval dense search wins and the same weights cost recall. Here the
+A fixed convex fusion gives every query the same weights (0.4 dense / 0.6 BM25 by default): LoCoMo wants
+lexical-heavy weights, LongMemEval dense-heavy ones. Here the
 dense weight of one query is ``sigmoid(coef . features)``, rounded to a step of 0.1 in [0.1, 0.9], from
 signals the search has computed anyway, before any prior (:func:`features`):
 

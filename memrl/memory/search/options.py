@@ -20,7 +20,8 @@ class SearchOptions:
 
     The defaults are the best settings measured on LoCoMo (``memrl eval retrieval --ablation``; knobs tuned on
     conversations 0-4), checked on LoCoMo's training conversations and LongMemEval part A together
-    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there).
+    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there; the
+    fusion weights 0.4/0.6 from its leave-one-dataset-out protocol, ``--lodo``).
     ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights) over 50 candidates
     per list, no collapsing, no priors.
 
@@ -88,7 +89,7 @@ class SearchOptions:
     threshold: float | None = None
     candidates: int = 100  # depth of each ranked list before fusion
     rrf_k: int = 60
-    weights: tuple[float, float] = (0.3, 0.7)  # (dense, bm25)
+    weights: tuple[float, float] = (0.4, 0.6)  # (dense, bm25); 0.3/0.7 before issue 60's protocol
     fusion: Fusion = "convex"
     fusion_model: tuple[float, ...] | None = None  # adaptive fusion's coefficients (adaptive.load_model)
     collapse: str | None = "unit"

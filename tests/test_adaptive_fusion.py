@@ -130,3 +130,27 @@ def test_fitting_finds_the_rule_and_the_protocol_scores_it_held_out():
     for r in s.values():
         scored = [v for v in r.values() if isinstance(v, dict)]
         assert r["worst_margin"] == min(v["margin"] for v in scored)
+
+
+def test_lodo_from_kept_tables_with_a_third_data_set(tmp_path, capsys):
+    from bench import search_defaults
+
+    tables = {
+        "locomo": _table(70, True, 0.8),
+        "longmemeval": _table(49, True, 0.2),
+        "mine": _table(35, True, 0.5),
+    }
+    path = tmp_path / "tables.json"
+    path.write_text(json.dumps(tables))
+    # every data set is in the kept tables, so nothing is searched (the paths are never opened)
+    search_defaults.main(["--data-dir", str(tmp_path / "none"), "--lodo", "--tables", str(path),
+                          "--extra", "mine=longmemeval:" + str(tmp_path / "none.json")])  # fmt: skip
+    text = capsys.readouterr().out.strip().splitlines()
+    out = json.loads(text[-1])
+    assert set(out["datasets"]) == {"locomo", "longmemeval", "mine"}
+    fitted = out["settings"]["adaptive, fitted on mine"]
+    assert set(fitted) >= {"locomo", "longmemeval"} and "mine" not in fitted
+    assert out["models"]["pooled"]["fitted_on"] == {"locomo": 70, "longmemeval": 49, "mine": 35}
+    assert any("**chosen**" in line and out["best"] in line for line in text)
+    with pytest.raises(SystemExit):
+        search_defaults.main(["--lodo", "--extra", "no-colon"])

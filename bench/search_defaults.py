@@ -4,6 +4,8 @@
     python -m bench.search_defaults --embedder hashing --locomo-conv conv-41 # a smoke run
     python -m bench.search_defaults --only "defaults (" --vary time_boost=0.1,0.2 --vary candidates=100
                                              # today's defaults beside one field changed at a time
+    python -m bench.search_defaults --lodo --tables runs/fusion-tables.json [--extra NAME=DATASET:PATH]
+                                             # leave one data set out: fixed, fitted and adaptive fusion
 
 Builds each data set's conversations once with the ``raw`` builder (one store, embeddings cached), then, for
 every setting of the grid (:func:`grid`: fusion weights, fusion kind, the LoCoMo-tuned priors switched on
@@ -40,7 +42,7 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     """The settings compared: today's defaults, then fusion weights and kinds, then the priors off."""
     rep = dataclasses.replace
     out = [
-        ("defaults (convex 0.3/0.7)", base),
+        (f"defaults (convex {base.dense_weight:.1f}/{base.bm25_weight:.1f})", base),
         (
             "before issue 39: spreading from 20 seeds on any store, no aggregate diversity, date fit 0.1",
             rep(base, spread_seeds=20, spread_seed_share=1.0, aggregate_diversity=0.0, date_fit=0.1),
@@ -54,7 +56,7 @@ def grid(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     ]
     for d in (0.05, 0.15, 0.2):
         out.append((f"defaults, aggregate diversity {d:g}", rep(base, aggregate_diversity=d)))
-    for w in (0.4, 0.5, 0.6, 0.7):
+    for w in (w for w in (0.3, 0.4, 0.5, 0.6, 0.7) if w != base.dense_weight):
         out.append((f"convex {w:.1f}/{1 - w:.1f}", rep(base, dense_weight=w, bm25_weight=round(1 - w, 2))))
     out.append(("rrf k=60 1/1", rep(base, fusion="rrf", dense_weight=1.0, bm25_weight=1.0)))
     out.append(("rrf k=60 0.5/1", rep(base, fusion="rrf", dense_weight=0.5, bm25_weight=1.0)))
@@ -155,6 +157,71 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "wall_time_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
 
 
+def _extra(text: str) -> tuple[str, str, str]:
+    name, _, rest = text.partition("=")
+    dataset, _, path = rest.partition(":")
+    if not (name and dataset and path):
+        raise argparse.ArgumentTypeError(f"--extra {text!r}: expected NAME=DATASET:PATH")
+    return name, dataset, path
+
+
+async def run_lodo(args: argparse.Namespace) -> dict[str, Any]:
+    """The leave-one-dataset-out protocol (module docstring); tables read from ``--tables`` if there."""
+    from bench.fusion_fit import collect, pooled, protocol
+
+    cached = Path(args.tables) if args.tables else None
+    tables: dict[str, Any] = json.loads(cached.read_text()) if cached and cached.is_file() else {}
+    data_dir = Path(args.data_dir)
+    base = RetrievalConfig(embedder=args.embedder, embed_cache=args.embed_cache, k=(10,),
+                           modes=("dense", "bm25", "hybrid"))  # fmt: skip
+    wanted = {"locomo": ("locomo", str(data_dir / "locomo")),
+              "longmemeval": ("longmemeval", str(data_dir / LONGMEMEVAL_PART_A))}  # fmt: skip
+    wanted.update({name: (ds, path) for name, ds, path in args.extra})
+    t0 = time.perf_counter()
+    memory = None
+    try:
+        for name, (ds, path) in wanted.items():
+            if name in tables:
+                continue
+            convs, _ = load_conversations(ds, path)
+            if name == "locomo":
+                keep = set(args.locomo_conv or SPLITS["locomo"]["train"])
+                convs = [c for c in convs if c.id in keep]
+            memory = memory or open_memory(base)
+            tables[name] = await collect(convs, base, ds, memory)
+            print(json.dumps({"collected": name, "n": len(tables[name]["ids"])}), file=sys.stderr, flush=True)
+    finally:
+        if memory is not None:
+            await memory.close()
+    if cached:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(tables))
+    out = protocol({n: tables[n] for n in wanted})
+    out["models"]["pooled"] = pooled({n: tables[n] for n in wanted})
+    out.update(datasets={n: {"dataset": ds, "path": p, "n_questions": len(tables[n]["ids"])}
+                         for n, (ds, p) in wanted.items()}, embedder=args.embedder,
+               wall_time_s=round(time.perf_counter() - t0, 1))  # fmt: skip
+    return out
+
+
+def lodo_markdown(out: dict[str, Any]) -> str:
+    names = list(out["datasets"])
+    head = " | ".join(f"{n} hybrid | margin (95% CI)" for n in names)
+    lines = [f"| setting | {head} | worst held-out margin |", "|---|" + "---|---|" * len(names) + "---|"]
+    for name, r in out["settings"].items():
+        cells = []
+        for n in names:
+            v = r.get(n)
+            cells.append("(fitted here) | " if v is None else
+                         f"{v['hybrid']:.3f} | {v['margin']:+.3f} ({v['ci'][0]:+.3f}..{v['ci'][1]:+.3f})")  # fmt: skip
+        mark = " **chosen**" if name == out["best"] else ""
+        worst = r.get("method_worst", r["worst_margin"])
+        lines.append(f"| {name}{mark} | " + " | ".join(cells) + f" | {worst:+.3f} |")
+    base = ", ".join(f"{n}: dense {out['settings'][next(iter(out['settings']))][n]['dense']:.3f} / BM25 "
+                     f"{out['settings'][next(iter(out['settings']))][n]['bm25']:.3f}" for n in names)  # fmt: skip
+    return "\n".join(lines) + f"\n\nSingle modes: {base}."
+
+
 def markdown(out: dict[str, Any]) -> str:
     lines = ["| setting | LoCoMo hybrid | (dense / BM25) | margin | LongMemEval hybrid | (dense / BM25) | margin |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -179,7 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vary", type=parse_vary, action="append", default=[], metavar="FIELD=V1,V2",
                    help="also run today's defaults with this one search option changed, per value, or with "
                    "F1=V+F2=W changed together (repeatable; run whatever --only says)")  # fmt: skip
+    p.add_argument(
+        "--lodo", action="store_true", help="the leave-one-dataset-out protocol (bench.fusion_fit)"
+    )
+    p.add_argument("--extra", type=_extra, action="append", default=[], metavar="NAME=DATASET:PATH",
+                   help="--lodo: one more data set (all its items are training items), e.g. "
+                   "lme-b=longmemeval:../shared/data/longmemeval/other.json")  # fmt: skip
+    p.add_argument("--tables", default=None, help="--lodo: JSON file keeping the per-question tables")
     args = p.parse_args(argv)
+    if args.lodo:
+        out = asyncio.run(run_lodo(args))
+        print(lodo_markdown(out))
+        print(json.dumps(out))
+        return 0
     out = asyncio.run(run(args))
     print(markdown(out))
     print(json.dumps(out))

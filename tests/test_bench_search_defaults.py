@@ -19,7 +19,7 @@ def test_search_defaults_on_real_data(capsys):
     search_defaults.main(["--data-dir", str(data), "--embedder", "hashing", "--locomo-conv", "conv-26",
                           "--only", "defaults (", "convex 0.6"])  # fmt: skip
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(out["settings"]) == {"defaults (convex 0.3/0.7)", "convex 0.6/0.4"}
+    assert set(out["settings"]) == {"defaults (convex 0.4/0.6)", "convex 0.6/0.4"}
     assert out["n_questions"] == {"locomo": 152, "longmemeval": 47}
     for r in out["settings"].values():
         for ds in ("locomo", "longmemeval"):

@@ -174,6 +174,8 @@ def test_retrieval_recall_with_both_evidence_sets(tmp_path, capsys):
                    "--embed-cache", "none", "--output-dir", str(out), "--json")  # fmt: skip
     c = head["corrected"]
     assert c["n_corrected"] == 2 and set(c["modes"]["bm25"]["recall_at_k"]) == {"1", "5"}
+    assert c["n_evidence_changed"] == 1  # q1's evidence moves; q2's correction is of the answer only
+    assert "1 with other evidence turns" in (out / "report.md").read_text()
     rows = {r["question_id"]: r for r in map(json.loads, (out / "questions.jsonl").open())}
     pottery = rows["conv-a:q1"]
     assert pottery["evidence"] == ["D1:2"] and pottery["evidence_corrected"] == ["D2:1"]

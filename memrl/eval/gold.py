@@ -67,6 +67,8 @@ def corrected_retrieval(rows: list[dict], conversations: list, config: Any) -> d
     s = summarize(fixed, config)
     return {
         "n_corrected": sum(1 for r in rows if r["question_id"] in corrections),
+        # of those, the questions whose evidence ids changed (the rest correct the answer only)
+        "n_evidence_changed": sum(1 for r in rows if sorted(r["evidence"]) != sorted(r["evidence_corrected"])),
         "recall_at_10": s["recall_at_10"],
         "modes": {mode: {"recall_at_k": m["recall_at_k"], "recall_all_at_k": m["recall_all_at_k"],
                          "by_category": {c: v["recall_at_k"] for c, v in m["by_category"].items()}}

@@ -60,8 +60,13 @@ class RetrievalConfig:
     rrf_k: int = option(_S.rrf_k, "k of reciprocal rank fusion: 1/(k + rank)")
     dense_weight: float = option(_S.weights[0], "weight of the dense list in fusion")
     bm25_weight: float = option(_S.weights[1], "weight of the BM25 list in fusion")
-    fusion: Literal["rrf", "convex"] = option(
-        _S.fusion, "hybrid fusion: rrf (reciprocal rank) or convex (weighted min-max normalised scores)"
+    fusion: Literal["rrf", "convex", "adaptive"] = option(
+        _S.fusion,
+        "hybrid fusion: rrf (reciprocal rank), convex (weighted min-max normalised scores) or "
+        "adaptive (convex, the dense weight chosen per query by --fusion-model)",
+    )
+    fusion_model: str | None = option(
+        None, "adaptive fusion's fitted model: a name (memrl/resources/fusion_NAME.json) or a JSON path"
     )
     speaker_boost: float = option(
         _S.speaker_boost,
@@ -195,6 +200,7 @@ class RetrievalConfig:
             "rrf_k": self.rrf_k,
             "weights": (self.dense_weight, self.bm25_weight),
             "fusion": self.fusion,
+            "fusion_model": self._fusion_model(),
             "collapse": "unit",
             "speaker_boost": self.speaker_boost,
             "session_boost": self.session_boost,
@@ -223,6 +229,17 @@ class RetrievalConfig:
             "rerank_depth": self.rerank_depth,
             "keys": self.enrich_weight if self.enrich else 0.0,
         }
+
+    def _fusion_model(self) -> tuple[float, ...] | None:
+        if self.fusion != "adaptive":
+            return None
+        if not self.fusion_model:
+            raise ConfigError(
+                "--fusion adaptive needs --fusion-model NAME or PATH (bench/fusion_fit.py fits one)"
+            )
+        from memrl.memory.search import load_model
+
+        return load_model(self.fusion_model)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

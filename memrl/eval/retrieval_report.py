@@ -224,7 +224,8 @@ def _corrected_line(report: dict[str, Any]) -> list[str]:
         ks = ", ".join(f"@{k} {_fmt(v)} (original {_fmt(report['modes'][mode]['recall_at_k'].get(k))})"
                        for k, v in m["recall_at_k"].items())  # fmt: skip
         parts.append(f"{mode}: {ks}")
-    return [f"Against locomo-audit's corrected evidence ({c['n_corrected']} questions audited): recall "
+    return [f"Against locomo-audit's corrected evidence ({c['n_corrected']} questions audited, "
+            f"{c.get('n_evidence_changed', '?')} with other evidence turns): recall "
             + "; ".join(parts) + "."]  # fmt: skip
 
 

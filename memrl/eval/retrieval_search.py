@@ -116,7 +116,10 @@ async def evaluate_conversation(
         }
         # one search for all modes: they share the query's dense and BM25 lists (SearchIndex.search_modes)
         qv = None if qvecs is None else qvecs[i]
-        by_mode = await memory.index.search_modes(ns, q.question, opts, config.modes, query_vector=qv)
+        trace: dict[str, Any] = {}  # adaptive fusion's signals (bench/fusion_fit.py fits on them)
+        by_mode = await memory.index.search_modes(ns, q.question, opts, config.modes, query_vector=qv,
+                                                  trace=trace)  # fmt: skip
+        row["fusion"] = trace
         for mode in config.modes:
             ranked = _turn_ids(by_mode[mode], opts.top_k)
             ids = ranked[: config.max_k]

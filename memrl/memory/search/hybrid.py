@@ -28,6 +28,7 @@ from memrl.memory.analysis.words import STOPWORDS, TOKEN, query_words, strip_que
 from memrl.memory.embedders.base import Embedder
 from memrl.memory.index.dense import DenseIndexes
 from memrl.memory.records.types import TYPE_CODE, SearchHit
+from memrl.memory.search.adaptive import dense_weight, features
 from memrl.memory.search.expand import session_prior, session_scores, spread
 from memrl.memory.search.fusion import convex, rrf
 from memrl.memory.search.options import PLAIN, Fusion, SearchMode, SearchOptions
@@ -70,6 +71,7 @@ class _Query:
     keys_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
     terms: Any = None
     sessions: dict[Any, float] | None = None
+    features: list[float] | None = None  # adaptive fusion's signals (memrl.memory.search.adaptive)
 
     def __post_init__(self) -> None:
         self.bm25_query = self.bm25_query or self.query
@@ -203,18 +205,24 @@ class SearchIndex(DenseIndexes):
         modes: Sequence[str],
         *,
         query_vector: np.ndarray | None = None,
+        trace: dict[str, Any] | None = None,
     ) -> dict[str, list[SearchHit]]:
         """The hits of one query in each of ``modes`` (``opts.mode`` is ignored): each mode's hits are
         exactly those of :meth:`search` in that mode, but what the modes share (the query vector, the dense
         and BM25 lists, the namespace's facts and session scores, one read of the hit items) is computed
-        once. The retrieval evaluation searches every question in all three modes this way."""
+        once. The retrieval evaluation searches every question in all three modes this way. A ``trace``
+        dict receives the query's adaptive-fusion ``features`` (and, fusing adaptively, its ``dense_weight``)."""
         if opts.top_k < 1:
             raise ValidationError(f"top_k must be at least 1, got {opts.top_k}")
         for mode in modes:
             if mode not in ("hybrid", "dense", "bm25"):
                 raise ValidationError(f"unknown search mode {mode!r}; use hybrid, dense or bm25")
-        if opts.fusion not in ("rrf", "convex"):
-            raise ValidationError(f"unknown fusion {opts.fusion!r}; use rrf or convex")
+        if opts.fusion not in ("rrf", "convex", "adaptive"):
+            raise ValidationError(f"unknown fusion {opts.fusion!r}; use rrf, convex or adaptive")
+        if opts.fusion == "adaptive" and not opts.fusion_model:
+            raise ValidationError(
+                "adaptive fusion needs fusion_model (memrl.memory.search.adaptive.load_model)"
+            )
         modes = tuple(dict.fromkeys(modes))
         if self.store.expiry_due(ns):  # expired items leave the namespace before it is searched
             await asyncio.to_thread(self.store.sweep_expired, ns)  # a write: off the event loop
@@ -272,6 +280,13 @@ class SearchIndex(DenseIndexes):
         # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
         q.keys_c = q.collapsed(q.keys_list, depth)
+        if (opts.fusion == "adaptive" and "hybrid" in modes) or trace is not None:
+            names = facts.speakers if facts is not None else ()
+            q.features = features(query, q.bm25_query, q.dense_c, q.bm25_c, names)
+            if trace is not None:
+                trace["features"] = q.features
+                if opts.fusion == "adaptive":
+                    trace["dense_weight"] = dense_weight(q.features, opts.fusion_model)
 
         with telemetry.span("memrl.search.rank"):  # fusion, query priors, re-scoring
             ranked = {mode: self._rank(ns, q, opts, mode, boosted) for mode in modes}
@@ -323,6 +338,9 @@ class SearchIndex(DenseIndexes):
             weights = opts.weights
             if opts.abstract_weights is not None and asks_abstract(query):
                 weights = opts.abstract_weights
+            if opts.fusion == "adaptive":  # convex, with this query's weights
+                w = dense_weight(q.features, opts.fusion_model)
+                weights = (w, round(1.0 - w, 1))
             lists = [dense_c, bm25_c]
             if keys_c:
                 lists, weights = [*lists, keys_c], (*weights, opts.keys)

@@ -11,7 +11,7 @@ from memrl.memory.records.types import MemoryType
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
 
-Fusion = Literal["rrf", "convex"]
+Fusion = Literal["rrf", "convex", "adaptive"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,8 @@ class SearchOptions:
 
     The defaults are the best settings measured on LoCoMo (``memrl eval retrieval --ablation``; knobs tuned on
     conversations 0-4), checked on LoCoMo's training conversations and LongMemEval part A together
-    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there).
+    (``bench/search_defaults.py``: ``spread_seed_share`` and ``aggregate_diversity`` come from there; the
+    fusion weights 0.4/0.6 from its leave-one-dataset-out protocol, ``--lodo``).
     ``SearchOptions(**PLAIN)`` is the plain search of before: RRF (k=60, equal weights) over 50 candidates
     per list, no collapsing, no priors.
 
@@ -30,7 +31,9 @@ class SearchOptions:
       id). Items of one unit are collapsed into one hit, in each ranked list before fusion (max-pooling),
       so a unit stored in several views counts once. Items without the key are never collapsed.
     - ``fusion``: ``rrf`` (``sum w / (rrf_k + rank)``) or ``convex`` (``sum w * minmax(score)`` over each
-      list's candidates, missing = 0).
+      list's candidates, missing = 0) or ``adaptive``: convex with the dense weight chosen per query by
+      ``fusion_model`` (:mod:`memrl.memory.search.adaptive`: bias and one coefficient per feature of the two
+      lists and the query; BM25's weight is 1 minus it; ``weights`` and ``abstract_weights`` unused).
     - ``speaker_boost``: when the query names exactly one of the values of metadata ``speaker_key`` found
       among the candidates (whole word, any case), that speaker's items get ``speaker_boost`` times the
       best candidate's score added. Questions about a person are mostly answered by what they said. A
@@ -86,8 +89,9 @@ class SearchOptions:
     threshold: float | None = None
     candidates: int = 100  # depth of each ranked list before fusion
     rrf_k: int = 60
-    weights: tuple[float, float] = (0.3, 0.7)  # (dense, bm25)
+    weights: tuple[float, float] = (0.4, 0.6)  # (dense, bm25); 0.3/0.7 before issue 60's protocol
     fusion: Fusion = "convex"
+    fusion_model: tuple[float, ...] | None = None  # adaptive fusion's coefficients (adaptive.load_model)
     collapse: str | None = "unit"
     speaker_key: str | None = "speaker"
     speaker_boost: float = 0.5

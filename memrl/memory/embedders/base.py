@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the first embed, not by `import memrl.memory` (the CLI starts fast)
+    import numpy as np
 
 
 def normalize_rows(x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     x = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memrl.errors import ConfigError
 from memrl.loading import model_load_lock
 from memrl.memory.embedders.base import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def bundled_minilm_path() -> str | None:
@@ -63,6 +64,8 @@ class SentenceTransformerEmbedder(Embedder):
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vecs = self._load().encode(

@@ -3,7 +3,8 @@ on loopback: open a store, search, open an item's history, undo an edit and see 
 database, open an evaluation run and filter wrong answers, open a training run, log in with a token.
 
 Needs the packages ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them). With
-``MEMRL_SCREENSHOTS=DIR`` the main pages are saved as PNGs there (the README's screenshots).
+``MEMRL_SCREENSHOTS=DIR`` the main pages are saved as PNGs there (the docs' screenshots come from
+``scripts/screenshots.py``).
 """
 
 from __future__ import annotations

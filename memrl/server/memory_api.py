@@ -4,7 +4,8 @@
     curl -H 'Authorization: Bearer SECRET123' -H 'Content-Type: application/json' \\
          -d '{"content": "Alice lives in Lisbon"}' http://127.0.0.1:8080/v1/namespaces/alice/memories
 
-Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``):
+Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``, its reference page
+``/docs``: :mod:`memrl.server.apidocs`):
 
 | route | operation |
 |---|---|
@@ -19,6 +20,9 @@ Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.j
 | ``POST /namespaces/{ns}/clone`` | copy to ``{"target": ...}`` (the token needs both) |
 | ``GET /namespaces/{ns}/export``, ``POST /namespaces/{ns}/import`` | JSONL with history, lossless |
 | ``GET /namespaces/{ns}/core`` | the core memory block |
+
+The embedder loads as the app starts, on a thread (:mod:`memrl.server.warmup`): ``/health`` says
+``loading`` meanwhile, and requests that embed wait for it.
 
 Every route's store and search work runs off the event loop, on the store gate's threads
 (:mod:`memrl.server.offload`: one namespace at a time, a share per token, a deadline), so ``/health`` and
@@ -48,6 +52,7 @@ from memrl.memory.analysis import tokens as tokens_of
 from memrl.memory.index import cache_scope
 from memrl.memory.records import Name, check
 from memrl.memory.store import ImportReader
+from memrl.server.apidocs import add_docs_routes
 from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
 from memrl.server.http import (
     HTTPError,
@@ -63,6 +68,7 @@ from memrl.server.http import (
 from memrl.server.limits import Waits
 from memrl.server.offload import ServedMemory, StoreGate
 from memrl.server.pages import SCRIPT_HASHES
+from memrl.server.warmup import EmbedderLoad
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MemoryContext, delete_memory
 from memrl.tools.service import (
@@ -347,29 +353,38 @@ def create_app(
         default_response_class=JSONResponse,
     )  # fmt: skip
     install_error_handlers(app)
-    gate = StoreGate(limits.store_workers, limits.store_timeout)
+    load = EmbedderLoad(memory.embedder)  # the model loads on a thread as the app starts: it answers at once
+    gate = StoreGate(limits.store_workers, limits.store_timeout, slow=load.slow)
     if getattr(memory, "max_as_of_changes", None) is None:  # the server bounds what one as_of may rebuild
         memory.max_as_of_changes = limits.max_as_of_changes
     app.include_router(memory_router(memory, tokens, gate))
     jobs = jobs or memory.writer or JobRunner(memory, None)
     served = ServedMemory(memory, gate)
     app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
+    app.router.add_event_handler("startup", load.start)
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)
     app.router.add_event_handler("shutdown", gate.close)
 
+    add_docs_routes(app)  # the API reference at /docs, from files the server serves (works offline)
+
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:
-        """Always answers at once: it takes no place among the requests in flight and touches no store."""
-        return {"status": "ok", "auth": tokens.enabled}
+        """Always answers at once: it takes no place among the requests in flight and touches no store.
+        ``status``: ``loading`` while the embedding model loads (requests that embed wait for it), ``ok``
+        once it is loaded, ``degraded`` when its load failed (``embedder_error`` says why)."""
+        state = load.state
+        status = {"ready": "ok", "loading": "loading"}.get(state, "degraded")
+        return {"status": status, "auth": tokens.enabled, **load.health()}
 
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(served, tokens, runs or [], CsrfTokens(), jobs))
+        app.include_router(ui_router(served, tokens, runs or [], CsrfTokens(), jobs, notice=load.notice))
     app.state.memory = memory
     app.state.jobs = jobs
     app.state.gate = gate
+    app.state.embedder_load = load
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
     return LimitsMiddleware(guarded, limits, client_of=tokens.name_of)

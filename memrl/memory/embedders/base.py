@@ -35,6 +35,15 @@ class Embedder(ABC):
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
+    @property
+    def loaded(self) -> bool:
+        """Whether an embed call now answers without first loading something (a model's weights)."""
+        return True
+
+    def load(self) -> None:  # noqa: B027 - a hook, not abstract: most embedders have nothing to load
+        """Load now what the first embed call would load (a server calls it on a thread as it starts:
+        :mod:`memrl.server.warmup`); an embed call made meanwhile waits for it. Nothing by default."""
+
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """Async variant; local models run in a worker thread so the event loop stays free."""
         return await asyncio.to_thread(self.embed, texts)

@@ -184,6 +184,13 @@ class CachedEmbedder(Embedder):
     def dim(self) -> int:  # type: ignore[override]
         return self.inner.dim
 
+    @property
+    def loaded(self) -> bool:
+        return self.inner.loaded
+
+    def load(self) -> None:
+        self.inner.load()
+
     def _conn(self) -> Any:
         if self._db is None:
             import sqlite3
@@ -255,6 +262,14 @@ class CombinedEmbedder(Embedder):
     @property
     def dim(self) -> int:  # type: ignore[override]
         return sum(p.dim for p in self.parts)
+
+    @property
+    def loaded(self) -> bool:
+        return all(p.loaded for p in self.parts)
+
+    def load(self) -> None:
+        for p in self.parts:
+            p.load()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

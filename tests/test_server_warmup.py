@@ -93,7 +93,7 @@ def test_server_answers_while_the_model_loads_and_a_search_waits_for_it(stored) 
         t = threading.Thread(target=lambda: answer.update(r=c.post(
             "/v1/namespaces/alice/search", json={"query": "where does Alice live", "top_k": 3})))  # fmt: skip
         t.start()
-        until(lambda: embedder.waiting == 1)  # the search is in, waiting on the load
+        time.sleep(0.5)  # the search is in, waiting for the load
         assert "r" not in answer and c.get("/health").json()["status"] == "loading"
         embedder.release.set()
         t.join(30)
@@ -109,16 +109,43 @@ def test_server_answers_while_the_model_loads_and_a_search_waits_for_it(stored) 
         assert "the embedding model is still loading" not in c.get("/").text
 
 
-def test_a_search_past_the_store_deadline_gets_503_saying_the_model_is_loading(stored) -> None:
-    db_path, _ = stored
+def test_the_store_deadline_counts_from_the_end_of_the_load_and_reads_do_not_wait(stored) -> None:
+    """A load far longer than the store deadline: the search still gets its answer (it waited on the event
+    loop, not inside its store work); a listing, which embeds nothing, answers during the load."""
+    db_path, item_id = stored
     embedder = SlowLoad()
     with serve(db_path, embedder, Limits(store_timeout=0.3)) as server:
+        c = client(server.base_url, None)
+        until(embedder.started.is_set)
+        assert c.get("/v1/namespaces/alice/memories").json()["total"] == 1  # at once, during the load
+        answer: dict = {}
+        t = threading.Thread(
+            target=lambda: answer.update(r=c.post("/v1/namespaces/alice/search", json={"query": "Lisbon"}))
+        )
+        t.start()
+        time.sleep(1.0)  # three store deadlines: the search must still be waiting, not refused
+        assert (
+            "r" not in answer and embedder.waiting == 0
+        )  # it waits before its store work, holding no thread
+        embedder.release.set()
+        t.join(30)
+        assert answer["r"].status_code == 200, answer["r"].text
+        assert [h["id"] for h in answer["r"].json()] == [item_id]
+
+
+def test_a_load_past_the_embedder_wait_gets_503_saying_the_model_is_loading(stored) -> None:
+    db_path, _ = stored
+    embedder = SlowLoad()
+    with serve(db_path, embedder, Limits(embedder_wait=0.3)) as server:
         c = client(server.base_url, None)
         r = c.post("/v1/namespaces/alice/search", json={"query": "Lisbon"})
         assert r.status_code == 503, r.text
         assert r.headers["Retry-After"] == "5"
         assert r.json()["error"]["type"] == "busy"
         assert "embedding model is still loading" in r.json()["error"]["message"]
+        assert (
+            c.post("/v1/namespaces/alice/search", json={"query": "Lisbon", "mode": "bm25"}).status_code == 200
+        )
         embedder.release.set()
         until(lambda: c.get("/health").json()["status"] == "ok")
         assert c.post("/v1/namespaces/alice/search", json={"query": "Lisbon"}).status_code == 200

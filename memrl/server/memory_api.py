@@ -208,7 +208,11 @@ async def run_tool(
     return await call() if gate is None else await gate.run((ns,), call)
 
 
-def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | None) -> Any:
+#: The tools whose routes embed (the content or the query): they wait for the embedder's load first.
+_EMBEDS = frozenset({"add_memory", "update_memory", "search_memories"})
+
+
+def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | None, ready: Any = None) -> Any:
     model = request_model(route)
     body = route.method in ("POST", "PATCH")
 
@@ -219,6 +223,8 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | No
         args = kw.pop("args", None)
         values = {} if args is None else args.model_dump(exclude_unset=True)
         values.update(kw, **route.fixed)
+        if ready is not None and route.tool.name in _EMBEDS and values.get("mode") != "bm25":
+            await ready()  # the embedding model's load (memrl.server.warmup): the store deadline starts after
         result = await run_tool(memory, route.tool, ns, who, values, gate)
         data = result.data
         if route.tool is delete_memory:
@@ -242,14 +248,17 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | No
     return endpoint
 
 
-def memory_router(memory: AsyncMemory, tokens: Tokens, gate: StoreGate | None = None) -> APIRouter:
-    """Every ``/v1`` route of the memory API (their store work through ``gate`` when given)."""
+def memory_router(
+    memory: AsyncMemory, tokens: Tokens, gate: StoreGate | None = None, ready: Any = None
+) -> APIRouter:
+    """Every ``/v1`` route of the memory API (their store work through ``gate`` when given; the routes that
+    embed await ``ready()`` first: :meth:`memrl.server.warmup.EmbedderLoad.wait`)."""
     auth = bearer_dependency(tokens)
     served = memory if gate is None else ServedMemory(memory, gate)
     router = APIRouter(prefix="/v1")
     for r in ROUTES:
         router.add_api_route(
-            r.path, _endpoint(r, memory, auth, gate), methods=[r.method], status_code=r.status, summary=r.summary,
+            r.path, _endpoint(r, memory, auth, gate, ready), methods=[r.method], status_code=r.status, summary=r.summary,
             description=r.tool.description, tags=["memories"],
         )  # fmt: skip
 
@@ -353,13 +362,13 @@ def create_app(
         default_response_class=JSONResponse,
     )  # fmt: skip
     install_error_handlers(app)
-    load = EmbedderLoad(memory.embedder)  # the model loads on a thread as the app starts: it answers at once
+    load = EmbedderLoad(memory.embedder, limits.embedder_wait)  # loads on a thread as the app starts
     gate = StoreGate(limits.store_workers, limits.store_timeout, slow=load.slow)
     if getattr(memory, "max_as_of_changes", None) is None:  # the server bounds what one as_of may rebuild
         memory.max_as_of_changes = limits.max_as_of_changes
-    app.include_router(memory_router(memory, tokens, gate))
+    app.include_router(memory_router(memory, tokens, gate, load.wait))
     jobs = jobs or memory.writer or JobRunner(memory, None)
-    served = ServedMemory(memory, gate)
+    served = ServedMemory(memory, gate, load.wait)
     app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
     app.router.add_event_handler("startup", load.start)
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed

@@ -139,14 +139,18 @@ class StoreGate:
 _ON_LOOP = frozenset({"remember", "maintain", "memorize", "read", "job", "cancel_job", "undo_job", "close"})
 
 
+#: AsyncMemory methods that embed: through a gate with ``ready``, they first wait for the embedder's load.
+_EMBEDS = frozenset({"add", "add_many", "update", "search", "merge", "split"})
+
+
 class ServedMemory:
     """``memory`` with each coroutine method run through ``gate`` (on its namespace: ``namespace=`` or
     ``user_id=``, else the memory's default; ``clone`` holds both of its namespaces, ``namespaces`` none).
     The job methods stay on the caller's loop (the runner offloads its own store work); attributes pass
-    through. :meth:`call` runs any other function (a store method) through the gate."""
+    through. ``ready``: awaited before a method that embeds (the embedder's load, :mod:`memrl.server.warmup`). :meth:`call` runs any other function (a store method) through the gate."""
 
-    def __init__(self, memory: Any, gate: StoreGate) -> None:
-        self.memory, self.gate = memory, gate
+    def __init__(self, memory: Any, gate: StoreGate, ready: Callable[[], Any] | None = None) -> None:
+        self.memory, self.gate, self.ready = memory, gate, ready
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.memory, name)
@@ -154,6 +158,8 @@ class ServedMemory:
             return attr
 
         async def through_gate(*args: Any, **kwargs: Any) -> Any:
+            if self.ready is not None and name in _EMBEDS and kwargs.get("mode") != "bm25":
+                await self.ready()  # the embedding model's load, before the store deadline starts
             return await self.gate.run(self._keys(name, args, kwargs), attr, *args, **kwargs)
 
         return through_gate

@@ -7,10 +7,13 @@ sign of why. Now the app's startup hands :meth:`~memrl.memory.embedders.base.Emb
 
 - ``/health`` answers ``{"status": "loading", "embedder": "loading", ...}`` (then ``"ok"`` and
   ``"ready"``; ``"failed"`` with the error when the load failed);
-- a request that embeds (an add, an update, a search, a remember job) **waits** for the load, as it would
-  have waited for a load of its own: a script that starts a server and searches at once gets its answer,
-  not an error to retry. Only a load outlasting the request's store deadline (``--store-timeout``, 30 s)
-  ends in 503 with ``Retry-After`` and the message that the embedding model is still loading;
+- a request that embeds (an add, an update, a dense or hybrid search; in the API and the browser's
+  forms) **waits** for the load, on the event loop, holding no thread, before its store work starts: a
+  script that starts a server and searches at once gets its answer, not an error to retry, however long
+  the model takes (its store deadline, ``--store-timeout``, counts from the end of the load). Only a load
+  outlasting ``Limits.embedder_wait`` (600 s) ends the request in 503 with ``Retry-After`` and the message
+  that the embedding model is still loading; so does a request that met the load inside its store work
+  (a remember job's writes) and ran out of its store deadline;
 - every page of the browser shows a notice that the embedding model is loading.
 
 A load that fails is not fatal: the error is kept for ``/health``, and a request that embeds tries the
@@ -19,10 +22,12 @@ load again (and reports the error itself).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 from memrl.errors import public_message
 from memrl.memory.embedders import Embedder
+from memrl.server.offload import busy
 
 #: What the browser shows while the model loads (and what a 503 past the deadline says).
 LOADING = "the embedding model is still loading (the first start takes a few seconds)"
@@ -35,8 +40,9 @@ class EmbedderLoad:
     #: Seconds a client is told to wait (``Retry-After``) when its request outlasted the load.
     retry_after = 5.0
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, max_wait: float = 600.0) -> None:
         self.embedder = embedder
+        self.max_wait = max_wait
         self.error: str | None = None
         self._thread: threading.Thread | None = None
 
@@ -61,6 +67,20 @@ class EmbedderLoad:
             self.error = public_message(e) or type(e).__name__
         else:
             self.error = None
+
+    async def wait(self) -> None:
+        """Return once the load has ended (a failed load too: the request then meets the error itself), on
+        the event loop, holding no thread; at once when no load was started (the request loads for itself).
+        503 with ``Retry-After`` past :attr:`max_wait` seconds."""
+        thread = self._thread
+        if thread is None or self.embedder.loaded:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_wait
+        while thread.is_alive() and not self.embedder.loaded:
+            if loop.time() > deadline:
+                raise busy(f"{LOADING}; retry in a few seconds", self.retry_after)
+            await asyncio.sleep(0.05)
 
     def health(self) -> dict[str, str]:
         """The fields ``/health`` adds: ``embedder`` (the state) and, when it failed, ``embedder_error``."""

@@ -76,6 +76,9 @@ def chromium(profile: Path, *flags: str) -> Iterator[object]:
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1280,900", f"--user-data-dir={profile}", *flags):  # fmt: skip
         opts.add_argument(flag)
+    opts.set_capability(
+        "goog:loggingPrefs", {"browser": "ALL"}
+    )  # the console: CSP violations are logged there
     driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(shutil.which("chromedriver")))
     driver.set_page_load_timeout(30)
     try:

@@ -3,7 +3,8 @@ on loopback: open a store, search, open an item's history, undo an edit and see 
 database, open an evaluation run and filter wrong answers, open a training run, log in with a token.
 
 Needs the packages ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them). With
-``MEMRL_SCREENSHOTS=DIR`` the main pages are saved as PNGs there (the README's screenshots).
+``MEMRL_SCREENSHOTS=DIR`` the main pages are saved as PNGs there (the docs' screenshots come from
+``scripts/screenshots.py``).
 """
 
 from __future__ import annotations
@@ -259,6 +260,7 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         wait_text(browser, "may not access namespace 'bob'")
         browser.get(url + "/")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice"]
+        assert not browser.find_elements(By.LINK_TEXT, "Runs")  # a scoped token is not shown the Runs link
         browser.get(url + "/runs")
         wait_text(browser, "only to a token for every namespace")
         # logging out is a POST carrying the CSRF token: the header's button
@@ -266,6 +268,7 @@ def test_tokens_in_the_browser(browser, tmp_path) -> None:
         sign_in(browser, ROOT)
         wait_text(browser, "Namespaces")
         assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main td a")] == ["alice", "bob"]
+        assert browser.find_element(By.LINK_TEXT, "Runs").is_displayed()  # the admin's header has it
 
 
 def test_add_edit_forms_confirmed_undo_and_small_bm25_scores(browser, tmp_path) -> None:

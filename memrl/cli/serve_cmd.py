@@ -234,6 +234,14 @@ def _agents_note(memory) -> str:
     return describe_writer(memory.writer)
 
 
+def _embedder_note(memory) -> str:
+    """The banner's line about the embedder when it has a model to load (it loads as the server starts)."""
+    if memory.embedder.loaded:
+        return ""
+    return (f"loading the embedding model ({memory.embedder.name}) in the background: /health says "
+            "'loading' until it is ready, and requests that embed wait for it")  # fmt: skip
+
+
 def _run(app, host: str, port: int, what: str, *, open_browser: bool = False, note: str = "") -> int:
     """Serve ``app`` until Ctrl-C; prints the address actually bound (``--port 0`` picks a free one), then
     ``note``."""
@@ -274,7 +282,8 @@ def _serve_memory(args: argparse.Namespace) -> int:
         memory, tokens, limits, runs=args.runs, ui=not args.no_ui, policy=_policy(args), jobs=memory.writer,
         observe=observe,
     )  # fmt: skip
-    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}", note=_agents_note(memory))
+    note = "\n".join(n for n in (_agents_note(memory), _embedder_note(memory)) if n)
+    return _run(app, args.host, args.port, f"the memory API for {_shown(args.db)}", note=note)
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
@@ -326,13 +335,14 @@ def _ui(args: argparse.Namespace) -> int:
     from memrl.server.memory_api import create_app
     from memrl.server.observe import ObserveConfig
 
+    memory = AsyncMemory(args.db, embedder=args.embedder)
     # a browser on one's own machine: no JSON line per page in the terminal
-    observe = ObserveConfig(access_log=False)
-    app = create_app(AsyncMemory(args.db, embedder=args.embedder), runs=args.runs, observe=observe)
+    app = create_app(memory, runs=args.runs, observe=ObserveConfig(access_log=False))
     return _run(
         app,
         "127.0.0.1",
         args.port,
         f"the memory browser for {_shown(args.db)}",
         open_browser=not args.no_open,
+        note=_embedder_note(memory),
     )

@@ -9,7 +9,6 @@ sub-package's ``__init__`` (docs/design.md). Installed by ``memrl.memory``'s ``_
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 import types
@@ -42,7 +41,10 @@ RENAMED = {"server_index": {"ServerIndex": "PgVectorIndex"}, "query": {"Facts": 
 PACKAGE = "memrl.memory"
 
 
-class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Finder:
+    """A meta path finder and its loader (the protocols by their methods: importing ``importlib.abc`` for
+    its base classes cost every ``memrl`` command ~40 ms)."""
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         head, _, old = fullname.rpartition(".")
         if head != PACKAGE or old not in MOVED:

@@ -131,12 +131,20 @@ class Policy:
         return own is not None and own[1] == n[1]
 
 
-def _csp(script_hashes: Iterable[str]) -> str:
+def _csp(script_hashes: Iterable[str], *, own_files: bool = False) -> str:
+    """The Content-Security-Policy: scripts only the inline ones with these hashes; ``own_files``: scripts
+    and style sheets from this server's own files too, and no inline script at all (the API reference page,
+    :mod:`memrl.server.apidocs`, which runs Swagger UI from files the server serves)."""
     scripts = " ".join(f"'sha256-{h}'" for h in script_hashes) or "'none'"
+    scripts, styles = ("'self'", "'self' 'unsafe-inline'") if own_files else (scripts, "'unsafe-inline'")
     return (
-        f"default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; img-src 'self' data:; "
+        f"default-src 'none'; script-src {scripts}; style-src {styles}; img-src 'self' data:; "
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     )
+
+
+#: The API reference page's policy (it sends it itself: the guard adds its own only where a page has none).
+OWN_FILES_CSP = _csp((), own_files=True)
 
 
 @dataclass

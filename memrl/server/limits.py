@@ -49,6 +49,7 @@ class Limits:
     store_workers: int = 8  # threads doing store and search work
     store_timeout: float = 30.0  # the most a request waits for its store work (503 past it)
     max_as_of_changes: int = 100_000  # history entries an as_of request may rebuild (422 past it)
+    embedder_wait: float = 600.0  # the most a request that embeds waits for the model's load (503 past it)
 
 
 class Slot:

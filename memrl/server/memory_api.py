@@ -4,7 +4,8 @@
     curl -H 'Authorization: Bearer SECRET123' -H 'Content-Type: application/json' \\
          -d '{"content": "Alice lives in Lisbon"}' http://127.0.0.1:8080/v1/namespaces/alice/memories
 
-Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``):
+Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.json``, its reference page
+``/docs``: :mod:`memrl.server.apidocs`):
 
 | route | operation |
 |---|---|
@@ -19,6 +20,9 @@ Routes (all under ``/v1``, JSON in and out; the OpenAPI document is ``/openapi.j
 | ``POST /namespaces/{ns}/clone`` | copy to ``{"target": ...}`` (the token needs both) |
 | ``GET /namespaces/{ns}/export``, ``POST /namespaces/{ns}/import`` | JSONL with history, lossless |
 | ``GET /namespaces/{ns}/core`` | the core memory block |
+
+The embedder loads as the app starts, on a thread (:mod:`memrl.server.warmup`): ``/health`` says
+``loading`` meanwhile, and requests that embed wait for it.
 
 Every route's store and search work runs off the event loop, on the store gate's threads
 (:mod:`memrl.server.offload`: one namespace at a time, a share per token, a deadline), so ``/health`` and
@@ -48,6 +52,7 @@ from memrl.memory.analysis import tokens as tokens_of
 from memrl.memory.index import cache_scope
 from memrl.memory.records import Name, check
 from memrl.memory.store import ImportReader
+from memrl.server.apidocs import add_docs_routes
 from memrl.server.guard import BrowserGuard, CsrfTokens, Policy
 from memrl.server.http import (
     HTTPError,
@@ -65,6 +70,7 @@ from memrl.server.metrics import metrics_router
 from memrl.server.observe import ObserveConfig, Observer
 from memrl.server.offload import ServedMemory, StoreGate
 from memrl.server.pages import SCRIPT_HASHES
+from memrl.server.warmup import EmbedderLoad
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MemoryContext, delete_memory
 from memrl.tools.service import (
@@ -204,7 +210,11 @@ async def run_tool(
     return await call() if gate is None else await gate.run((ns,), call)
 
 
-def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | None) -> Any:
+#: The tools whose routes embed (the content or the query): they wait for the embedder's load first.
+_EMBEDS = frozenset({"add_memory", "update_memory", "search_memories"})
+
+
+def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | None, ready: Any = None) -> Any:
     model = request_model(route)
     body = route.method in ("POST", "PATCH")
 
@@ -215,6 +225,8 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | No
         args = kw.pop("args", None)
         values = {} if args is None else args.model_dump(exclude_unset=True)
         values.update(kw, **route.fixed)
+        if ready is not None and route.tool.name in _EMBEDS and values.get("mode") != "bm25":
+            await ready()  # the embedding model's load (memrl.server.warmup): the store deadline starts after
         result = await run_tool(memory, route.tool, ns, who, values, gate)
         data = result.data
         if route.tool is delete_memory:
@@ -238,14 +250,17 @@ def _endpoint(route: Route, memory: AsyncMemory, auth: Any, gate: StoreGate | No
     return endpoint
 
 
-def memory_router(memory: AsyncMemory, tokens: Tokens, gate: StoreGate | None = None) -> APIRouter:
-    """Every ``/v1`` route of the memory API (their store work through ``gate`` when given)."""
+def memory_router(
+    memory: AsyncMemory, tokens: Tokens, gate: StoreGate | None = None, ready: Any = None
+) -> APIRouter:
+    """Every ``/v1`` route of the memory API (their store work through ``gate`` when given; the routes that
+    embed await ``ready()`` first: :meth:`memrl.server.warmup.EmbedderLoad.wait`)."""
     auth = bearer_dependency(tokens)
     served = memory if gate is None else ServedMemory(memory, gate)
     router = APIRouter(prefix="/v1")
     for r in ROUTES:
         router.add_api_route(
-            r.path, _endpoint(r, memory, auth, gate), methods=[r.method], status_code=r.status, summary=r.summary,
+            r.path, _endpoint(r, memory, auth, gate, ready), methods=[r.method], status_code=r.status, summary=r.summary,
             description=r.tool.description, tags=["memories"],
         )  # fmt: skip
 
@@ -351,33 +366,42 @@ def create_app(
         default_response_class=JSONResponse,
     )  # fmt: skip
     install_error_handlers(app)
-    gate = StoreGate(limits.store_workers, limits.store_timeout)
+    load = EmbedderLoad(memory.embedder, limits.embedder_wait)  # loads on a thread as the app starts
+    gate = StoreGate(limits.store_workers, limits.store_timeout, slow=load.slow)
     if getattr(memory, "max_as_of_changes", None) is None:  # the server bounds what one as_of may rebuild
         memory.max_as_of_changes = limits.max_as_of_changes
-    app.include_router(memory_router(memory, tokens, gate))
+    app.include_router(memory_router(memory, tokens, gate, load.wait))
     jobs = jobs or memory.writer or JobRunner(memory, None)
-    served = ServedMemory(memory, gate)
+    served = ServedMemory(memory, gate, load.wait)
     observer = Observer(observe, tokens)
     app.include_router(metrics_router(observer.metrics, tokens, served))
     if hasattr(jobs, "watch"):  # a JobRunner: each job's end and model calls, counted and logged
         jobs.watch.add(observer)
     app.include_router(jobs_router(jobs, tokens, served, Waits(limits.max_waits_per_token, limits.max_waits)))
+    app.router.add_event_handler("startup", load.start)
     app.router.add_event_handler("startup", jobs.start)  # interrupted jobs failed, queued ones resumed
     app.router.add_event_handler("shutdown", jobs.close)
     app.router.add_event_handler("shutdown", gate.close)
 
+    add_docs_routes(app)  # the API reference at /docs, from files the server serves (works offline)
+
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:
-        """Always answers at once: it takes no place among the requests in flight and touches no store."""
-        return {"status": "ok", "auth": tokens.enabled}
+        """Always answers at once: it takes no place among the requests in flight and touches no store.
+        ``status``: ``loading`` while the embedding model loads (requests that embed wait for it), ``ok``
+        once it is loaded, ``degraded`` when its load failed (``embedder_error`` says why)."""
+        state = load.state
+        status = {"ready": "ok", "loading": "loading"}.get(state, "degraded")
+        return {"status": status, "auth": tokens.enabled, **load.health()}
 
     if ui:
         from memrl.server.ui import ui_router
 
-        app.include_router(ui_router(served, tokens, runs or [], CsrfTokens(), jobs))
+        app.include_router(ui_router(served, tokens, runs or [], CsrfTokens(), jobs, notice=load.notice))
     app.state.memory = memory
     app.state.jobs = jobs
     app.state.gate = gate
+    app.state.embedder_load = load
     tokens_of("warm up")  # load the stemmer now, not inside the first search requests
     guarded = BrowserGuard(app, policy or Policy.for_server("127.0.0.1"), script_hashes=SCRIPT_HASHES)
     return observer.wrap(LimitsMiddleware(guarded, limits, client_of=tokens.name_of), app)

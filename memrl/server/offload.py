@@ -13,7 +13,8 @@ only moves bytes:
 - **a share per client**: one client (the request's token, :data:`CLIENT`) holds at most ``per_client``
   threads, so a tenant flooding the server waits for its own share and never for the others';
 - **a deadline**: a request whose work has not finished ``timeout`` seconds after it asked gets 503 with
-  ``Retry-After`` (the work still finishes on its thread, and its namespace stays held until then).
+  ``Retry-After`` (the work still finishes on its thread, and its namespace stays held until then); when
+  ``slow`` names a reason (the embedding model still loading: :mod:`memrl.server.warmup`) the 503 says it.
 
 :class:`ServedMemory` is an :class:`~memrl.memory.AsyncMemory` whose methods go through the gate (for the
 browser's pages and MCP); the REST routes hand the gate whole tool calls.
@@ -42,10 +43,17 @@ def busy(message: str, retry_after: float = 1.0) -> HTTPError:
 
 
 class StoreGate:
-    """The pool (see the module docstring). ``per_client`` defaults to half the workers (at least one)."""
+    """The pool (see the module docstring). ``per_client`` defaults to half the workers (at least one).
+    ``slow``: ``() -> (reason, retry_after)`` or None, asked when a request runs out of time."""
 
-    def __init__(self, workers: int = 8, timeout: float = 30.0, per_client: int | None = None) -> None:
-        self.workers, self.timeout = workers, timeout
+    def __init__(
+        self,
+        workers: int = 8,
+        timeout: float = 30.0,
+        per_client: int | None = None,
+        slow: Callable[[], tuple[str, float] | None] | None = None,
+    ) -> None:
+        self.workers, self.timeout, self.slow = workers, timeout, slow
         self.per_client = per_client or max(1, workers // 2)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="memrl-store")
         self._local = threading.local()
@@ -100,6 +108,9 @@ class StoreGate:
                 fut.add_done_callback(lambda f: (f.cancelled() or f.exception(), release()))
             if isinstance(e, asyncio.CancelledError):
                 raise
+            why = self.slow() if self.slow is not None else None
+            if why is not None:
+                raise busy(f"{why[0]}; retry in a few seconds", why[1]) from None
             raise busy(f"the store did not answer within {self.timeout:g} s (busy); retry shortly") from None
         finally:
             if fut.done():
@@ -128,14 +139,18 @@ class StoreGate:
 _ON_LOOP = frozenset({"remember", "maintain", "memorize", "read", "job", "cancel_job", "undo_job", "close"})
 
 
+#: AsyncMemory methods that embed: through a gate with ``ready``, they first wait for the embedder's load.
+_EMBEDS = frozenset({"add", "add_many", "update", "search", "merge", "split"})
+
+
 class ServedMemory:
     """``memory`` with each coroutine method run through ``gate`` (on its namespace: ``namespace=`` or
     ``user_id=``, else the memory's default; ``clone`` holds both of its namespaces, ``namespaces`` none).
     The job methods stay on the caller's loop (the runner offloads its own store work); attributes pass
-    through. :meth:`call` runs any other function (a store method) through the gate."""
+    through. ``ready``: awaited before a method that embeds (the embedder's load, :mod:`memrl.server.warmup`). :meth:`call` runs any other function (a store method) through the gate."""
 
-    def __init__(self, memory: Any, gate: StoreGate) -> None:
-        self.memory, self.gate = memory, gate
+    def __init__(self, memory: Any, gate: StoreGate, ready: Callable[[], Any] | None = None) -> None:
+        self.memory, self.gate, self.ready = memory, gate, ready
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.memory, name)
@@ -143,6 +158,8 @@ class ServedMemory:
             return attr
 
         async def through_gate(*args: Any, **kwargs: Any) -> Any:
+            if self.ready is not None and name in _EMBEDS and kwargs.get("mode") != "bm25":
+                await self.ready()  # the embedding model's load, before the store deadline starts
             return await self.gate.run(self._keys(name, args, kwargs), attr, *args, **kwargs)
 
         return through_gate

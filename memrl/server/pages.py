@@ -33,9 +33,9 @@ a:focus, button:focus, input:focus, select:focus, summary:focus { outline: 3px s
 h1 { font-size: 1.4rem; margin: .4rem 0 1rem; } h2 { font-size: 1.1rem; margin: 1.4rem 0 .5rem; }
 table { border-collapse: collapse; width: 100%; background:#fff; }
 th, td { text-align:left; vertical-align: top; padding: .35rem .5rem; border-bottom: 1px solid var(--line); overflow-wrap: anywhere; }
-th { font-size: .85rem; color: var(--muted); font-weight: 600; }
+th { font-size: .85rem; color: var(--muted); font-weight: 600; overflow-wrap: normal; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.chip { display:inline-block; padding:0 .45rem; border-radius: .6rem; background: var(--chip); font-size:.8rem; }
+.chip { display:inline-block; white-space:nowrap; padding:0 .45rem; border-radius: .6rem; background: var(--chip); font-size:.8rem; }
 .muted { color: var(--muted); font-size: .88rem; }
 .bad { color: var(--bad); } .good { color: var(--good); }
 .tabs a { display:inline-block; padding:.25rem .7rem; border:1px solid var(--line); border-radius:.4rem; margin-right:.3rem; text-decoration:none; }
@@ -53,6 +53,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background:#fff; border:1p
 del { color: var(--bad); } ins { color: var(--good); text-decoration: none; }
 .card { background:#fff; border:1px solid var(--line); border-radius:.4rem; padding:.7rem .9rem; margin:.6rem 0; }
 .flash { background:#eaf4ea; border:1px solid #b9dcb9; padding:.5rem .8rem; border-radius:.35rem; }
+.notice { background:#fff6dd; border:1px solid #e8d28a; padding:.5rem .8rem; border-radius:.35rem; }
 .error { background:#fbeaea; border:1px solid #e4b4b4; padding:.5rem .8rem; border-radius:.35rem; }
 img.plot { max-width: 100%; border:1px solid var(--line); background:#fff; }
 details > summary { cursor: pointer; }
@@ -111,21 +112,24 @@ def page(
     user: str | None = None,
     logout: str = "",
     runs: bool = True,
+    notice: str = "",
 ) -> str:
     """A whole page. ``flash``/``error``: notes shown above the body (text, escaped here: the caller decides
     they are the server's own, never text from the request). ``logout``: the log-out form (it carries the
     visitor's CSRF token: logging out is a POST, so no link on another site can do it). ``runs``: the Runs
-    link (shown only to a visitor who may open runs: a token for every namespace)."""
+    link (shown only to a visitor who may open runs: a token for every namespace). ``notice``: the server's
+    own state, above the title (the embedding model loading)."""
     who = f'<span class="muted">token: {esc(user)}</span> {logout}' if user else ""
     note = (f'<p class="flash" role="status">{esc(flash)}</p>' if flash else "") + (
         f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
     )
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)} · memrl</title>
+<link rel="icon" href="data:,">
 <style>{CSS}</style></head><body><a class="skip" href="#main">Skip to content</a>
 <header><a class="brand" href="/">memrl</a><nav><a href="/">Namespaces</a>{'<a href="/runs">Runs</a>' if runs else ""}
-<a href="/openapi.json">API</a></nav>{who}</header>
-<main id="main"><h1>{esc(title)}</h1>{note}{body}</main><script>{JS}</script></body></html>"""
+<a href="/docs">API</a></nav>{who}</header>
+<main id="main">{f'<p class="notice" role="status">{esc(notice)}</p>' if notice else ""}<h1>{esc(title)}</h1>{note}{body}</main><script>{JS}</script></body></html>"""
 
 
 #: The Content-Security-Policy hash of the one inline script every page carries (:data:`JS`).

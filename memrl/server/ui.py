@@ -12,6 +12,7 @@ Every form carries a CSRF token (:class:`~memrl.server.guard.CsrfTokens`) and th
 :class:`~memrl.server.guard.BrowserGuard` (Host, Origin, frame and content-security checks).
 """
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -42,8 +43,16 @@ def _snip(text: str, n: int = 220) -> str:
 class UI:
     """What every page and form handler of the browser shares: the store, who the visitor is, CSRF."""
 
-    def __init__(self, memory: AsyncMemory, tokens: Tokens, run_roots: list[str], csrf: CsrfTokens) -> None:
+    def __init__(
+        self,
+        memory: AsyncMemory,
+        tokens: Tokens,
+        run_roots: list[str],
+        csrf: CsrfTokens,
+        notice: Callable[[], str] | None = None,
+    ) -> None:
         self.memory, self.tokens, self.run_roots, self.csrf = memory, tokens, run_roots, csrf
+        self.notice = notice or (lambda: "")  # the server's own state (the embedder loading), on every page
 
     def session(self, request: Request) -> str:
         """The visitor's session for CSRF tokens: the login cookie, or "" in no-token mode."""
@@ -98,7 +107,17 @@ class UI:
         user = p.name if self.tokens.enabled else None
         logout = self.button(request, "/logout", "log out") if user else ""
         return HTMLResponse(
-            page(title, body, flash=done, error=error or note, user=user, logout=logout, runs=p.admin), status
+            page(
+                title,
+                body,
+                flash=done,
+                error=error or note,
+                user=user,
+                logout=logout,
+                runs=p.admin,
+                notice=self.notice(),
+            ),
+            status,
         )
 
     async def guarded(self, request: Request, render: Any) -> Any:
@@ -123,14 +142,16 @@ def ui_router(
     run_roots: list[str],
     csrf: CsrfTokens | None = None,
     jobs: Any = None,
+    notice: Callable[[], str] | None = None,
 ) -> APIRouter:
-    """``jobs``: the server's job runner (undo of a job goes through it; default: the memory's writer)."""
+    """``jobs``: the server's job runner (undo of a job goes through it; default: the memory's writer).
+    ``notice``: what every page says about the server's state (the embedder loading: :mod:`.warmup`)."""
     from memrl.server.ui_edit import add_edit_routes, add_form, edit_form, undo_button
     from memrl.server.ui_jobs import add_job_routes
     from memrl.server.ui_runs import add_run_routes
 
     router = APIRouter(include_in_schema=False)
-    ui = UI(memory, tokens, run_roots, csrf or CsrfTokens())
+    ui = UI(memory, tokens, run_roots, csrf or CsrfTokens(), notice)
     html, guarded = ui.html, ui.guarded
 
     # ---------------------------------------------------------------------------------------- login

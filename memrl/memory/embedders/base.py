@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the first embed, not by `import memrl.memory` (the CLI starts fast)
+    import numpy as np
 
 
 def normalize_rows(x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     x = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
@@ -30,6 +34,15 @@ class Embedder(ABC):
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    @property
+    def loaded(self) -> bool:
+        """Whether an embed call now answers without first loading something (a model's weights)."""
+        return True
+
+    def load(self) -> None:  # noqa: B027 - a hook, not abstract: most embedders have nothing to load
+        """Load now what the first embed call would load (a server calls it on a thread as it starts:
+        :mod:`memrl.server.warmup`); an embed call made meanwhile waits for it. Nothing by default."""
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """Async variant; local models run in a worker thread so the event loop stays free."""

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memrl.errors import ConfigError
 from memrl.loading import model_load_lock
 from memrl.memory.embedders.base import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def bundled_minilm_path() -> str | None:
@@ -59,10 +60,22 @@ class SentenceTransformerEmbedder(Embedder):
                     from sentence_transformers import SentenceTransformer
                 except ImportError as e:  # pragma: no cover - depends on the environment
                     raise ConfigError("the minilm embedder needs `pip install memrl[embed]`") from e
-                self._model = SentenceTransformer(self.model_path, device=self.device)
+                model = SentenceTransformer(self.model_path, device=self.device)
+                # torch's first call takes about a second more than the next: paid here, inside the load
+                model.encode(["warm up"], batch_size=1, convert_to_numpy=True)
+                self._model = model
         return self._model
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        self._load()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vecs = self._load().encode(

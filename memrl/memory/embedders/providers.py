@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memrl.errors import ConfigError, ProviderError
 from memrl.loading import cache_root
 from memrl.memory.embedders.base import Embedder, normalize_rows
 from memrl.memory.embedders.minilm import SentenceTransformerEmbedder
 from memrl.memory.embedders.mpnet import MPNetEmbedder
+
+if TYPE_CHECKING:  # numpy is imported by the first embed (the CLI's store commands start without it)
+    import numpy as np
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -63,6 +65,8 @@ class HashingEmbedder(Embedder):
         return feats
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for feat, weight in self._features(text):
@@ -119,6 +123,8 @@ class OpenAIEmbedder(Embedder):
         return args
 
     def _collect(self, responses: list[Any]) -> np.ndarray:
+        import numpy as np
+
         rows = [d.embedding for r in responses for d in sorted(r.data, key=lambda d: d.index)]
         arr = normalize_rows(np.asarray(rows, dtype=np.float32))
         if arr.size:
@@ -178,6 +184,13 @@ class CachedEmbedder(Embedder):
     def dim(self) -> int:  # type: ignore[override]
         return self.inner.dim
 
+    @property
+    def loaded(self) -> bool:
+        return self.inner.loaded
+
+    def load(self) -> None:
+        self.inner.load()
+
     def _conn(self) -> Any:
         if self._db is None:
             import sqlite3
@@ -196,6 +209,8 @@ class CachedEmbedder(Embedder):
         return self._db
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         db = self._conn()
@@ -241,14 +256,24 @@ class CombinedEmbedder(Embedder):
         self.parts = list(parts)
         self.weights = weights
         total = sum(weights)
-        self._scale = [float(np.sqrt(w / total)) for w in weights]
+        self._scale = [math.sqrt(w / total) for w in weights]
         self.name = "+".join(f"{w:g}*{p.name}" for w, p in zip(weights, self.parts, strict=True))
 
     @property
     def dim(self) -> int:  # type: ignore[override]
         return sum(p.dim for p in self.parts)
 
+    @property
+    def loaded(self) -> bool:
+        return all(p.loaded for p in self.parts)
+
+    def load(self) -> None:
+        for p in self.parts:
+            p.load()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         blocks = [normalize_rows(p.embed(texts)) * s for p, s in zip(self.parts, self._scale, strict=True)]
         return np.concatenate(blocks, axis=1).astype(np.float32)
 

@@ -25,9 +25,10 @@ MemUpdate and MemAgent (:mod:`memrl.memory.facade.writes`).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from memrl import telemetry
 from memrl.errors import StoreError, ValidationError
@@ -39,10 +40,13 @@ from memrl.memory.facade.reads import ReadMethods
 from memrl.memory.facade.writes import JobMethods
 from memrl.memory.jobs.table import JobWriter
 from memrl.memory.records.types import MemoryItem, MemoryType
-from memrl.memory.search.hybrid import SearchIndex
 from memrl.memory.store.base import NewItem, strip_derived
 from memrl.memory.store.expiry import EXPIRES_AT, expiry_time
+from memrl.memory.store.interface import check_dense_backend
 from memrl.memory.store.transfer import export_namespace, import_namespace
+
+if TYPE_CHECKING:  # built on first use: a memory that only lists, gets or reads history never imports search
+    from memrl.memory.search.hybrid import SearchIndex
 
 T = TypeVar("T")
 
@@ -75,12 +79,27 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
         if dense_backend == "auto" and is_postgres_url(path):
             dense_backend = "pgvector"
         self.embedder = create_embedder(embedder)
-        self.index = SearchIndex(self.store, self.embedder, backend=dense_backend)
+        check_dense_backend(dense_backend, self.store)
+        self._dense_backend = dense_backend
+        self._index: SearchIndex | None = None
+        self._index_lock = threading.Lock()
         self.namespace = namespace
         self.max_as_of_changes = max_as_of_changes  # the most history entries one as_of search replays
         self.writer = writer
         if writer is not None:
             writer.attach(self)
+
+    @property
+    def index(self) -> SearchIndex:
+        """The hybrid search index over the store (:class:`~memrl.memory.search.hybrid.SearchIndex`), built on
+        first use: search brings numpy and the indexes, which ``memrl memory list`` never needs."""
+        if self._index is None:
+            with self._index_lock:
+                if self._index is None:
+                    from memrl.memory.search.hybrid import SearchIndex
+
+                    self._index = SearchIndex(self.store, self.embedder, backend=self._dense_backend)
+        return self._index
 
     def ns(self, namespace: str | None = None, user_id: str | None = None) -> str:
         """The namespace a call acts on: ``namespace``, else ``user_id``, else the default."""
@@ -91,7 +110,8 @@ class AsyncMemory(ReadMethods, JobMethods, Mem0Methods):
     async def close(self) -> None:
         if self.writer is not None:  # its running jobs end cancelled, nothing of theirs applied
             await self.writer.close()
-        self.index.close()  # saves the ANN graphs changed since their last save
+        if self._index is not None:
+            self._index.close()  # saves the ANN graphs changed since their last save
         self.store.close()
 
     # ------------------------------------------------------------------ write

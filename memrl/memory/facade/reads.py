@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memrl import telemetry
 from memrl.memory.backends import open_store
 from memrl.memory.facade.mem0 import types_of
 from memrl.memory.records.types import HistoryEntry, MemoryItem, MemoryType, SearchHit
-from memrl.memory.search.hybrid import SearchIndex, SearchMode, SearchOptions
 from memrl.memory.store.base import NewItem
 from memrl.memory.store.past import AsOf, item_at, state_at, to_time, versions
 from memrl.memory.store.validation import content_hash, strip_derived
+
+if TYPE_CHECKING:  # search is imported by the first search (get, list and history start without it)
+    from memrl.memory.search.hybrid import SearchIndex, SearchMode, SearchOptions
 
 
 class ReadMethods:
@@ -127,6 +129,8 @@ class ReadMethods:
         parsed_types = None
         if types:
             parsed_types = tuple(self.store.check_type(t) for t in types)
+        from memrl.memory.search.hybrid import SearchOptions
+
         opts = SearchOptions(
             mode=mode, top_k=top_k, types=parsed_types, filters=filters, threshold=threshold, **options
         )
@@ -159,6 +163,8 @@ class ReadMethods:
         vec_of = {it.id: v for it, v in zip(dense, vecs, strict=True)}
         tmp = open_store(":memory:", max_content_chars=max(len(it.content) for it in items) + 1)
         try:
+            from memrl.memory.search.hybrid import SearchIndex
+
             index = SearchIndex(tmp, self.embedder)
             new = []
             for it in items:

@@ -33,7 +33,7 @@ from memrl.memory.index.ann_files import AnnGraphs
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store, content_hash
 from memrl.memory.store.follow import Following
-from memrl.memory.store.interface import ServerVectorIndex
+from memrl.memory.store.interface import ServerVectorIndex, check_dense_backend
 
 #: The namespace whose cache :meth:`DenseIndexes.vectors` uses when a call names none ('' = the unscoped
 #: cache, for texts of no namespace). The servers set it around each request (:func:`cache_scope`): a tool
@@ -198,12 +198,7 @@ class DenseIndexes:
     def __init__(
         self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
     ) -> None:
-        if backend not in ("numpy", "faiss", "pgvector", "ann", "auto"):
-            raise ConfigError(
-                f"unknown dense backend {backend!r}; use 'auto', 'numpy', 'faiss', 'ann' or 'pgvector'"
-            )
-        if backend == "pgvector" and not store.server_vectors:
-            raise ConfigError("dense backend 'pgvector' needs a postgresql:// store")
+        check_dense_backend(backend, store)
         self.store = store
         self.embedder = embedder
         self.backend = backend

@@ -11,14 +11,15 @@ namespace). Search asks for these and never tells back-ends apart by what attrib
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memrl.errors import ConfigError
 
+if TYPE_CHECKING:  # annotations only: opening a store does not import numpy (`memrl memory list` starts fast)
+    import numpy as np
+
 #: Vectors of ``(cache key, text)`` pairs in a namespace's embedding cache, and the cache rows it lacks.
-Embed = Callable[[Sequence[tuple[str, str]], str], Awaitable[tuple[np.ndarray, dict[str, bytes]]]]
+Embed = Callable[[Sequence[tuple[str, str]], str], Awaitable[tuple["np.ndarray", dict[str, bytes]]]]
 
 
 class LexicalRanker(Protocol):
@@ -104,4 +105,19 @@ class Backend:
 
     def vector_index(self, ns: str, model: str, dim: int, generation: int) -> ServerVectorIndex:
         """The database's dense search of ``ns`` with the vectors of embedder ``model`` (``dim`` wide)."""
+        raise ConfigError("dense backend 'pgvector' needs a postgresql:// store")
+
+
+#: The dense backends search knows (:class:`memrl.memory.index.DenseIndexes`).
+DENSE_BACKENDS = ("numpy", "faiss", "pgvector", "ann", "auto")
+
+
+def check_dense_backend(backend: str, store: Backend) -> None:
+    """A :class:`ConfigError` when search cannot run ``backend`` on ``store``: checked when a memory opens,
+    before its search index is built (on first use)."""
+    if backend not in DENSE_BACKENDS:
+        raise ConfigError(
+            f"unknown dense backend {backend!r}; use 'auto', 'numpy', 'faiss', 'ann' or 'pgvector'"
+        )
+    if backend == "pgvector" and not store.server_vectors:
         raise ConfigError("dense backend 'pgvector' needs a postgresql:// store")

@@ -14,14 +14,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memrl.errors import BusyError
 from memrl.memory.backends.sqlite.migrations import connect, store_error
-from memrl.memory.index.lexical import LexicalIndexes
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store
 from memrl.memory.store.nesting import Nesting, waited
+
+if TYPE_CHECKING:  # imported by the first search (it brings numpy): a store that only lists starts fast
+    from memrl.memory.index.lexical import LexicalIndexes
 
 
 def peek_items(path: str | Path, ns: str, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -85,6 +87,8 @@ class SQLiteStore(Store):
     def lexical_index(self) -> LexicalIndexes:
         """BM25 in the search process: per-namespace postings that follow this store
         (:mod:`memrl.memory.index.lexical`)."""
+        from memrl.memory.index.lexical import LexicalIndexes
+
         return LexicalIndexes(self, TYPE_CODE)
 
     def close(self) -> None:

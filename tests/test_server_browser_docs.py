@@ -69,6 +69,8 @@ def test_swagger_ui_renders_the_operations_offline_with_no_csp_violation(server,
         assert path.is_displayed() and SEARCH in path.text.replace("\u200b", "")
         title = driver.find_element(By.CSS_SELECTOR, ".info .title").text
         assert title.startswith("memrl memory API")
+        # the bearer scheme is declared: an Authorize button asks for the token "Try it out" sends
+        assert driver.find_element(By.CSS_SELECTOR, ".auth-wrapper .authorize").is_displayed()
         logs = driver.get_log("browser")
         csp = [e for e in logs if "Content Security Policy" in e["message"]]
         assert not csp, csp

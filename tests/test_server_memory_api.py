@@ -189,6 +189,10 @@ def test_openapi_comes_from_the_tools_models(api) -> None:
     assert schema["properties"]["query"]["description"] == "What to look for, in natural language."
     paths = doc["paths"]
     assert {"post", "get"} <= set(paths["/v1/namespaces/{namespace}/memories"])
+    # the bearer scheme is declared, so /docs has an Authorize button and "Try it out" sends the token
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    v1 = [op for path, ops in paths.items() if path.startswith("/v1/") for op in ops.values()]
+    assert v1 and all(op["security"] == [{"bearer": []}] for op in v1)
     for route in ROUTES:
         model = request_model(route)
         assert route.path.replace(":path}", "}") in {p[3:] for p in paths}

@@ -62,9 +62,36 @@ def swagger_folder() -> str | None:
     return folder if os.path.isfile(os.path.join(folder, "swagger-ui-bundle.js")) else None
 
 
+#: The OpenAPI security scheme every ``/v1`` route is under: Swagger UI's "Authorize" button asks for the
+#: token once and "Try it out" sends it (``Authorization: Bearer ...``), as any client must.
+BEARER = {"type": "http", "scheme": "bearer",
+          "description": "A token of `memrl serve memory --token NAME:SECRET:NAMESPACES`, scoped to namespaces"}  # fmt: skip
+
+
+def declare_bearer(app: Any) -> None:
+    """The app's OpenAPI document declares the bearer scheme (:data:`BEARER`) for its ``/v1`` operations."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            doc.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = BEARER
+            for path, ops in doc.get("paths", {}).items():
+                if path.startswith("/v1/"):
+                    for op in ops.values():
+                        if isinstance(op, dict):
+                            op.setdefault("security", [{"bearer": []}])
+        return app.openapi_schema
+
+    app.openapi = openapi
+
+
 def add_docs_routes(app: Any) -> None:
-    """``GET /docs`` and ``GET /docs/assets/{name}`` on a FastAPI ``app`` (made with ``docs_url=None``)."""
+    """``GET /docs`` and ``GET /docs/assets/{name}`` on a FastAPI ``app`` (made with ``docs_url=None``); its
+    OpenAPI document declares the bearer scheme (:func:`declare_bearer`)."""
     from fastapi.responses import FileResponse, HTMLResponse, Response
+
+    declare_bearer(app)
 
     headers = {"Content-Security-Policy": OWN_FILES_CSP}
 

@@ -91,7 +91,7 @@ class MemBuilderAgent(Builder):
         it is shown (no REPLACE on an empty core memory, no UPDATE without an item, no MERGE without two)."""
         ops = self.config.operations(memory_type)
         if memory_type is MemoryType.CORE and not core.strip():
-            ops = tuple(o for o in ops if o == "APPEND")
+            ops = tuple(o for o in ops if o in ("APPEND", "SKIP"))
         if len(own_ids) < 2:
             ops = tuple(o for o in ops if o != "MERGE" and (own_ids or o != "UPDATE"))
         return ops
@@ -291,6 +291,7 @@ class MemBuilderAgent(Builder):
                 "proposed": len(rep.applied) + len(rep.failed) if rep else 0,
                 "applied": len(rep.applied) if rep else 0,
                 "failed": len(rep.failed) if rep else 0,
+                "skips": rep.skips if rep else 0,  # applied, and changed nothing on purpose
                 "context_items": len(run.context_ids),
                 "finish_reason": run.reply.finish_reason if run.reply else None,
                 "reply_chars": len(run.reply.text) if run.reply else 0,
@@ -310,6 +311,7 @@ class MemBuilderAgent(Builder):
             "parsed": sum(a["parsed"] for a in agents.values()),
             "actions_proposed": sum(a["proposed"] for a in agents.values()),
             "actions_applied": sum(a["applied"] for a in agents.values()),
+            "skips": sum(a["skips"] for a in agents.values()),
             "compressed": compressed,
             "core_chars": len(core),
             "agents": agents,

@@ -85,6 +85,9 @@ class MemBuilderAgent(Builder):
         self.types = tuple(t for t in ORDER if t.value in cfg.types)
         self._schemas: dict[tuple[MemoryType, tuple[str, ...], int | None], dict[str, Any]] = {}
         self.compress_schema = compress_schema(cfg.compress_to)
+        #: metadata every item written carries, and that the agents' views filter on (the ``union``
+        #: builder's ``{"origin": "notes"}``); empty: every item of the namespace is the agents' own
+        self.label: dict[str, Any] = {}
 
     def offered(self, memory_type: MemoryType, *, core: str, own_ids: list[str]) -> tuple[str, ...]:
         """The operations the agent is offered this session: those of the config that can apply to what
@@ -127,7 +130,7 @@ class MemBuilderAgent(Builder):
             compressed = await self._compress(memory, namespace, conversation, core, limit, runs, result)
             core = await memory.core(namespace=namespace)
 
-        views = await memory_views(memory, namespace, session, core, cfg, self.types)
+        views = await memory_views(memory, namespace, session, core, cfg, self.types, self.label or None)
         transcript = P.session_block(session)
         for t, run in runs.items():
             text, run.context_ids, run.own_ids = views[t]
@@ -144,6 +147,7 @@ class MemBuilderAgent(Builder):
             "date": session.date.isoformat() if session.date else None,
             "date_text": session.date_text,
             "session": session.index,
+            **self.label,
         }
         try:
             for t in ORDER:  # fixed order, whatever order the replies came in (see the module docstring)

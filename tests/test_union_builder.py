@@ -45,7 +45,11 @@ async def test_the_store_holds_turns_and_notes_labelled_and_a_search_returns_bot
     summary = await QAEvaluation(cfg, llm=answerer, builder_llm=notes_llm, progress=False).run()
     raw_items = sum(len(session_items(s, RawConfig())) for s in SAMPLE.sessions)  # the raw builder's
     assert summary["n_answered"] == len(answerer.requests) == 10
-    assert summary["build"]["llm_calls"] == len(notes_llm.requests) == 4 * len(SAMPLE.sessions)
+    b = summary["build"]
+    assert b["llm_calls"] == len(notes_llm.requests) == 4 * len(SAMPLE.sessions)
+    # the cost of building, per session, beside the items it leaves (the scripted model counts words)
+    assert b["llm_calls_per_session"] == 4 and b["completion_tokens_per_session"] > 0
+    assert b["prompt_tokens_per_session"] == round(b["prompt_tokens"] / len(SAMPLE.sessions), 1)
     # The notes agents were shown their own notes only, never the raw turns stored beside them.
     episodic_prompts = [r.messages[-1]["content"] for r in notes_llm.requests
                         if "EPISODIC memory" in r.messages[0]["content"]]  # fmt: skip
@@ -57,6 +61,7 @@ async def test_the_store_holds_turns_and_notes_labelled_and_a_search_returns_bot
         origin = {i.id: i.metadata.get("origin") for i in items}
         assert sorted(set(origin.values())) == ["notes", "raw"]
         assert sum(o == "raw" for o in origin.values()) == raw_items > 0
+        assert b["items"] == len(items)
         notes = sorted(i.content for i in items if origin[i.id] == "notes")
         assert notes == sorted([NOTE.format(n=n) for n in (1, 2, 3)] + [f"2024-03-0{n}: episode {n}" for n in (1, 2, 3)])
         assert "session 3" in await memory.core(namespace=ns)

@@ -202,7 +202,7 @@ class QAEvaluation:
                 result.seconds = time.perf_counter() - t0
                 self.builds.append(
                     {"namespace": ns, "conversation": conv.id, "seq_after": self.memory.store.last_seq(ns),
-                     **result.to_dict()}
+                     "items_after": await self.memory.count(namespace=ns), **result.to_dict()}
                 )  # fmt: skip
                 bar.update(1)
         bar.close()

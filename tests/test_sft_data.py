@@ -52,7 +52,9 @@ def _prompt(mtype: MemoryType, memory: str, ops: tuple[str, ...], session: int =
 
 def test_the_expert_keeps_core_with_a_skip_where_offered_else_a_self_replace():
     held = "Core memory:\nLena adopted Biscuit.\nOmar bakes."
-    skip = annotation_action(SAMPLE, _prompt(MemoryType.CORE, held, ("APPEND", "REPLACE", "SKIP")), core="first")
+    skip = annotation_action(
+        SAMPLE, _prompt(MemoryType.CORE, held, ("APPEND", "REPLACE", "SKIP")), core="first"
+    )
     old = annotation_action(SAMPLE, _prompt(MemoryType.CORE, held, ("APPEND", "REPLACE")), core="first")
     assert skip["operation"] == "SKIP"
     assert old == {"operation": "REPLACE", "old_text": "Omar bakes.", "new_text": "Omar bakes."}

@@ -63,7 +63,9 @@ async def test_the_store_holds_turns_and_notes_labelled_and_a_search_returns_bot
         assert sum(o == "raw" for o in origin.values()) == raw_items > 0
         assert b["items"] == len(items)
         notes = sorted(i.content for i in items if origin[i.id] == "notes")
-        assert notes == sorted([NOTE.format(n=n) for n in (1, 2, 3)] + [f"2024-03-0{n}: episode {n}" for n in (1, 2, 3)])
+        assert notes == sorted(
+            [NOTE.format(n=n) for n in (1, 2, 3)] + [f"2024-03-0{n}: episode {n}" for n in (1, 2, 3)]
+        )
         assert "session 3" in await memory.core(namespace=ns)
         hits = await memory.search("What is the name of Lena's dog?", namespace=ns, top_k=10)
         assert {h.item.metadata["origin"] for h in hits} == {"raw", "notes"}

@@ -152,7 +152,14 @@ def annotation_expert(
         )
     return ScriptedLLM(
         lambda messages, tools, schema: json.dumps(
-            annotation_action(conversation, messages, max_items=max_items, max_chars=max_chars, core=core,
-                              interleave=interleave, dedupe=dedupe)
-        )  # fmt: skip
+            annotation_action(
+                conversation,
+                messages,
+                max_items=max_items,
+                max_chars=max_chars,
+                core=core,
+                interleave=interleave,
+                dedupe=dedupe,
+            )
+        )
     )

@@ -90,7 +90,11 @@ async def memory_views(
             views[t] = (P.memory_block(core, {}), [], [])
             continue
         rows = await relevant_items(memory, ns, t, session, config, filters)
-        total = len(await own_items(memory, ns, t, filters)) if filters else await memory.count(namespace=ns, types=[t])
+        total = (
+            len(await own_items(memory, ns, t, filters))
+            if filters
+            else await memory.count(namespace=ns, types=[t])
+        )
         note = {t: f"the {len(rows)} of {total} most related to this session"} if len(rows) < total else {}
         ids = [i.id for i in rows]
         views[t] = (P.memory_block(core, {t: rows}, note=note), ids, ids)

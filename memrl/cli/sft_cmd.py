@@ -169,6 +169,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
         print(f"expert trajectories read from {Path(args.output_dir) / EXPERT_FILE}", flush=True)
     expert_s = time.perf_counter() - t_start
     cfg = from_args(SFTConfig, args)
+    n_expert = len(trajs)  # the expert's answers, before the empty targets are thinned
     trajs, val_trajs, data_stats = describe_data(args, trajs, val_trajs, cfg.seed)
     from memrl.train.trainer import checkpoint_folder
 
@@ -221,7 +222,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     vals = [json.loads(x) for x in val_log.read_text().splitlines()] if val_samples else []
     summary = {
         "conversations": len(convs) - len(set(args.val_conv)), "expert": args.expert,
-        "expert_trajectories": len(trajs), "expert_failures": expert_failures, "examples": len(samples),
+        "expert_trajectories": n_expert, "expert_failures": expert_failures, "examples": len(samples),
         "skipped": skipped, "loss_examples": len(loss_set), "loss_target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
         "loss_after": round(after, 4), "checkpoint": str(Path(args.output_dir) / "checkpoint"),
         "val_conversations": sorted(set(args.val_conv)), "val_examples": len(val_samples), "val_loss_examples": len(val_set),

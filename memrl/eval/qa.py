@@ -333,7 +333,11 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
-            if self.cfg.mode != "build" or self.cfg.builder in ("membuilder", "union") or self.cfg.updater != "none":
+            if (
+                self.cfg.mode != "build"
+                or self.cfg.builder in ("membuilder", "union")
+                or self.cfg.updater != "none"
+            ):
                 # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
                 for llm in {id(x): x for x in (self.llm, self.builder_llm)}.values():
                     load = getattr(getattr(llm, "inner", llm), "load", None)

@@ -196,7 +196,9 @@ def build_cost_per_session(sessions: list[dict[str, Any]]) -> dict[str, Any]:
         "completion_tokens_per_session": round(sum(b.get("completion_tokens", 0) for b in sessions) / n, 1),
         "seconds_per_session": round(sum(b.get("seconds", 0.0) for b in sessions) / n, 2),
         "llm_calls_per_session": round(sum(b.get("llm_calls", 0) for b in sessions) / n, 2),
-        "items": sum(i for i in items if isinstance(i, int)) if any(isinstance(i, int) for i in items) else None,
+        "items": sum(i for i in items if isinstance(i, int))
+        if any(isinstance(i, int) for i in items)
+        else None,
     }
 
 

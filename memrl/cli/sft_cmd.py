@@ -311,7 +311,23 @@ def expert_source(args: argparse.Namespace, convs: list) -> dict[str, Any]:
         "expert_provider": args.expert_provider if args.expert == "model" else None,
         "expert_model": args.expert_model if args.expert == "model" else None,
         "agent_option": sorted(args.agent_option), "embedder": args.embedder,
+        # the options resolved, defaults included: a file built under other defaults (before issue 61's
+        # core_skip, dedupe, interleave) is not the same data, so it is built again, not reused
+        "agent_config": resolved_agent_config(args),
     }  # fmt: skip
+
+
+def resolved_agent_config(args: argparse.Namespace) -> dict[str, Any]:
+    import dataclasses
+
+    from memrl.agents.annotations import AnnotationsConfig
+    from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.config import parse_options
+
+    cfg = parse_options(
+        AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig, args.agent_option
+    )
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
 def write_expert(out: Path, source: dict, trajs: list, val: list, failures: int) -> None:

@@ -121,7 +121,9 @@ async def test_membuilder_can_build_with_another_model_than_the_answerer(tmp_pat
     answerer = ScriptedLLM(lambda messages, tools, schema: "Biscuit")
     cfg = QAEvalConfig(dataset="sample", builder="membuilder", builder_model="sft-checkpoint", embedder="hashing",
                        provider="scripted", output_dir=str(tmp_path / "mb"), cache=False)  # fmt: skip
-    run = QAEvaluation(cfg, llm=answerer, builder_llm=annotation_expert(SAMPLE), progress=False)
+    run = QAEvaluation(
+        cfg, llm=answerer, builder_llm=annotation_expert(SAMPLE, interleave=True), progress=False
+    )
     summary = await run.run()
     assert len(answerer.requests) == summary["n_answered"] == 10
     assert len(run.builder_llm.requests) == 4 * len(SAMPLE.sessions)

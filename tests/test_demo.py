@@ -20,11 +20,14 @@ def test_the_demo_runs_three_builders_and_says_which_memory_wins(tmp_path, monke
             )
         return "Biscuit"
 
-    monkeypatch.setattr(registry, "create_llm", lambda *a, **k: ScriptedLLM(answer))
+    models = []
+    monkeypatch.setattr(registry, "create_llm", lambda *a, **k: models.append(a[1:2]) or ScriptedLLM(answer))
     code = main(["demo", "--provider", "scripted", "--embedder", "hashing", "--output-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
-    for name in ("membuilder", "annotations", "raw"):
+    assert ("memrl:membuilder-sft",) in models  # the trained builder's agents ran the shipped adapter
+    assert "the trained builder (memrl:membuilder-sft) scores" in out
+    for name in ("membuilder", "membuilder-sft", "annotations", "raw"):
         assert (tmp_path / name / "report.md").is_file()
         assert any(line.startswith(f"{name} ") and " F1 " in line for line in out.splitlines()), name
     assert "docs/results/builders.md#membuilders-recipe-on-held-out-conversations" in out
@@ -61,7 +64,8 @@ def test_the_demo_builds_with_another_model_only_where_asked(tmp_path, monkeypat
 
     monkeypatch.setattr(registry, "create_llm", create)
     code = main(["demo", "--provider", "scripted", "--embedder", "hashing", "--output-dir", str(tmp_path),
-                 "--builder-model", "memrl:membuilder-sft"])  # fmt: skip
-    assert code == 0 and "membuilder " in capsys.readouterr().out
+                 "--builder-model", "memrl:membuilder-sft", "--no-trained"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "membuilder " in out and "skipped: --no-trained" in out
     assert made.count(("scripted", "memrl:membuilder-sft")) == 1
     assert all(model is None for _, model in made if model != "memrl:membuilder-sft") and len(made) == 2

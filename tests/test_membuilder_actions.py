@@ -144,7 +144,7 @@ def test_schemas_match_the_allowed_operations():
     assert ops(action_schema("semantic")) == ["ADD", "UPDATE", "SKIP"]
     assert ops(action_schema("procedural")) == ["ADD", "UPDATE"]
     core = [a["properties"]["operation"]["const"] for a in action_schema("core")["anyOf"]]
-    assert core == ["APPEND", "REPLACE", "REWRITE"]
+    assert core == ["APPEND", "REPLACE", "REWRITE", "SKIP"]  # SKIP offered only with core_skip
 
 
 def test_extract_json_variants():

@@ -91,7 +91,9 @@ def test_memrl_train_sft_membuilder(tiny, tmp_path, capsys):
                  "--json"])  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["expert_trajectories"] == 8 and summary["expert_failures"] == 0
-    assert summary["examples"] == 8 and summary["steps"] == 8  # 2 epochs of 4 batches of 2
+    # one of the two empty procedural targets kept (--empty-share 0.1, at least one): 7 examples
+    assert summary["examples"] == 7 and summary["empty_dropped"] == 1
+    assert summary["steps"] == 8  # 2 epochs of 4 batches of at most 2
     assert summary["loss_after"] < summary["loss_before"]
     assert (out / "checkpoint" / "config.json").is_file()
 
@@ -230,10 +232,10 @@ def test_sft_membuilder_keeps_the_experts_trajectories_and_samples_its_losses(ti
 
     out = tmp_path / "sft"
     code, first, _ = sft(out, "--sessions", "2", "--epochs", "1", "--loss-examples", "3")
-    assert code == 0 and not first["expert_reused"] and first["examples"] == 8 and first["loss_examples"] == 3
+    assert code == 0 and not first["expert_reused"] and first["examples"] == 7 and first["loss_examples"] == 3
     kept = (out / "expert.jsonl").read_text()
     code, again, _ = sft(out, "--sessions", "2", "--epochs", "2", "--loss-examples", "0", "--resume")
-    assert code == 0 and again["expert_reused"] and again["examples"] == 8 and again["loss_examples"] == 8
+    assert code == 0 and again["expert_reused"] and again["examples"] == 7 and again["loss_examples"] == 7
     assert (out / "expert.jsonl").read_text() == kept and again["steps"] == 8  # 2 epochs of 4 steps in all
     code, _, err = sft(out, "--sessions", "1", "--epochs", "3", "--resume")
     assert code == 1 and "another selection" in err
@@ -242,7 +244,7 @@ def test_sft_membuilder_keeps_the_experts_trajectories_and_samples_its_losses(ti
     fresh.mkdir()
     shutil.copy(out / "expert.jsonl", fresh / "expert.jsonl")
     code, summary, _ = sft(fresh, "--sessions", "2", "--max-steps", "1")
-    assert code == 0 and summary["expert_reused"] and summary["examples"] == 8
+    assert code == 0 and summary["expert_reused"] and summary["examples"] == 7  # 8 answers, 1 empty dropped
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / "expert.jsonl").write_text(kept[:-40])

@@ -17,6 +17,16 @@ thirds of them; and ``core`` says what the expert keeps in core memory: ``first`
 speaker's first observation of the first session only, about 300 characters, inside ADRPO's core length
 target (150 tokens); ``sessions``, those of every session, which fills the block to its compression limit
 and triples the answer prompt. Both were chosen on LoCoMo's training conversations (docs/results/builders.md).
+
+Three more (issue 61, what the expert's answers teach as SFT targets): ``core_skip`` (on) offers the core
+agent SKIP, and the expert keeps core memory with it instead of a REPLACE of a line by itself;
+``dedupe`` (on) drops a fact the prompt's memory shows or the answer already holds; ``interleave``
+(on) takes the speakers in turn when a cut is needed. The memory is the same with ``core_skip`` and
+``dedupe`` on or off (a no-op is a no-op; LoCoMo's annotations repeat no fact exactly, and the store
+refuses an exact repeat). ``interleave`` does change it, in the 93 of LoCoMo's 272 sessions with more than
+10 observations: from 2f39d65 to issue 61 the builder asked for it but the expert never received it, so the
+annotations rows measured in that span (f1ae712 onwards) and the shipped SFT adapter's data are
+``interleave=false,core_skip=false,dedupe=false``.
 """
 
 from __future__ import annotations
@@ -41,6 +51,9 @@ class AnnotationsConfig(MemBuilderConfig):
 
     max_operations: int = option(10, "at most this many items per type and session (schema maxItems)")
     core: str = option("first", f"what the expert keeps in core memory: one of {CORE_MODES}")
+    core_skip: bool = option(True, "offer core SKIP; the expert keeps core with it (false: a self-REPLACE)")
+    dedupe: bool = option(True, "the expert adds no fact the prompt shows or its answer already holds")
+    interleave: bool = option(True, "the expert takes the speakers in turn when max_operations cuts")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,7 +79,8 @@ class AnnotationsBuilder(Builder):
                 max_items=cfg.max_operations,
                 max_chars=cfg.max_item_chars,
                 core=getattr(cfg, "core", "sessions"),
-                interleave=True,
+                interleave=getattr(cfg, "interleave", True),
+                dedupe=getattr(cfg, "dedupe", False),
             )
             self._agents[conversation.id] = MemBuilderAgent(expert, cfg)
         return self._agents[conversation.id]

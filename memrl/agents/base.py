@@ -1,7 +1,8 @@
 """What a memory builder is: something that turns a conversation, session by session, into memory.
 
 Builders (``raw``: every turn stored, no LLM; ``membuilder``: four LLM agents per session;
-``annotations``: those four agents answered by the data set's annotations, no LLM) implement
+``annotations``: those four agents answered by the data set's annotations, no LLM; ``union``: raw turns
+and one of those two's notes in one namespace) implement
 ``build_session``. The evaluation runner builds one session at a time and records each finished session,
 so an interrupted build resumes at the first unfinished session (after rolling back its partial changes
 with the store's history). Registry: ``create_builder("raw")``.
@@ -81,6 +82,7 @@ BUILDERS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawBuilder",
     "membuilder": "memrl.agents.membuilder:MemBuilderAgent",
     "annotations": "memrl.agents.annotations:AnnotationsBuilder",
+    "union": "memrl.agents.union:UnionBuilder",  # raw turns + a builder's notes; options go to the notes
 }
 BUILDER_CONFIGS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawConfig",
@@ -99,6 +101,8 @@ def create_builder(name: str, *, options: Iterable[str] = (), **kwargs: Any) -> 
     if name not in BUILDERS:
         raise ConfigError(f"unknown builder {name!r}; choose one of {sorted(BUILDERS)}")
     options = list(options)
+    if name == "union":  # its options are the notes builder's (and notes=...): it parses them itself
+        return _load(BUILDERS[name])(options, **kwargs)
     if name == "membuilder" and "config" not in kwargs:  # an adapter asks the prompts it learned on
         from memrl.llm.packaged import trained_options
 

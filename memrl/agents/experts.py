@@ -7,12 +7,17 @@ each agent's prompt with the conversation's own human annotations (LoCoMo's ``ob
 ``event_summary`` per session), written as MemBuilder actions:
 
 * core (``core="sessions"``, the default): APPEND of each speaker's first observation of the session;
-  ``core="first"``: that APPEND in the first session only, later sessions keep the block as it is;
+  ``core="first"``: that APPEND in the first session only, later sessions keep the block as it is: with
+  a SKIP where the prompt offers one (``core_skip``), else (the SFT data up to issue 61) a REPLACE of
+  core's last line by itself, which teaches a student to quote core memory exactly or break it;
 * episodic: ADD of the session's events, dated (``"<date>: <event>"``);
 * semantic: ADD of the session's observations (``"<speaker> - <fact>"``), in file order, or with
   ``interleave=True`` (the ``annotations`` builder's and its SFT's) the speakers taken in turn so a cut at
-  ``max_items`` keeps both;
-* procedural: nothing (LoCoMo annotates no procedures).
+  ``max_items`` keeps both; with ``dedupe=True`` a fact is not added again when the prompt's memory
+  shows it or the answer already holds it (the store refuses an exact repeat anyway: a target that
+  repeats teaches a student to repeat), and an answer left with nothing new is a SKIP;
+* procedural: nothing (LoCoMo annotates no procedures): ``{"operations": []}``, which
+  :func:`memrl.train.sft_data.thin_empty` mostly keeps out of the SFT data.
 
 It is a weak expert (annotations are not what MemBuilder's paper distilled from Claude), but it is real
 data, available offline, and it teaches the action format, which the 135M model gets wrong on its own.
@@ -51,10 +56,11 @@ def annotation_action(
     max_chars: int = MAX_CHARS,
     core: str = "sessions",
     interleave: bool = False,
+    dedupe: bool = False,
 ) -> dict[str, Any]:
     """The expert's action for one MemBuilder agent prompt (see the module docstring): at most
     ``max_items`` items per type, each cut to ``max_chars`` (the agents' ``max_operations`` and
-    ``max_item_chars``); ``core`` is one of :data:`CORE_MODES`."""
+    ``max_item_chars``); ``core`` is one of :data:`CORE_MODES`; ``dedupe`` drops repeats."""
     if core not in CORE_MODES:
         raise ValueError(f"core must be one of {CORE_MODES}, got {core!r}")
     system, last = messages[0]["content"], messages[-1]["content"]
@@ -68,6 +74,8 @@ def annotation_action(
     date = events.get("date", "")
     if "CORE memory" in system:
         if core == "first" and n > _first_session(conversation):
+            if _offers_skip(system):  # keep the block as it is, said plainly
+                return {"operation": "SKIP", "reason": "core memory already holds the lasting facts"}
             held = _core_of(last)
             if held:  # keep the block: a REPLACE of its last line by itself changes nothing
                 line = held.splitlines()[-1][:max_chars]
@@ -75,8 +83,10 @@ def annotation_action(
         firsts = [rows[0][0] for rows in obs.values() if rows]
         return {"operation": "APPEND", "content": " ".join(firsts)[:max_chars] or "-"}
     if "EPISODIC memory" in system:
-        happened = [f"{date}: {e}" for who, rows in events.items() if who != "date" for e in rows]
-        return {"operations": [{"operation": "ADD", "memory": e[:max_chars]} for e in happened[:max_items]]}
+        happened = [f"{date}: {e}"[:max_chars] for who, rows in events.items() if who != "date" for e in rows]
+        if dedupe:
+            happened = _new_only(happened, last)
+        return {"operations": [{"operation": "ADD", "memory": e} for e in happened[:max_items]]}
     if "SEMANTIC memory" in system:
         per_speaker = [[f"{who} - {text}" for text, *_ in rows] for who, rows in obs.items()]
         facts = (
@@ -84,8 +94,32 @@ def annotation_action(
             if interleave
             else [f for rows in per_speaker for f in rows]
         )
-        return {"operations": [{"operation": "ADD", "memory": f[:max_chars]} for f in facts[:max_items]]}
+        facts = [f[:max_chars] for f in facts]
+        if dedupe:
+            facts = _new_only(facts, last)
+            if not facts and _offers_skip(system):
+                return {"operations": [{"operation": "SKIP", "reason": "nothing new"}]}
+        return {"operations": [{"operation": "ADD", "memory": f} for f in facts[:max_items]]}
     return {"operations": []}
+
+
+def _offers_skip(system: str) -> bool:
+    return '{"operation": "SKIP"' in system
+
+
+def _new_only(texts: list[str], prompt: str) -> list[str]:
+    """``texts`` without repeats: each once, and none the prompt's memory already shows (a shown item is
+    ``[id] text`` or ``text`` on a line of its own, possibly after a date)."""
+    shown = {_norm(line.split("] ", 1)[-1]) for line in prompt.splitlines()}
+    out: list[str] = []
+    for t in texts:
+        if _norm(t) not in shown and t not in out:
+            out.append(t)
+    return out
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.lower().split())
 
 
 def _first_session(conversation: Conversation) -> int:
@@ -105,6 +139,7 @@ def annotation_expert(
     max_chars: int = MAX_CHARS,
     core: str = "sessions",
     interleave: bool = False,
+    dedupe: bool = False,
 ) -> Any:
     """A scripted LLM answering MemBuilder's agent prompts with the conversation's annotations (limits as
     :func:`annotation_action`'s)."""
@@ -117,6 +152,14 @@ def annotation_expert(
         )
     return ScriptedLLM(
         lambda messages, tools, schema: json.dumps(
-            annotation_action(conversation, messages, max_items=max_items, max_chars=max_chars, core=core)
+            annotation_action(
+                conversation,
+                messages,
+                max_items=max_items,
+                max_chars=max_chars,
+                core=core,
+                interleave=interleave,
+                dedupe=dedupe,
+            )
         )
     )

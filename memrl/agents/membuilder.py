@@ -85,13 +85,16 @@ class MemBuilderAgent(Builder):
         self.types = tuple(t for t in ORDER if t.value in cfg.types)
         self._schemas: dict[tuple[MemoryType, tuple[str, ...], int | None], dict[str, Any]] = {}
         self.compress_schema = compress_schema(cfg.compress_to)
+        #: metadata every item written carries, and that the agents' views filter on (the ``union``
+        #: builder's ``{"origin": "notes"}``); empty: every item of the namespace is the agents' own
+        self.label: dict[str, Any] = {}
 
     def offered(self, memory_type: MemoryType, *, core: str, own_ids: list[str]) -> tuple[str, ...]:
         """The operations the agent is offered this session: those of the config that can apply to what
         it is shown (no REPLACE on an empty core memory, no UPDATE without an item, no MERGE without two)."""
         ops = self.config.operations(memory_type)
         if memory_type is MemoryType.CORE and not core.strip():
-            ops = tuple(o for o in ops if o == "APPEND")
+            ops = tuple(o for o in ops if o in ("APPEND", "SKIP"))
         if len(own_ids) < 2:
             ops = tuple(o for o in ops if o != "MERGE" and (own_ids or o != "UPDATE"))
         return ops
@@ -127,7 +130,7 @@ class MemBuilderAgent(Builder):
             compressed = await self._compress(memory, namespace, conversation, core, limit, runs, result)
             core = await memory.core(namespace=namespace)
 
-        views = await memory_views(memory, namespace, session, core, cfg, self.types)
+        views = await memory_views(memory, namespace, session, core, cfg, self.types, self.label or None)
         transcript = P.session_block(session)
         for t, run in runs.items():
             text, run.context_ids, run.own_ids = views[t]
@@ -144,6 +147,7 @@ class MemBuilderAgent(Builder):
             "date": session.date.isoformat() if session.date else None,
             "date_text": session.date_text,
             "session": session.index,
+            **self.label,
         }
         try:
             for t in ORDER:  # fixed order, whatever order the replies came in (see the module docstring)
@@ -291,6 +295,7 @@ class MemBuilderAgent(Builder):
                 "proposed": len(rep.applied) + len(rep.failed) if rep else 0,
                 "applied": len(rep.applied) if rep else 0,
                 "failed": len(rep.failed) if rep else 0,
+                "skips": rep.skips if rep else 0,  # applied, and changed nothing on purpose
                 "context_items": len(run.context_ids),
                 "finish_reason": run.reply.finish_reason if run.reply else None,
                 "reply_chars": len(run.reply.text) if run.reply else 0,
@@ -310,6 +315,7 @@ class MemBuilderAgent(Builder):
             "parsed": sum(a["parsed"] for a in agents.values()),
             "actions_proposed": sum(a["proposed"] for a in agents.values()),
             "actions_applied": sum(a["applied"] for a in agents.values()),
+            "skips": sum(a["skips"] for a in agents.values()),
             "compressed": compressed,
             "core_chars": len(core),
             "agents": agents,

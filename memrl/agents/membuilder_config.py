@@ -23,7 +23,7 @@ __all__ = ["OPERATIONS", "ORDER", "SAMPLING", "Context", "MemBuilderConfig", "pr
 Context = Literal["retrieved", "full"]
 ORDER: tuple[MemoryType, ...] = (MemoryType.CORE, *ITEM_TYPES)  # the fixed order answers are applied in
 OPERATIONS: dict[MemoryType, tuple[str, ...]] = {
-    MemoryType.CORE: ("APPEND", "REPLACE", "REWRITE"),
+    MemoryType.CORE: ("APPEND", "REPLACE", "REWRITE", "SKIP"),
     MemoryType.EPISODIC: ("ADD", "UPDATE", "MERGE"),
     MemoryType.SEMANTIC: ("ADD", "UPDATE", "SKIP"),
     MemoryType.PROCEDURAL: ("ADD", "UPDATE"),
@@ -58,6 +58,11 @@ class MemBuilderConfig:
     core_rewrite: bool = option(
         False, "offer REWRITE to the per-session core agent (the original does; a REWRITE wider than "
         "max_item_chars cannot fit the budget, and a short one wipes the block)",
+    )  # fmt: skip
+    core_skip: bool = option(
+        False, "offer SKIP to the core agent (leave core memory as it is). Off by default: the untrained "
+        "agents and the shipped adapter were asked without it; the annotation expert's SFT data turns it on, "
+        "so a session that changes nothing in core is a SKIP, not a REPLACE of a line by itself",
     )  # fmt: skip
     core_limit: int | None = option(None, "core memory character limit (default: the store's, 5,000)")
     compress_at: float = option(0.9, "compress core memory once it exceeds this share of its limit")
@@ -137,8 +142,10 @@ class MemBuilderConfig:
 
     def operations(self, memory_type: MemoryType) -> tuple[str, ...]:
         ops = OPERATIONS[memory_type]
-        if memory_type is MemoryType.CORE and not self.core_rewrite:
-            ops = tuple(o for o in ops if o != "REWRITE")
+        if memory_type is MemoryType.CORE:
+            off = {"REWRITE"} if not self.core_rewrite else set()
+            off |= {"SKIP"} if not self.core_skip else set()
+            ops = tuple(o for o in ops if o not in off)
         return ops
 
 

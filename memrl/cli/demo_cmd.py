@@ -5,7 +5,10 @@ by ``membuilder`` running the offline model (SmolLM2-135M-Instruct, constrained 
 SQLite; every question is answered from memory by the same model and scored with LoCoMo's official F1.
 The ``raw`` baseline (every turn stored, no LLM) runs beside it for comparison, and so does
 ``annotations``: the memory MemBuilder's agents write when the conversation's own annotations answer for
-them (the expert SFT trains the model towards; no LLM while building). Reports land in
+them (the expert SFT trains the model towards; no LLM while building), and ``membuilder-sft``: the same
+agents run by the shipped trained adapter (``memrl:membuilder-sft``; ``--no-trained`` skips it, about 1.5
+to 2 minutes of a demo's 2.5 on this project's CPU, estimated from its kept timings: 92 s of building on the
+sample, plus 10 answers). Reports land in
 ``runs/demo/<builder>/`` (``report.md``, ``scores.png``, ``predictions.jsonl``); the last line says
 whether the model's memory beats storing raw turns here, and where the LoCoMo-scale table is.
 """
@@ -33,6 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model of membuilder's agents when it differs from the answerer's, e.g. memrl:membuilder-sft "
         "(the shipped SFT adapter; docs/training.md); default: --model",
     )
+    p.add_argument(
+        "--trained-model", default="memrl:membuilder-sft",
+        help="the trained builder run beside the untrained one (row membuilder-sft)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-trained", action="store_true",
+        help="skip the trained builder's row (saves about 1.5-2 minutes on a laptop CPU)",
+    )  # fmt: skip
     p.add_argument("--embedder", default="minilm")
     p.add_argument("--no-baseline", action="store_true", help="skip the raw (no-LLM) baseline")
     p.add_argument(
@@ -55,12 +66,19 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     kw = {"base_url": args.base_url} if args.base_url else {}
     llm = create_llm(args.provider, args.model, **kw)  # one model, shared by both runs
     results: dict[str, Any] = {}
-    builders = ["membuilder"] + ([] if args.no_expert else ["annotations"])
-    for builder in builders + ([] if args.no_baseline else ["raw"]):
+    # row name -> (builder, model of its agents)
+    rows = {"membuilder": ("membuilder", args.builder_model)}
+    if not args.no_trained:
+        rows["membuilder-sft"] = ("membuilder", args.trained_model)
+    if not args.no_expert:
+        rows["annotations"] = ("annotations", None)
+    if not args.no_baseline:
+        rows["raw"] = ("raw", None)
+    for name, (builder, builder_model) in rows.items():
         cfg = QAEvalConfig(
             dataset="sample", builder=builder, provider=args.provider, model=args.model, base_url=args.base_url,
-            builder_model=args.builder_model if builder == "membuilder" else None,
-            embedder=args.embedder, output_dir=str(Path(args.output_dir) / builder), overwrite=True, cache=False,
+            builder_model=builder_model, embedder=args.embedder, output_dir=str(Path(args.output_dir) / name),
+            overwrite=True, cache=False,
         )  # fmt: skip
         t0 = time.perf_counter()
         summary = await QAEvaluation(cfg, llm=llm).run()
@@ -71,7 +89,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         summary["items"] = Counter(i.type.value for i in await memory.list(namespace=ns))
         summary["core"] = await memory.core(namespace=ns)
         await memory.close()
-        results[builder] = (cfg, summary)
+        results[name] = (cfg, summary)
     return results
 
 
@@ -96,9 +114,11 @@ def _demo(args: argparse.Namespace) -> int:
     print()
     for name, (c, s) in results.items():
         pct = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731  (nothing scored: no number)
-        print(f"{name:<11} F1 {pct(s['f1']):>5}  (95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}), "
+        print(f"{name:<14} F1 {pct(s['f1']):>5}  (95% CI {pct(s['f1_ci'][0])}-{pct(s['f1_ci'][1])}), "
               f"answered {s['n_answered']}/{s['n_questions']}, "
               f"failures {s['n_answer_failures']}, {s['seconds']:.0f} s  -> {c.out / 'report.md'}")  # fmt: skip
+    if "membuilder-sft" not in results:
+        print("(the trained builder, memrl:membuilder-sft, was skipped: --no-trained)")
     print(f"\n{verdict(results)}")
     print(
         "10 questions give wide intervals; see README for LoCoMo-scale runs (`memrl eval --dataset locomo`)."
@@ -125,6 +145,8 @@ def verdict(results: dict[str, Any]) -> str:
     expert = (
         f"; the annotation expert's memory scores {pct(f1['annotations'])}" if "annotations" in f1 else ""
     )
+    if "membuilder-sft" in f1:
+        expert = f"; the trained builder (memrl:membuilder-sft) scores {pct(f1['membuilder-sft'])}" + expert
     if f1["membuilder"] >= f1["raw"]:
         return f"membuilder {pct(f1['membuilder'])} >= raw {pct(f1['raw'])} on this sample{expert}. {where}"
     return (

@@ -73,6 +73,11 @@ def register_sft(tasks: argparse._SubParsersAction) -> None:
              "bfloat16 + adapter.json, loadable by --provider local --model OUTPUT_DIR/epoch-K), to choose the "
              "epoch on the validation loss",
     )  # fmt: skip
+    p.add_argument(
+        "--empty-share", type=float, default=None, metavar="S",
+        help="keep this share of each agent's empty targets ({\"operations\": []}), a seeded choice, at least one "
+             "(default 0.1: memrl.train.sft_data.EMPTY_SHARE; 1 keeps all, the data of the shipped adapter)",
+    )  # fmt: skip
     p.add_argument("--output-dir", default="runs/sft")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
     p.add_argument(
@@ -137,7 +142,8 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
                     max_items=agent_cfg.max_operations,
                     max_chars=agent_cfg.max_item_chars,
                     core=agent_cfg.core,
-                    interleave=True,
+                    interleave=agent_cfg.interleave,
+                    dedupe=agent_cfg.dedupe,
                 )
             else:
                 kw = {"base_url": args.base_url} if args.base_url else {}
@@ -163,6 +169,8 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
         print(f"expert trajectories read from {Path(args.output_dir) / EXPERT_FILE}", flush=True)
     expert_s = time.perf_counter() - t_start
     cfg = from_args(SFTConfig, args)
+    n_expert = len(trajs)  # the expert's answers, before the empty targets are thinned
+    trajs, val_trajs, data_stats = describe_data(args, trajs, val_trajs, cfg.seed)
     from memrl.train.trainer import checkpoint_folder
 
     found = checkpoint_folder(Path(args.output_dir) / "checkpoint") if args.resume else None
@@ -214,11 +222,11 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     vals = [json.loads(x) for x in val_log.read_text().splitlines()] if val_samples else []
     summary = {
         "conversations": len(convs) - len(set(args.val_conv)), "expert": args.expert,
-        "expert_trajectories": len(trajs), "expert_failures": expert_failures, "examples": len(samples),
+        "expert_trajectories": n_expert, "expert_failures": expert_failures, "examples": len(samples),
         "skipped": skipped, "loss_examples": len(loss_set), "loss_target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
         "loss_after": round(after, 4), "checkpoint": str(Path(args.output_dir) / "checkpoint"),
         "val_conversations": sorted(set(args.val_conv)), "val_examples": len(val_samples), "val_loss_examples": len(val_set),
-        "expert_reused": kept is not None,
+        "expert_reused": kept is not None, "empty_dropped": data_stats["empty_dropped"],
         "val_loss": [(v["epoch"], v["val_loss"]) for v in vals], "expert_seconds": round(expert_s, 1),
         "fit_seconds": round(fit_s, 1), "wall_seconds": round(time.perf_counter() - t_start, 1),
     }  # fmt: skip
@@ -233,6 +241,25 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
             print("validation loss (" + ", ".join(summary["val_conversations"]) + "): "
                   + " -> ".join(f"{v['val_loss']:.3f}" for v in vals))  # fmt: skip
     return 0
+
+
+def describe_data(args: argparse.Namespace, trajs: list, val: list, seed: int) -> tuple[list, list, dict]:
+    """Thin the empty targets (``--empty-share``), then print and keep (``OUTPUT_DIR/sft_data.json``) what
+    the SFT data holds: before training, so a person sees what it will teach."""
+    from memrl.train.sft_data import EMPTY_SHARE, format_stats, sft_data_stats, thin_empty
+
+    share = EMPTY_SHARE if args.empty_share is None else args.empty_share
+    before = sft_data_stats(trajs)
+    trajs, dropped = thin_empty(trajs, share, seed=seed)
+    val, val_dropped = thin_empty(val, share, seed=seed)
+    stats = {"empty_share": share, "empty_dropped": dropped, "val_empty_dropped": val_dropped,
+             "expert": before, "trained": sft_data_stats(trajs), "validation": sft_data_stats(val)}  # fmt: skip
+    (Path(args.output_dir) / "sft_data.json").write_text(json.dumps(stats, indent=1) + "\n")
+    if not args.json:
+        print(format_stats(stats["trained"]), flush=True)
+        print(f"  (empty targets: kept a share of {share:g}, dropped {dropped} of "
+              f"{before['total']['empty']}; in {Path(args.output_dir) / 'sft_data.json'})", flush=True)  # fmt: skip
+    return trajs, val, stats
 
 
 def agent_options(args: argparse.Namespace) -> list[str]:
@@ -284,7 +311,23 @@ def expert_source(args: argparse.Namespace, convs: list) -> dict[str, Any]:
         "expert_provider": args.expert_provider if args.expert == "model" else None,
         "expert_model": args.expert_model if args.expert == "model" else None,
         "agent_option": sorted(args.agent_option), "embedder": args.embedder,
+        # the options resolved, defaults included: a file built under other defaults (before issue 61's
+        # core_skip, dedupe, interleave) is not the same data, so it is built again, not reused
+        "agent_config": resolved_agent_config(args),
     }  # fmt: skip
+
+
+def resolved_agent_config(args: argparse.Namespace) -> dict[str, Any]:
+    import dataclasses
+
+    from memrl.agents.annotations import AnnotationsConfig
+    from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.config import parse_options
+
+    cfg = parse_options(
+        AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig, args.agent_option
+    )
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
 def write_expert(out: Path, source: dict, trajs: list, val: list, failures: int) -> None:

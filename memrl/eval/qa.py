@@ -172,7 +172,7 @@ class QAEvaluation:
         builder = create_builder(
             self.cfg.builder,
             options=self.cfg.builder_option,
-            **({"llm": self.builder_llm} if self.cfg.builder == "membuilder" else {}),
+            **({"llm": self.builder_llm} if self.cfg.builder in ("membuilder", "union") else {}),
         )
         finished: dict[str, dict[int, int]] = {}
         for row in self.builds.read():
@@ -202,7 +202,7 @@ class QAEvaluation:
                 result.seconds = time.perf_counter() - t0
                 self.builds.append(
                     {"namespace": ns, "conversation": conv.id, "seq_after": self.memory.store.last_seq(ns),
-                     **result.to_dict()}
+                     "items_after": await self.memory.count(namespace=ns), **result.to_dict()}
                 )  # fmt: skip
                 bar.update(1)
         bar.close()
@@ -333,7 +333,11 @@ class QAEvaluation:
                 )
             self.memory = AsyncMemory(db, embedder=self.cfg.embedder)
         try:
-            if self.cfg.mode != "build" or self.cfg.builder == "membuilder" or self.cfg.updater != "none":
+            if (
+                self.cfg.mode != "build"
+                or self.cfg.builder in ("membuilder", "union")
+                or self.cfg.updater != "none"
+            ):
                 # Load the model now, before any worker needs it: a wrong --model fails here, in one line.
                 for llm in {id(x): x for x in (self.llm, self.builder_llm)}.values():
                     load = getattr(getattr(llm, "inner", llm), "load", None)

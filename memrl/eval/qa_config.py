@@ -46,10 +46,12 @@ class QAEvalConfig:
         None, "an original split: LoCoMo train|test (MemUpdate), LongMemEval sft|rl|test"
     )
     mode: Mode = option("full", "build memory, answer questions, or both")
-    builder: Literal["raw", "membuilder", "annotations", "memagent", "full"] = option(
+    builder: Literal["raw", "membuilder", "annotations", "union", "memagent", "full"] = option(
         "raw",
         "how memory is built: raw turns, membuilder's agents, annotations (membuilder's agents answered by "
-        "LoCoMo's annotations, no LLM: the SFT expert's memory); memagent reads instead; full: no memory, "
+        "LoCoMo's annotations, no LLM: the SFT expert's memory), union (raw turns and membuilder's notes, "
+        "or annotations' with --builder-option notes=annotations, in one namespace, labelled by "
+        "metadata origin=raw|notes); memagent reads instead; full: no memory, "
         "the whole conversation in the answer prompt where it fits (--builder-option context_window=N "
         "overflow=truncate|skip tokenizer=model|whitespace)",
     )

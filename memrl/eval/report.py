@@ -175,9 +175,31 @@ def summarize(
         summary["build"]["tokens_per_session"] = (
             summary["build"]["prompt_tokens"] + summary["build"]["completion_tokens"]
         ) / len(sessions)
+        summary["build"].update(build_cost_per_session(sessions))
     for r in rows:
         r.pop("_cat", None)
     return _clean(summary)
+
+
+def build_cost_per_session(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """What building memory cost a session, on average (prompt and completion tokens, seconds, LLM calls),
+    and the live items in the store after the last session built of each namespace (``items_after``;
+    None for runs recorded before it was): the builders table's
+    cost columns, so a run of any builder shows its cost against raw turns' (0 tokens)."""
+    n = len(sessions)
+    last: dict[str, dict[str, Any]] = {}
+    for b in sessions:
+        last[b.get("namespace", "")] = b  # rows are appended in build order
+    items = [b.get("items_after") for b in last.values()]  # absent in runs before issue 61
+    return {
+        "prompt_tokens_per_session": round(sum(b.get("prompt_tokens", 0) for b in sessions) / n, 1),
+        "completion_tokens_per_session": round(sum(b.get("completion_tokens", 0) for b in sessions) / n, 1),
+        "seconds_per_session": round(sum(b.get("seconds", 0.0) for b in sessions) / n, 2),
+        "llm_calls_per_session": round(sum(b.get("llm_calls", 0) for b in sessions) / n, 2),
+        "items": sum(i for i in items if isinstance(i, int))
+        if any(isinstance(i, int) for i in items)
+        else None,
+    }
 
 
 def judge_record(cfg: Any) -> dict[str, Any]:

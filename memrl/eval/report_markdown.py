@@ -103,6 +103,11 @@ def _cost_lines(s: dict[str, Any]) -> list[str]:
         out.append(f"- Build: {b['sessions']} sessions, {b['llm_calls']} LLM calls, "
                    f"{b.get('tokens_per_session', 0):.0f} tokens/session, {b['seconds']:.1f} s, {b['failures']} "
                    f"failures, {b.get('actions_applied', 0)} memory actions applied")  # fmt: skip
+        if "prompt_tokens_per_session" in b:
+            out.append(f"- Build cost per session: {b['prompt_tokens_per_session']:.0f} prompt and "
+                       f"{b['completion_tokens_per_session']:.0f} completion tokens, "
+                       f"{b['seconds_per_session']:.1f} s; {b.get('items') if b.get('items') is not None else '-'} "
+                       "items stored in all")  # fmt: skip
     u = s.get("update")
     if u:
         out.append(f"- Update (memupdate): {u['episodes']} episodes, {u['llm_calls']} LLM calls, "

@@ -2,7 +2,8 @@
 
 Each session, one agent per memory type answers with JSON (REFERENCE.md section 1):
 
-- core: one action, ``APPEND {content}``, ``REPLACE {old_text, new_text}`` or ``REWRITE {content}``;
+- core: one action, ``APPEND {content}``, ``REPLACE {old_text, new_text}``, ``REWRITE {content}`` or
+  ``SKIP {reason}`` (core memory left as it is: the plain no-op, offered with ``core_skip``);
 - episodic: ``{"operations": [...]}`` of ADD / UPDATE / MERGE; semantic: ADD / UPDATE / SKIP;
   procedural: ADD / UPDATE.
 
@@ -79,7 +80,7 @@ class Skip(_Action):
 
 #: Which operations each agent may use.
 ALLOWED: dict[MemoryType, tuple[type[_Action], ...]] = {
-    MemoryType.CORE: (CoreAppend, CoreReplace, CoreRewrite),
+    MemoryType.CORE: (CoreAppend, CoreReplace, CoreRewrite, Skip),
     MemoryType.EPISODIC: (Add, Update, Merge),
     MemoryType.SEMANTIC: (Add, Update, Skip),
     MemoryType.PROCEDURAL: (Add, Update),
@@ -134,6 +135,11 @@ class ActionReport:
     @property
     def parsed(self) -> bool:
         return self.parse_error is None
+
+    @property
+    def skips(self) -> int:
+        """SKIPs among the applied actions: answers that left their memory as it was, on purpose."""
+        return sum(1 for a in self.applied if a.get("operation") == "SKIP")
 
     @property
     def written_chars(self) -> int:
@@ -255,4 +261,4 @@ async def _apply_one(
             raise ValueError("MERGE needs at least two different existing memories")
         item = await memory.merge(ids, action.new_memory, namespace=ns, evidence=evidence, actor=actor)
         return item.id
-    return None  # core memory has no item id; SKIP does nothing
+    return None  # core memory has no item id; SKIP (core's or an item agent's) does nothing

@@ -89,3 +89,43 @@ async def test_union_takes_the_notes_builders_options_and_refuses_an_unknown_not
         await m.close()
     with pytest.raises(ConfigError, match="notes must be one of"):
         create_builder("union", options=["notes=raw"])
+
+
+async def test_a_labelled_notes_agent_cannot_update_or_merge_a_raw_turn():
+    """The notes agents write with ``origin=notes``: an UPDATE or MERGE naming a raw turn's id fails as an
+    action the model can read, the turn is unchanged, and its own notes still can be edited."""
+    from memrl.tools.membuilder import apply_actions
+
+    memory = AsyncMemory(":memory:", embedder="hashing")
+    try:
+        turn = await memory.add(
+            "Lena: my dog is Biscuit", namespace="u", type="episodic", metadata={"origin": "raw"}
+        )
+        note = await memory.add(
+            "2024-03-01: Lena got a dog", namespace="u", type="episodic", metadata={"origin": "notes"}
+        )
+        other = await memory.add(
+            "2024-03-02: Lena named it", namespace="u", type="episodic", metadata={"origin": "notes"}
+        )
+        out = {"operations": [
+            {"operation": "UPDATE", "old_memory": turn.id, "new_memory": "Lena: my cat is Biscuit"},
+            {"operation": "MERGE", "old_memories": [turn.id, note.id], "new_memory": "merged"},
+            {"operation": "UPDATE", "old_memory": note.id, "new_memory": "2024-03-01: Lena adopted Biscuit"},
+        ]}  # fmt: skip
+        report = await apply_actions(memory, "u", "episodic", out, metadata={"origin": "notes"})
+        assert [f["operation"] for f in report.failed] == ["UPDATE", "MERGE"]
+        assert all("not one of this agent's notes memories" in f["error"] for f in report.failed)
+        assert [a["operation"] for a in report.applied] == ["UPDATE"]
+        # quoted by its text, a turn is not a candidate either: the closest note is, or nothing
+        quoted = {
+            "operations": [
+                {"operation": "UPDATE", "old_memory": "Lena: my dog is Biscuit", "new_memory": "x"}
+            ]
+        }
+        again = await apply_actions(memory, "u", "episodic", quoted, metadata={"origin": "notes"})
+        assert [f["operation"] for f in again.failed] == ["UPDATE"] and not again.applied
+        assert (await memory.get(turn.id, namespace="u")).content == "Lena: my dog is Biscuit"
+        assert (await memory.get(note.id, namespace="u")).content == "2024-03-01: Lena adopted Biscuit"
+        assert (await memory.get(other.id, namespace="u")).content == "2024-03-02: Lena named it"
+    finally:
+        await memory.close()

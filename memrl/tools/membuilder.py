@@ -161,18 +161,37 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
+def _own(item: Any, origin: str | None) -> Any:
+    """``item``, when a writer that labels its items (``metadata["origin"]``, the ``union`` builder's notes)
+    may edit it: only items of its own origin; a raw turn beside the notes is never rewritten by them."""
+    if origin is not None and (item.metadata or {}).get("origin") != origin:
+        raise ValueError(
+            f"[{item.id}] is not one of this agent's {origin} memories: it can only change those"
+        )
+    return item
+
+
 async def resolve(
-    memory: AsyncMemory, ns: str, mtype: MemoryType, ref: str, *, min_ratio: float = 0.75
+    memory: AsyncMemory,
+    ns: str,
+    mtype: MemoryType,
+    ref: str,
+    *,
+    min_ratio: float = 0.75,
+    origin: str | None = None,
 ) -> MemoryItem:
-    """The memory an action refers to: by id, by exact text, else the closest text among the top hits."""
+    """The memory an action refers to: by id, by exact text, else the closest text among the top hits.
+    ``origin``: only items whose ``metadata["origin"]`` is that (a labelled writer edits its own items)."""
     try:
         item = await memory.get(ref.strip(), namespace=ns)
         if item.type is mtype:
-            return item
+            return _own(item, origin)
     except MemrlError as e:
         if is_infrastructure(e):
             raise
     hits = await memory.search(ref, namespace=ns, types=[mtype], top_k=5)
+    if origin is not None:
+        hits = [h for h in hits if (h.item.metadata or {}).get("origin") == origin]
     target = _norm(ref)
     best, best_ratio = None, 0.0
     for h in hits:
@@ -250,12 +269,14 @@ async def _apply_one(
         )
         return item.id
     elif isinstance(action, Update):
-        old = await resolve(memory, ns, mtype, action.old_memory)
+        old = await resolve(memory, ns, mtype, action.old_memory, origin=meta.get("origin"))
         ev = tuple(dict.fromkeys((*old.evidence, *evidence)))
         item = await memory.update(old.id, action.new_memory, namespace=ns, evidence=ev, actor=actor)
         return item.id
     elif isinstance(action, Merge):
-        olds = [await resolve(memory, ns, mtype, ref) for ref in action.old_memories]
+        olds = [
+            await resolve(memory, ns, mtype, ref, origin=meta.get("origin")) for ref in action.old_memories
+        ]
         ids = list(dict.fromkeys(o.id for o in olds))
         if len(ids) < 2:
             raise ValueError("MERGE needs at least two different existing memories")

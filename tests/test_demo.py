@@ -31,6 +31,10 @@ def test_the_demo_runs_three_builders_and_says_which_memory_wins(tmp_path, monke
         assert (tmp_path / name / "report.md").is_file()
         assert any(line.startswith(f"{name} ") and " F1 " in line for line in out.splitlines()), name
     assert "docs/results/builders.md#membuilders-recipe-on-held-out-conversations" in out
+    # learning without an expert: GRPO beat no non-RL arm, so the demo prints the measured table, no run
+    from memrl.cli.demo_cmd import LEARNING
+
+    assert out.rstrip().endswith(LEARNING) and "GRPO alone 58.3" in LEARNING
 
 
 def test_the_verdict_line_names_the_loser_and_the_expert():

@@ -318,9 +318,11 @@ def run_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         return {"peer": name, "skipped": "this Python's sqlite3 cannot load extensions (built without them)"}
     cmd = [sys.executable, "-m", "bench.peers", "--one", name, "--dir", str(tmp), "--n", str(args.n),
            "--queries", str(args.queries), "--top-k", str(args.top_k), "--warmup", str(args.warmup)]  # fmt: skip
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    )
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"peer": name, "failed": f"timed out after {args.timeout} s (insert and queries)"}
     if done.returncode:
         return {"peer": name, "failed": done.stderr.strip().splitlines()[-1:] or ["?"]}
     row = json.loads(done.stdout.strip().splitlines()[-1])
@@ -340,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--top-k", type=int, default=10)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--timeout", type=int, default=1800, help="seconds one store's measuring process may take")
     p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}")
     p.add_argument("--dir", type=Path, help="where the stores are written (default: a temp dir, removed)")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one store in this process

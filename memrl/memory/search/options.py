@@ -84,7 +84,7 @@ class SearchOptions:
     types: tuple[MemoryType, ...] | None = None
     filters: dict[str, Any] | None = None
     threshold: float | None = None
-    candidates: int = 100  # depth of each ranked list before fusion (dense mode alone fetches its top_k units)
+    candidates: int = 100  # depth of each list before fusion (dense mode alone fetches its top_k)
     rrf_k: int = 60
     weights: tuple[float, float] = (0.3, 0.7)  # (dense, bm25)
     fusion: Fusion = "convex"

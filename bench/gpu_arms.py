@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: imported that the device's list lacks (2026-12-01).
 WHEELS = ("gguf", "xgrammar", "apache-tvm-ffi", "wonderwords", "pydantic", "pydantic-core", "annotated-types",
           "typing-inspection", "docstring-parser", "nltk", "openai", "jiter", "distro", "sniffio", "dill", "pytz",
-          "h2", "hpack", "hyperframe", "outcome", "trio", "zstandard")  # fmt: skip
+          "h2", "hpack", "hyperframe", "outcome", "trio", "zstandard", "pystemmer")  # fmt: skip
 #: The CPU runs' setting (docs/results/learning.md), rollouts x10: 30 GRPO steps / RAFT rounds of 16.
 SETTING = ("--ruler-task niah_single_1 --length 1k --train-items 24 --eval-items 12 --chunk-tokens 512 "
            "--memory-tokens 48 --answer-tokens 24 --reward reward --rollouts 480 --group-size 8 "

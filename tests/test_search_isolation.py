@@ -99,7 +99,7 @@ def test_bm25_scores_equal_fts5_in_a_single_namespace_store():
 
 
 def test_tokens_follow_fts5():
-    """Same terms as FTS5's ``porter unicode61`` (a few rare stems differ: nltk's original Porter leaves
+    """Same terms as FTS5's ``porter unicode61`` (a few rare stems differ: Snowball's Porter leaves
     'straße' and 'incredibly' -> 'incredibli' where FTS5 writes 'straß' and 'incred')."""
     from memrl.memory.analysis.tokenizer import tokens
 

@@ -5,6 +5,13 @@ punctuation separate), lower-cased, Latin diacritics removed, tokens of 3 to 64 
 Porter-stemmed (the original algorithm, as FTS5's); a token over :data:`MAX_TERM_BYTES` is indexed in a
 shortened form (FTS5 kept it whole). The in-process index (:mod:`memrl.memory.index.lexical`) and Postgres'
 postings (:mod:`memrl.memory.backends.postgres.lexical`) both analyse text with it, so both score alike.
+
+The stemmer is PyStemmer's Snowball ``porter`` (a C extension, ~1 ms to import), not NLTK's (whose package
+import pulls scipy.stats: 1.1 s of a process's first BM25 search). Snowball's ``english`` (Porter2) was
+measured and rejected: it stems ~300 of LoCoMo's 9,727 words otherwise than FTS5, ``porter`` 8, NLTK's original
+Porter 7 (``trekked`` -> ``trekk`` is the one word where Snowball's and NLTK's differ). Stems are persisted
+only by Postgres' postings: :data:`ANALYZER` names this analysis, and a Postgres store whose postings were
+written by another re-indexes them when it opens (:mod:`memrl.memory.backends.postgres.reindex`).
 """
 
 from __future__ import annotations
@@ -17,17 +24,23 @@ from typing import Any
 
 from memrl.memory.analysis.words import STOPWORDS, TOKEN
 
+#: The name of this analysis, stored beside persisted postings (Postgres' ``meta`` row ``analyzer``): change
+#: it whenever :func:`tokens` would give another term for some text, so that old postings are re-indexed.
+ANALYZER = "unicode61-snowball-porter-1"
+
 
 @functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    return _stemmer().stem(word)
+    return _stemmer().stemWord(word)
 
 
 @functools.lru_cache(maxsize=1)
 def _stemmer() -> Any:
-    from nltk.stem.porter import PorterStemmer
+    import Stemmer  # PyStemmer
 
-    return PorterStemmer(PorterStemmer.ORIGINAL_ALGORITHM)  # FTS5's porter tokenizer is the original one
+    return Stemmer.Stemmer(
+        "porter"
+    )  # Snowball's original Porter algorithm, the one FTS5's porter tokenizer runs
 
 
 _WORD = re.compile(r"[^\W_]+")
@@ -49,7 +62,7 @@ def _term(word: str) -> str:
         size = len(w.encode())
         if size > MAX_TERM_BYTES:  # not cached: a flood of distinct long words must not fill the cache
             return w[:LONG_PREFIX] + "~" + hashlib.blake2b(w.encode(), digest_size=8).hexdigest()
-        out = _stemmer().stem(w) if 3 <= size <= 64 else w
+        out = _stemmer().stemWord(w) if 3 <= size <= 64 else w
         if len(_STEMS) < 1_000_000:
             _STEMS[word] = out
     return out

@@ -34,6 +34,7 @@ from memrl.errors import BusyError, ConfigError, StoreError
 from memrl.memory.backends.postgres.ann import PgAnnMixin
 from memrl.memory.backends.postgres.lexical import PgLexicalMixin, PgLexicalRanker
 from memrl.memory.backends.postgres.migrations import migrate, migrations, pg_error
+from memrl.memory.backends.postgres.reindex import ensure_analyzer
 from memrl.memory.backends.postgres.stats import PgStatsMixin
 from memrl.memory.backends.postgres.vectors import PgVectorIndex
 from memrl.memory.backends.urls import is_postgres_url, redact
@@ -125,6 +126,8 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, PgStatsMixin, Store):
             )  # fmt: skip
             self.pool.wait()
         self._stats_init()
+        with self._errors():
+            ensure_analyzer(self)  # postings written by another stemmer are re-indexed (issue 59)
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager

@@ -171,9 +171,10 @@ def test_an_adapter_shipped_in_the_package_is_named_memrl_name(run, tmp_path, mo
 
 
 def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_path):
-    """The annotation expert's SFT prompts ask for up to 10 operations (its targets hold that many): the
-    adapter records it, and a MemBuilder builder loading the adapter asks the same by default (the shipped
-    SFT adapter was first measured with the default 3: prompts and schema it had not learned on)."""
+    """The annotation expert's SFT prompts ask for up to 10 operations (its targets hold that many) and
+    offer core a SKIP (issue 61: its targets keep core with one): the adapter records both, and a MemBuilder
+    builder loading the adapter asks the same by default (the shipped SFT adapter was first measured with the
+    default 3: prompts and schema it had not learned on; it predates core's SKIP and records only that)."""
     import shutil
     from types import SimpleNamespace
 
@@ -182,8 +183,9 @@ def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_pa
     from memrl.llm.adapters import write_meta
     from memrl.llm.packaged import trained_options
 
-    assert read_meta(run / "epoch-1")["agent_options"] == ["max_operations=10"]
-    assert trained_options(str(run / "epoch-1")) == ["max_operations=10"]
+    trained = ["max_operations=10", "core_skip=True"]
+    assert read_meta(run / "epoch-1")["agent_options"] == trained
+    assert trained_options(str(run / "epoch-1")) == trained
     assert trained_options("memrl:membuilder-sft") == ["max_operations=10"]
     assert trained_options(None) == trained_options(DEFAULT_MODEL) == trained_options("memrl:nothing") == []
 
@@ -194,6 +196,7 @@ def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_pa
     assert builder("memrl:membuilder-sft", options=["max_operations=4"]).max_operations == 4  # yours win
     assert builder("memrl:membuilder-sft", config=MemBuilderConfig()).max_operations == 3  # a config as given
     assert builder(DEFAULT_MODEL).max_operations == 3
+    assert builder(str(run / "epoch-1")).core_skip and not builder("memrl:membuilder-sft").core_skip
 
     # an adapter trained on top of another records none of its own: it asks its base's
     top = tmp_path / "top"
@@ -201,7 +204,7 @@ def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_pa
     meta = read_meta(top)
     write_meta(top, base_model=str(run / "epoch-1"), rank=meta["lora_rank"], alpha=meta["lora_alpha"],
                targets=meta["target_modules"])  # fmt: skip
-    assert trained_options(str(top)) == ["max_operations=10"]
+    assert trained_options(str(top)) == trained
     write_meta(top, base_model=DEFAULT_MODEL, rank=meta["lora_rank"], alpha=meta["lora_alpha"],
                targets=meta["target_modules"], agent_options="max_operations=10")  # fmt: skip
     with pytest.raises(ConfigError, match="agent_options must be a list"):

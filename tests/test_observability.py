@@ -335,7 +335,7 @@ def _serve(tmp_path, *flags: str, env: dict[str, str] | None = None) -> tuple[st
 
     argv = [sys.executable, "-m", "memrl.cli.main", "serve", "memory", "--db", str(tmp_path / "m.db"),
             "--port", "0", "--embedder", "hashing:64", "--no-ui", "--token", f"alice={ALICE}:alice", *flags]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), **(env or {})}
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), "PYTHONFAULTHANDLER": "1", **(env or {})}
     proc = subprocess.Popen(
         argv, cwd=ROOT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -347,7 +347,12 @@ def _serve(tmp_path, *flags: str, env: dict[str, str] | None = None) -> tuple[st
                        headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)  # fmt: skip
         assert r.status_code == 201, r.text
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs: faulthandler dumps every thread on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the server did not stop within 60 s of Ctrl-C:\n{err[-6000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -336,9 +336,12 @@ def _serve(tmp_path, *flags: str, env: dict[str, str] | None = None) -> tuple[st
     argv = [sys.executable, "-m", "memrl.cli.main", "serve", "memory", "--db", str(tmp_path / "m.db"),
             "--port", "0", "--embedder", "hashing:64", "--no-ui", "--token", f"alice={ALICE}:alice", *flags]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), "PYTHONFAULTHANDLER": "1", **(env or {})}
+    # Ctrl-C as a terminal sends it: a test run started in the background (``cmd &``) ignores SIGINT, and a
+    # child inherits that, so the server would never see the signal: it gets the default disposition back
     proc = subprocess.Popen(
-        argv, cwd=ROOT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        argv, cwd=ROOT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         banner = proc.stdout.readline()
         assert banner.startswith("serving "), banner + proc.stderr.read()

@@ -34,7 +34,7 @@ def test_the_demo_runs_three_builders_and_says_which_memory_wins(tmp_path, monke
     # learning without an expert: GRPO beat no non-RL arm, so the demo prints the measured table, no run
     from memrl.cli.demo_cmd import LEARNING
 
-    assert out.rstrip().endswith(LEARNING) and "GRPO alone 58.3" in LEARNING
+    assert out.rstrip().endswith(LEARNING) and "GRPO alone 52.8" in LEARNING
 
 
 def test_the_verdict_line_names_the_loser_and_the_expert():

@@ -11,7 +11,6 @@ from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.index import ann, ann_files
 from memrl.memory.records.types import TYPE_CODE
-from memrl.memory.search.options import SearchOptions
 from memrl.memory.store.base import NewItem
 
 pytest.importorskip("faiss")
@@ -223,34 +222,3 @@ async def test_auto_uses_a_graph_from_the_threshold(tmp_path):
     assert (await m.index.sync("alice")).ann is not None
     await assert_ann_is_exact(m)
     await m.close()
-
-
-async def test_dense_mode_asks_the_graph_for_what_it_returns(tmp_path, monkeypatch):
-    """Issue 59: a dense top-k asks the graph for its k units (twice k items, collapsing by unit) plus
-    ann_top's margin, not for the depth hybrid fuses (200 items, 400 asked); the hits stay the exact path's,
-    and the retrieval evaluation's all-modes search gives dense mode the same list."""
-    m = memory(str(tmp_path / "m.db"))
-    ex = memory(m.store.path, "numpy")
-    await m.add_many(items(300))
-    asked: list[int] = []
-    real = ann.AnnGraph.candidates
-
-    def counted(self, query, fetch):
-        asked.append(fetch)
-        return real(self, query, fetch)
-
-    monkeypatch.setattr(ann.AnnGraph, "candidates", counted)
-    for k in (3, 10, 40):
-        for q in QUERIES:
-            asked.clear()
-            got = await m.search(q, mode="dense", top_k=k)
-            assert asked == [2 * k + max(2 * k, 30)], (q, k)
-            want = await ex.search(q, mode="dense", top_k=k)
-            assert [(h.item.id, h.score) for h in got] == [(h.item.id, h.score) for h in want]
-            both = await ex.index.search_modes("alice", q, SearchOptions(top_k=k), ("dense", "hybrid"))
-            assert [(h.item.id, h.score) for h in both["dense"]] == [(h.item.id, h.score) for h in want]
-    asked.clear()
-    await m.search(QUERIES[0], mode="hybrid", top_k=10)
-    assert asked == [400]  # fusion's depth: 100 units, 200 items, and the margin
-    await m.close()
-    await ex.close()

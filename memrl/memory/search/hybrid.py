@@ -69,7 +69,6 @@ class _Query:
     bm25_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
     keys_list: list[tuple[int, float]] = field(default_factory=list)
     keys_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)
-    dense_mode_c: dict[Any, tuple[int, int, float]] = field(default_factory=dict)  # dense mode's own list
     terms: Any = None
     sessions: dict[Any, float] | None = None
     features: list[float] | None = None  # adaptive fusion's signals (memrl.memory.search.adaptive)
@@ -256,25 +255,12 @@ class SearchIndex(DenseIndexes):
         )
         q.info = facts.of if facts is not None else {}
 
-        # Dense mode ranks its own list alone: it needs the units it returns (and the reranker's), not the
-        # depth fusion takes (issue 59: a dense top-10 asked the graph for 200 and re-scored 400 of them).
-        dense_depth = max(opts.top_k, opts.rerank_depth if opts.rerank else 0)
-        dense_fetch = 2 * dense_depth if opts.collapse else dense_depth
         if any(m in ("dense", "hybrid") for m in modes):
-            want = fetch if "hybrid" in modes else dense_fetch
             with telemetry.span("memrl.search.dense"):
-                while True:
-                    rids, scores = q.idx.top(
-                        q.qv, want, type_codes=type_codes, allowed=allowed, backend=self.backend
-                    )
-                    q.dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
-                    if (
-                        len(rids) < want
-                        or "hybrid" in modes
-                        or self._dense_units(q, dense_fetch, dense_depth)
-                    ):
-                        break
-                    want *= 4  # collapsing left fewer units than dense mode returns: look deeper
+                rids, scores = q.idx.top(
+                    q.qv, fetch, type_codes=type_codes, allowed=allowed, backend=self.backend
+                )
+            q.dense_list = list(zip(rids.tolist(), scores.tolist(), strict=True))
         if any(m in ("bm25", "hybrid") for m in modes):
             with telemetry.span("memrl.search.bm25"):
                 if opts.question_words:
@@ -293,10 +279,6 @@ class SearchIndex(DenseIndexes):
                     q.keys_list = self.bm25_keys(ns, q.bm25_query, fetch, opts, allowed)
         # Group keys: an item's unit (collapse) or the item itself. Each list keeps a unit's best item.
         q.dense_c, q.bm25_c = q.collapsed(q.dense_list, depth), q.collapsed(q.bm25_list, depth)
-        if "dense" in modes:
-            q.dense_mode_c = self._dense_units(q, dense_fetch, dense_depth) or q.collapsed(
-                q.dense_list, dense_depth
-            )
         q.keys_c = q.collapsed(q.keys_list, depth)
         if (opts.fusion == "adaptive" and "hybrid" in modes) or trace is not None:
             names = facts.speakers if facts is not None else ()
@@ -328,23 +310,10 @@ class SearchIndex(DenseIndexes):
             for mode, (rids, best, dense_score, dense_c, bm25_c) in ranked.items()
         }
 
-    @staticmethod
-    def _dense_units(q: _Query, fetch: int, depth: int) -> dict[Any, tuple[int, int, float]]:
-        """Dense mode's list: the ``depth`` best units of the shortest prefix of ``q.dense_list`` of ``fetch``
-        times a power of 4 items that holds them (what a dense-only search fetches; empty when none does)."""
-        n = fetch
-        while True:
-            units = q.collapsed(q.dense_list[:n], depth)
-            if len(units) >= depth:
-                return units
-            if n >= len(q.dense_list):
-                return {}
-            n *= 4
-
     def _rank(self, ns: str, q: _Query, opts: SearchOptions, mode: str, boosted: bool) -> tuple[Any, ...]:
         """One mode's ranking from the shared lists: (item rids, [(key, score)] best first, cosine by rid,
         the mode's dense and BM25 lists by key)."""
-        dense_c = q.dense_mode_c if mode == "dense" else q.dense_c if mode != "bm25" else {}
+        dense_c = q.dense_c if mode != "bm25" else {}
         bm25_c = q.bm25_c if mode != "dense" else {}
         keys_c = q.keys_c if mode != "dense" else {}
         rep: dict[Any, int] = {k: v[1] for k, v in keys_c.items()}

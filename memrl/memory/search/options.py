@@ -87,7 +87,7 @@ class SearchOptions:
     types: tuple[MemoryType, ...] | None = None
     filters: dict[str, Any] | None = None
     threshold: float | None = None
-    candidates: int = 100  # depth of each list before fusion (dense mode alone fetches its top_k)
+    candidates: int = 100  # depth of each ranked list before fusion
     rrf_k: int = 60
     weights: tuple[float, float] = (0.4, 0.6)  # (dense, bm25); 0.3/0.7 before issue 60's protocol
     fusion: Fusion = "convex"

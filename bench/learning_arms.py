@@ -146,6 +146,23 @@ def _heldout(args: argparse.Namespace, config: Any) -> Any:
     return HeldOut(ReadTasks(convs[: args.watch_items], config, reward=args.reward))
 
 
+def grpo(llm: Any, args: argparse.Namespace, tasks: Any, heldout: Any) -> list[dict[str, Any]]:
+    """GRPO (:func:`memrl.train.loop.train`, a fresh LoRA adapter) on ``--rollouts`` rollouts, in place on
+    ``llm``, writing ``OUT/train/``; its metrics rows."""
+    from memrl.train.loop import LoopConfig, train
+    from memrl.train.trainer import TrainerConfig
+
+    steps = args.rollouts // (args.group_size * args.tasks_per_step)
+    out = args.out / "train"
+    loop = LoopConfig(steps=steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
+                      temperature=args.temperature, save_every=10**6, seed=args.seed, output_dir=str(out),
+                      tensorboard=False, eval_every=args.watch_every if heldout else 0)  # fmt: skip
+    trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, micro_batch=8, micro_tokens=8192)
+    rows = train(llm, tasks, loop, trainer, progress=not args.quiet, heldout=heldout)
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)  # the merged model: not kept
+    return rows
+
+
 def train_arm(
     llm: Any, args: argparse.Namespace, fit_items: list[Any], fit_convs: list[Any], config: Any, sft: dict
 ) -> list[dict[str, Any]]:
@@ -163,16 +180,7 @@ def train_arm(
         sft.update(summary)
         return then_grpo(llm, args, tasks, heldout) if args.arm == "expert-sft-grpo" else rows
     if args.arm == "grpo":
-        from memrl.train.loop import LoopConfig, train
-        from memrl.train.trainer import TrainerConfig
-
-        loop = LoopConfig(steps=steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                          temperature=args.temperature, save_every=10**6, seed=args.seed, output_dir=out,
-                          tensorboard=False, eval_every=args.watch_every if heldout else 0)  # fmt: skip
-        trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, micro_batch=8, micro_tokens=8192)
-        rows = train(llm, tasks, loop, trainer, progress=not args.quiet, heldout=heldout)
-        shutil.rmtree(Path(out) / "checkpoint", ignore_errors=True)  # the merged model: not kept
-        return rows
+        return grpo(llm, args, tasks, heldout)
     from memrl.train.raft import RaftConfig, raft
 
     cfg = RaftConfig(rounds=steps, tasks_per_round=args.tasks_per_step, group_size=args.group_size,
@@ -336,12 +344,28 @@ def table(folders: list[Path]) -> str:
     if multi:
         lines += ["", "| arm | split | seeds | mean score | seed-averaged minus untrained (95% CI, items resampled) |",
                   "|---|---|---:|---:|---:|"]  # fmt: skip
+        means: dict[tuple[str, str], dict[str, float]] = {}
         for (arm, split), seeds in multi.items():
             ids = [i for i in seeds[0] if all(i in x for x in seeds)]
-            avg = [sum(x[i] for x in seeds) / len(seeds) for i in ids]
+            means[arm, split] = {i: sum(x[i] for x in seeds) / len(seeds) for i in ids}
+            avg = list(means[arm, split].values())
             pd = paired_difference([base[split][i] for i in ids], avg, scale=100)
             lines.append(f"| {arm} | {split} | {len(seeds)} | {100 * sum(avg) / len(avg):.1f} | "
                          f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |")  # fmt: skip
+        pairs = [(a, b) for a in means for b in means if a[1] == b[1] and a[0] < b[0]]
+        if pairs:  # arm against arm, each seed-averaged per item
+            lines += [
+                "",
+                "| arm minus arm | split | difference (95% CI, items resampled) |",
+                "|---|---|---:|",
+            ]
+            for (a, split), (b, _) in pairs:
+                ids = [i for i in means[a, split] if i in means[b, split]]
+                pd = paired_difference([means[b, split][i] for i in ids], [means[a, split][i] for i in ids],
+                                       scale=100)  # fmt: skip
+                lines.append(
+                    f"| {a} minus {b} | {split} | {pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |"
+                )
     return "\n".join(lines)
 
 

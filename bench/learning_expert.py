@@ -110,24 +110,15 @@ def expert_sft(
 
 def then_grpo(llm: Any, args: argparse.Namespace, tasks: Any, heldout: Any) -> list[dict[str, Any]]:
     """The SFT adapter saved (``--adapter-dir``/sft) and merged, then GRPO with a fresh adapter."""
+    from bench.learning_arms import grpo
     from memrl.llm.adapters import merge
-    from memrl.train.loop import LoopConfig, train
     from memrl.train.lora import save_adapter
-    from memrl.train.trainer import TrainerConfig
 
     if args.adapter_dir:
         (args.adapter_dir / "sft").mkdir(parents=True, exist_ok=True)
         save_adapter(llm.hf_model, args.adapter_dir / "sft")
     merge(llm.hf_model)
-    steps = args.rollouts // (args.group_size * args.tasks_per_step)
-    out = args.out / "train"  # beside the SFT's sft_metrics.jsonl
-    loop = LoopConfig(steps=steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                      temperature=args.temperature, save_every=10**6, seed=args.seed, output_dir=str(out),
-                      tensorboard=False, eval_every=args.watch_every if heldout else 0)  # fmt: skip
-    trainer = TrainerConfig(lr=args.lr, lora_rank=args.lora_rank, micro_batch=8, micro_tokens=8192)
-    rows = train(llm, tasks, loop, trainer, progress=not args.quiet, heldout=heldout)
-    shutil.rmtree(Path(out) / "checkpoint", ignore_errors=True)
-    return rows
+    return grpo(llm, args, tasks, heldout)  # OUT/train/, beside the SFT's sft_metrics.jsonl
 
 
 def load_stacked(llm: Any, run: dict[str, Any], rank: int) -> None:

@@ -59,6 +59,13 @@ def test_the_table_pairs_each_run_with_the_untrained_one_and_averages_seeds(tmp_
     avg = next(x for x in out.splitlines() if x.startswith("| grpo | test | 2 |"))
     assert "| 87.5 |" in avg and "+37.5" in avg  # seed-averaged per item: (1,.5,1,1) - (0,0,1,1)
     assert "key lookup 100.0" in out
+    # with two arms of several seeds, each against the other, seed-averaged per item
+    r0 = _run(tmp_path / "r0", "raft", "test", 0, [0, 0, 1, 1])
+    r1 = _run(tmp_path / "r1", "raft", "test", 1, [0, 0, 1, 0])
+    vs = next(
+        x for x in arms.table([base, s0, s1, r0, r1]).splitlines() if x.startswith("| grpo minus raft |")
+    )
+    assert "| test | +50.0 (" in vs  # (1,.5,1,1) - (0,0,1,.5) = mean +0.5
 
 
 def test_expert_arms_on_multivalue_items_train_save_and_reload_on_the_tiny_model(tmp_path):

@@ -115,12 +115,19 @@ class MemrlPeer(Peer):
                      for i in range(b, min(len(texts), b + 500))]  # fmt: skip
             self.loop.run_until_complete(self.mem.add_many(items, namespace=NAMESPACE))
 
-    def _search(self, text: str, qv: np.ndarray | None, mode: str, k: int) -> list[int]:
-        hits = self.loop.run_until_complete(self.mem.search(text, top_k=k, mode=mode, query_vector=qv))
+    def _search(self, text: str, qv: np.ndarray | None, mode: str, k: int, **options: Any) -> list[int]:
+        hits = self.loop.run_until_complete(
+            self.mem.search(text, top_k=k, mode=mode, query_vector=qv, **options)
+        )
         return [int(h.item.id[1:]) for h in hits]
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
-        return self._search(text or "query", qv, "dense", k)
+        """The store's vector search, as the peers' dense rows are: memrl's retrieval features off
+        (:data:`memrl.memory.search.PLAIN`). Default dense mode re-scores its candidates (the neighbour
+        window, date fit, priors), so its top 10 is not the cosine top 10 by design."""
+        from memrl.memory.search import PLAIN
+
+        return self._search(text or "query", qv, "dense", k, **PLAIN)
 
     def text(self, text: str, k: int) -> list[int]:
         return self._search(text, None, "bm25", k)

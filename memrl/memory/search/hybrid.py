@@ -112,6 +112,16 @@ class SearchIndex(DenseIndexes):
         self.graphs.cloned(src, dst)
         self.lexical.cloned(src, dst)
 
+    def close(self) -> None:
+        """Save what a new process should load rather than rebuild: the ANN graphs and dense snapshots
+        (:meth:`DenseIndexes.close`), the BM25 postings and the namespaces' terms
+        (:mod:`memrl.memory.index.snapshot`)."""
+        super().close()
+        for part in (self.lexical, self.terms):
+            save = getattr(part, "save_snapshots", None)  # Postgres ranks in the database: nothing to save
+            if save is not None:
+                save()
+
     def forget(self, ns: str) -> None:
         super().forget(ns)
         self._signals.forget(ns)

@@ -136,6 +136,12 @@ class HistoryMixin:
                 c.execute("UPDATE history SET undone = ? WHERE seq = ?", (self._revert(ns, e, actor), e.seq))
         return entries
 
+    def seq_time(self, seq: int) -> float | None:
+        """The time history row ``seq`` was recorded (None if there is none): with ``seq``, what names one
+        point of this database's history (:func:`memrl.memory.index.snapshot.stamp`)."""
+        rows = self.read("SELECT at FROM history WHERE seq = ?", (int(seq),))
+        return float(rows[0][0]) if rows else None
+
     def last_seq(self, ns: str) -> int:
         """Sequence number of the latest change in ``ns`` (0 if none): a point to roll back to."""
         return self.read("SELECT COALESCE(MAX(seq), 0) FROM history WHERE namespace = ?", (ns,))[0][0]

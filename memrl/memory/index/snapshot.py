@@ -1,0 +1,167 @@
+"""Snapshot files of the per-namespace indexes: what a new process loads instead of rebuilding from the store.
+
+Search keeps per namespace, in the process, what it cannot ask the database for cheaply: the dense matrix
+(:mod:`memrl.memory.index.dense`), the BM25 postings (:mod:`memrl.memory.index.lexical`) and each item's
+signals (:meth:`memrl.memory.search.hybrid.SearchIndex._facts`). Each follows the store from the history
+sequence number it reflects (:mod:`memrl.memory.store.follow`), so a copy of one written at sequence ``S`` is
+as good as a rebuild once the rows changed after ``S`` are applied, *if* it really is this database's state
+at ``S``. A snapshot therefore carries a stamp, and :func:`read` returns it only when the stamp matches:
+
+- the format, the kind of index, the namespace, the key it was built with (model and dimension, options),
+- the namespace's generation (it only grows: a reset, a drop or a clone onto the namespace changes it),
+- ``seq`` and the time the store recorded for history row ``seq`` (:func:`stamp`): a file left by another
+  database at the same path, or by a later life of a backup restored over it, names a row this database
+  does not have, or has with another time;
+- a CRC-32 of each array, except those the caller checks against the store itself (the dense matrix: a
+  sample of its rows against the embedding cache), whose size is still checked.
+
+A file that fails any of these is rebuilt from the store, never trusted. One file per snapshot, written to
+a temporary name and renamed over the old one, so a crash mid-write leaves the old file or none. Large
+arrays come back memory-mapped copy-on-write: loading costs page faults, not a read of the whole file, and
+the index may change its copy without touching the file.
+
+Layout: ``MAGIC``, the header's length (8 bytes, little-endian), the header (JSON: ``meta`` and, per array,
+dtype, shape, offset and CRC), then each array's bytes at a 64-byte aligned offset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import zlib
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = 1
+MAGIC = b"MEMRLSNAP\x01"
+ALIGN = 64
+#: Arrays from this size come back memory-mapped (copy-on-write); smaller ones are read into memory.
+MMAP_FROM = 1 << 20
+
+
+def snapshot_path(db: Any, ns: str, kind: str, key: str) -> Path | None:
+    """Where ``ns``'s snapshot of ``kind`` built with ``key`` lives for the store at ``db`` (a SQLite file
+    path): ``<db>.index/<hash>.snap``. None for an in-memory store or a server database."""
+    if not isinstance(db, str) or not db or db == ":memory:" or db.startswith(("file::memory:", "postgres")):
+        return None
+    name = hashlib.sha256(f"{ns}\0{kind}\0{key}".encode()).hexdigest()[:32]
+    return Path(db + ".index") / f"{name}.snap"
+
+
+def stamp(store: Any, ns: str, seq: int) -> dict[str, Any] | None:
+    """What makes a snapshot of ``ns`` at history ``seq`` this store's: generation, seq and the time of that
+    history row. None when there is nothing to stamp (``seq`` 0, or no such row)."""
+    if seq <= 0:
+        return None
+    at = store.seq_time(seq)
+    if at is None:
+        return None
+    return {"generation": store.generation(ns), "seq": int(seq), "seq_at": at}
+
+
+def _pad(n: int) -> int:
+    return (-n) % ALIGN
+
+
+def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+          *, unchecked: Collection[str] = ()) -> None:  # fmt: skip
+    """Write ``arrays`` with ``meta`` to ``path`` atomically (temporary file, fsync, rename)."""
+    arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    for k, v in arrays.items():
+        if v.dtype.hasobject:
+            raise TypeError(f"snapshot array {k!r} holds Python objects")
+    entries: dict[str, dict[str, Any]] = {}
+    offset = 0
+    for k, v in arrays.items():
+        entries[k] = {"dtype": v.dtype.str, "shape": list(v.shape), "offset": offset,
+                      "crc32": None if k in unchecked else zlib.crc32(memoryview(v).cast("B"))}  # fmt: skip
+        offset += v.nbytes + _pad(v.nbytes)
+    header = json.dumps({"format": FORMAT, "meta": dict(meta), "arrays": entries}).encode()
+    start = len(MAGIC) + 8 + len(header)
+    start += _pad(start)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(header)) + header)
+            f.write(b"\0" * (start - f.tell()))
+            for v in arrays.values():
+                if v.nbytes:
+                    f.write(memoryview(v).cast("B"))
+                f.write(b"\0" * _pad(v.nbytes))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """(meta, arrays) of the snapshot at ``path`` when every item of ``expect`` equals its meta's and the file
+    is whole (sizes, CRCs); None otherwise (no file, another format, another stamp, damage)."""
+    if path is None:
+        return None
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size:
+                return None
+            head = json.loads(f.read(n))
+        if head.get("format") != FORMAT:
+            return None
+        meta = head["meta"]
+        if any(meta.get(k) != v for k, v in expect.items()):
+            return None
+        start = len(MAGIC) + 8 + n
+        start += _pad(start)
+        arrays: dict[str, np.ndarray] = {}
+        for k, e in head["arrays"].items():
+            dtype, shape = np.dtype(e["dtype"]), tuple(e["shape"])
+            count = int(np.prod(shape, dtype=np.int64))
+            at = start + int(e["offset"])
+            if at + count * dtype.itemsize > size:
+                return None  # truncated
+            if count == 0:
+                a = np.zeros(shape, dtype=dtype)
+            elif count * dtype.itemsize >= MMAP_FROM:
+                a = np.memmap(path, dtype=dtype, mode="c", offset=at, shape=shape)
+            else:
+                a = np.fromfile(path, dtype=dtype, count=count, offset=at).reshape(shape)
+            if e["crc32"] is not None and zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")) != e["crc32"]:
+                return None
+            arrays[k] = a
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+    return meta, arrays
+
+
+def pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as (UTF-8 bytes, offsets): :func:`unpack_strings` reverses it."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return np.frombuffer(b"".join(data), dtype=np.uint8), offsets
+
+
+def unpack_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = data.tobytes()
+    o = offsets.tolist()
+    return [raw[o[i] : o[i + 1]].decode() for i in range(len(o) - 1)]
+
+
+def pack_json(value: Any) -> np.ndarray:
+    """A JSON-able value as bytes (one array)."""
+    return np.frombuffer(json.dumps(value, separators=(",", ":")).encode(), dtype=np.uint8)
+
+
+def unpack_json(data: np.ndarray) -> Any:
+    return json.loads(data.tobytes())

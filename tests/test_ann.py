@@ -229,6 +229,23 @@ async def test_the_graph_is_mapped_then_copied_before_it_grows_and_a_torn_save_i
     assert saved is not None and faiss_file.read_bytes() != good  # this database's graph, saved again
 
 
+async def test_a_clone_of_a_mapped_graph_grows(tmp_path):
+    """faiss aborts the process on an add to a graph that views its file: a clone copied from a mapped
+    graph must be copied into memory first too (this test would kill the test run, not fail)."""
+    path = str(tmp_path / "m.db")
+    m = memory(path)
+    await m.add_many(items(80))
+    await m.search("tea", mode="dense")
+    await m.close()
+    m, ex = memory(path), memory(path, "numpy")
+    assert (await m.index.sync("alice")).ann.mapped
+    await m.clone("alice", "episode")
+    await m.add_many(items(6, seed=4), namespace="episode")
+    await assert_ann_is_exact(m, "episode", ex)
+    await m.close()
+    await ex.close()
+
+
 async def test_a_format_1_graph_file_is_still_read(tmp_path):
     import json
 

@@ -131,6 +131,7 @@ class AnnGraphs:
         rid_of = self.owner.store.clone_rids(src, ns)
         rids = np.array([rid_of.get(r, -1 - i) for i, r in enumerate(sg.rids.tolist())], dtype=np.int64)
         g = AnnGraph(idx.dim, require_faiss().clone_index(sg.index), rids)
+        g.mapped = sg.mapped  # a clone of a mapped index still views the file: copied before it grows
         changed = {r.rid for r in self.owner.store.changes_since(src, sidx.seq)}
         g.stale = {int(r) for r in rids if r < 0} | {rid_of[r] for r in sg.stale | changed if r in rid_of}
         g.pending = {r for r in idx.row_of if r not in g.placed}

@@ -16,6 +16,7 @@ from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
 from memrl.memory.facade.memory import AsyncMemory  # noqa: E402
 from memrl.server.http import Limits, ServerThread, Tokens  # noqa: E402
 from memrl.server.memory_api import create_app  # noqa: E402
+from memrl.server.observe import ObserveConfig  # noqa: E402
 
 ALICE, BOB, ROOT = "alice-secret-1", "bob-secret-22", "root-secret-333"
 TOKENS = [f"alice={ALICE}:alice,alice-copy", f"bob={BOB}:bob", f"root={ROOT}:*"]
@@ -25,7 +26,10 @@ TOKENS = [f"alice={ALICE}:alice,alice-copy", f"bob={BOB}:bob", f"root={ROOT}:*"]
 def memory_server(db: Path, *, tokens: list[str] | None = None, limits: Limits | None = None,
                   runs: list[str] | None = None) -> Iterator[tuple[str, AsyncMemory]]:  # fmt: skip
     memory = AsyncMemory(db, embedder=HashingEmbedder(128))
-    app = create_app(memory, Tokens.parse(TOKENS if tokens is None else tokens), limits, runs=runs)
+    # no access log: its lines would land among pytest's progress dots where a test lifts capture (the
+    # load tests print their rates); tests/test_observability.py checks the log on servers of its own
+    app = create_app(memory, Tokens.parse(TOKENS if tokens is None else tokens), limits, runs=runs,
+                     observe=ObserveConfig(access_log=False))  # fmt: skip
     with ServerThread(app) as server:
         yield server.base_url, memory
 

@@ -5,11 +5,15 @@ look past a single item (session-level BM25 and the entity graph, :mod:`memrl.me
 dense index does (rows changed since the last search, ``seq > last``; a new generation reloads). It reads
 each item's plain text (``metadata["text"]`` when the builder keeps one, as the ``raw`` builder does, else
 the content), so a turn stored in several views (alone, with neighbours) counts once per unit. What an item
-is about comes from :mod:`memrl.memory.analysis.terms`.
+is about comes from :mod:`memrl.memory.analysis.terms`. A big namespace's terms are also kept in a snapshot
+file beside a SQLite store (:mod:`memrl.memory.search.terms_files`): a new process loads them and analyses only
+the rows changed since, not the whole namespace again.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +21,13 @@ from typing import Any
 from memrl.memory.analysis.terms import content_terms, tagger_of
 from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
+
+log = logging.getLogger(__name__)
+
+#: Names what the units' terms and entities are made of (:func:`content_terms`, the rule tagger, how rows
+#: become units), in the key of the snapshot files: change it whenever the same rows would give other
+#: terms, entities or units, so that old files are not loaded.
+VERSION = 1
 
 
 @dataclass
@@ -90,16 +101,27 @@ class NamespaceTerms:
 class TermIndex:
     """Per-namespace :class:`NamespaceTerms` of a store, brought up to date on each :meth:`get`."""
 
+    #: A namespace's terms are saved to their snapshot file from this many live items (on
+    #: :meth:`save_snapshots` and after a catch-up that read this many rows).
+    SNAPSHOT_MIN = 1000
+
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._cache: Following[NamespaceTerms] = Following(
-            store, lambda ns, gen, key: NamespaceTerms(gen, key[0], key[1:])
-        )
+        self._cache: Following[NamespaceTerms] = Following(store, self._build)
+        self._saved: dict[str, tuple[int, Any, int]] = {}  # ns -> (generation, key, seq) of its last file
+        self._keys: dict[Any, str] = {}
+        self._lock = threading.RLock()
 
     def forget(self, ns: str) -> None:
-        self._cache.forget(ns)
+        with self._lock:
+            self._cache.forget(ns)
+            self._saved.pop(ns, None)
 
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
+        with self._lock:
+            return self._get(ns, collapse, speaker_key, tagger)
+
+    def _get(self, ns: str, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
         # other keys, other units: a search with other options rebuilds
         cache = self._cache.current(ns, (tagger, collapse, speaker_key))
         rows = self.store.unit_rows(ns, collapse, speaker_key, cache.seq)
@@ -117,4 +139,45 @@ class TermIndex:
                 key = ("u", unit) if collapse and unit is not None else ("r", rid)
                 cache.add(rid, key, session, text, by_rid[rid])
             cache.seq = max(cache.seq, seq)
+        if len(rows) >= self.SNAPSHOT_MIN:  # a cold build (or a long catch-up): a killed process keeps it
+            self._save(ns, cache)
         return cache
+
+    # ------------------------------------------------------------------ snapshot files
+    def _build(self, ns: str, generation: int, key: tuple[str, Any, Any]) -> NamespaceTerms:
+        """New terms of ``ns``: its snapshot when there is a good one, else empty (filled by :meth:`get`)."""
+        from memrl.memory.search import terms_files  # it imports this module
+
+        loaded = terms_files.load(self.store, ns, generation, self._key(key), key[0], key[1:])
+        if loaded is None:
+            return NamespaceTerms(generation, key[0], key[1:])
+        self._saved[ns] = (generation, key, loaded.seq)
+        return loaded
+
+    def _key(self, key: tuple[str, Any, Any]) -> str:
+        """The snapshot key of the options ``key`` (cached: the spaCy tagger's reads package versions)."""
+        from memrl.memory.search import terms_files
+
+        got = self._keys.get(key)
+        if got is None:
+            got = self._keys[key] = terms_files.key(VERSION, *key)
+        return got
+
+    def _save(self, ns: str, nt: NamespaceTerms) -> None:
+        from memrl.memory.search import terms_files
+
+        key = (nt.tagger, *nt.keys)
+        if len(nt.unit_of) < self.SNAPSHOT_MIN or self._saved.get(ns) == (nt.generation, key, nt.seq):
+            return
+        try:
+            if terms_files.save(self.store, ns, nt, self._key(key)):
+                self._saved[ns] = (nt.generation, key, nt.seq)
+        except OSError as e:  # a full disk or a read-only directory costs the next process a rebuild, no more
+            log.warning("could not save the terms snapshot of namespace %r: %s", ns, e)
+
+    def save_snapshots(self) -> None:
+        """Write the snapshot of each namespace's terms changed since its last file (from
+        :data:`SNAPSHOT_MIN` live items): what ``SearchIndex.close`` calls."""
+        with self._lock:
+            for ns, nt in list(self._cache.items()):
+                self._save(ns, nt)

@@ -21,6 +21,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import statistics
@@ -85,6 +86,12 @@ def build(path: Path, n: int) -> str:
     return " ".join(corpus.texts[n // 2].split()[:4])
 
 
+def run_child(db: Path, mode: str, query: str, save: str) -> dict:
+    """One fresh interpreter's first search (``save``: "save", or "nosave" for the cost before issue 59)."""
+    cmd = [sys.executable, "-c", CHILD, str(db), mode, query, NAMESPACE, save]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=30_000, help="items in the store")
@@ -99,11 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         query = build(db, args.n)
         row["build_s"] = round(time.perf_counter() - t0, 1)
         for mode in args.modes.split(","):
-
-            def child(save: str) -> dict:
-                cmd = [sys.executable, "-c", CHILD, str(db), mode, query, NAMESPACE, save]
-                return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-
+            child = functools.partial(run_child, db, mode, query)
             shutil.rmtree(index, ignore_errors=True)
             child("save")  # writes the files (after its cold build, and on close)
             row["index_bytes"] = sum(f.stat().st_size for f in index.glob("*.snap"))

@@ -40,6 +40,7 @@ import numpy as np
 
 from memrl.memory.analysis import bm25
 from memrl.memory.analysis.tokenizer import TermCounts, query_terms, term_counts
+from memrl.memory.index import lexical_files
 from memrl.memory.store.follow import Following
 
 log = logging.getLogger(__name__)
@@ -311,8 +312,6 @@ class LexicalIndexes:
     # ------------------------------------------------------------------ snapshot files
     def snapshot_key(self) -> str:
         """What the postings depend on besides the rows (:func:`lexical_files.key`)."""
-        from memrl.memory.index import lexical_files  # it imports this module
-
         if self._snapshot_key is None:
             self._snapshot_key = lexical_files.key(VERSION, self.type_code)
         return self._snapshot_key
@@ -320,9 +319,7 @@ class LexicalIndexes:
     def _build_content(self, ns: str, generation: int, key: Any) -> LexicalIndex:
         """A new content index of ``ns``: its snapshot when there is a good one, else empty (filled from
         the store by :meth:`content`)."""
-        from memrl.memory.index import lexical_files
-
-        loaded = lexical_files.load(self.store, ns, generation, self.snapshot_key())
+        loaded = lexical_files.load(self.store, ns, generation, self.snapshot_key(), LexicalIndex)
         if loaded is None:
             return LexicalIndex(generation)
         self._saved[ns] = (loaded.generation, loaded.seq)
@@ -331,8 +328,6 @@ class LexicalIndexes:
     def _save(self, ns: str, idx: LexicalIndex) -> None:
         if idx.n < self.SNAPSHOT_MIN or self._saved.get(ns) == (idx.generation, idx.seq):
             return
-        from memrl.memory.index import lexical_files
-
         try:
             if lexical_files.save(self.store, ns, idx, self.snapshot_key()):
                 self._saved[ns] = (idx.generation, idx.seq)

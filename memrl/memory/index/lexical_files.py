@@ -13,20 +13,21 @@ it into lists when a write extends it), so a load builds one dict of terms, not 
 
 The file's key (:func:`key`) names what turned the texts into postings: the index's version, the tokenizer's
 analysis and the stemmer library's version, the type codes. Its stamp (generation, seq, time of history row
-seq) is checked against the store before anything of it is used (:func:`load`).
+seq) is checked against the store before anything of it is used (:func:`load`). The index is read and
+filled by attribute (this module is below :mod:`~memrl.memory.index.lexical`, which imports it).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from memrl.memory.analysis import tokenizer
 from memrl.memory.index import snapshot
-from memrl.memory.index.lexical import LexicalIndex
 
 KIND = "lexical"
 
@@ -44,7 +45,7 @@ def path(store: Any, ns: str, key: str) -> Any:
     return snapshot.snapshot_path(getattr(store, "path", None), ns, KIND, key)
 
 
-def to_arrays(idx: LexicalIndex) -> dict[str, np.ndarray]:
+def to_arrays(idx: Any) -> dict[str, np.ndarray]:
     """``idx`` as arrays (loaded runs gathered as arrays, written terms from their lists)."""
     lists = list(idx._postings.values())
     lens = [np.fromiter((len(s) for s, _ in lists), np.int64, len(lists))]
@@ -78,8 +79,9 @@ def to_arrays(idx: LexicalIndex) -> dict[str, np.ndarray]:
     }
 
 
-def from_arrays(generation: int, seq: int, a: dict[str, np.ndarray]) -> LexicalIndex:
-    """The index :func:`to_arrays` was given; ValueError (or KeyError) when the arrays do not fit together."""
+def from_arrays(idx: Any, a: dict[str, np.ndarray]) -> Any:
+    """Fill the empty ``idx`` with the index :func:`to_arrays` was given; ValueError (or KeyError) when the
+    arrays do not fit together."""
     rids, types, lengths, alive = (np.asarray(a[k]) for k in ("rids", "types", "lengths", "alive"))
     offsets, slots, tfs = (np.asarray(a[k]) for k in ("post_offsets", "post_slots", "post_tfs"))
     n = len(rids)
@@ -95,8 +97,6 @@ def from_arrays(generation: int, seq: int, a: dict[str, np.ndarray]) -> LexicalI
         or (len(slots) and (slots.min() < 0 or slots.max() >= n))
     ):
         raise ValueError("snapshot arrays do not fit together")
-    idx = LexicalIndex(generation)
-    idx.seq = seq
     live = np.flatnonzero(alive)
     idx.slot_of = dict(zip(rids[live].tolist(), live.tolist(), strict=True))
     idx._base = dict(zip(terms, range(len(terms)), strict=True))
@@ -109,9 +109,9 @@ def from_arrays(generation: int, seq: int, a: dict[str, np.ndarray]) -> LexicalI
     return idx
 
 
-def load(store: Any, ns: str, generation: int, key: str) -> LexicalIndex | None:
-    """``ns``'s index from its file when the file is this store's at its generation now and whole; None
-    otherwise (the caller rebuilds)."""
+def load(store: Any, ns: str, generation: int, key: str, new: Callable[[int], Any]) -> Any:
+    """``ns``'s index (made empty by ``new(generation)``, then filled) from its file when the file is this
+    store's at its generation now and whole; None otherwise (the caller rebuilds)."""
     got = snapshot.read(path(store, ns, key), {"kind": KIND, "ns": ns, "key": key, "generation": generation})
     if got is None:
         return None
@@ -119,13 +119,15 @@ def load(store: Any, ns: str, generation: int, key: str) -> LexicalIndex | None:
     seq = meta.get("seq")
     if not isinstance(seq, int) or seq <= 0 or store.seq_time(seq) != meta.get("seq_at"):
         return None  # another database's file, or this one's from a history it no longer has
+    idx = new(generation)
+    idx.seq = seq
     try:
-        return from_arrays(generation, seq, arrays)
+        return from_arrays(idx, arrays)
     except (KeyError, ValueError, TypeError, UnicodeDecodeError):
         return None
 
 
-def save(store: Any, ns: str, idx: LexicalIndex, key: str) -> bool:
+def save(store: Any, ns: str, idx: Any, key: str) -> bool:
     """Write ``idx``'s file (atomically); False when there is nowhere to write it or nothing to stamp it
     with (no history row ``idx.seq``, or ``ns`` was replaced since ``idx`` last followed it)."""
     where = path(store, ns, key)

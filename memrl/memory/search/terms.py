@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memrl.memory.analysis.terms import content_terms, tagger_of
+from memrl.memory.search import terms_files
 from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
 
@@ -97,6 +98,18 @@ class NamespaceTerms:
                 self.entity_units.setdefault(e, set()).add(key)
         unit.rids.add(rid)
 
+    def restore(self, units: list[tuple[tuple[str, Any], list[int], Any, dict[str, int], list[str]]]) -> None:
+        """Fill these (empty) terms with ``units`` (key, rids, session, term counts, entities) as a snapshot
+        file holds them (:mod:`memrl.memory.search.terms_files`), the postings summed from them."""
+        for key, rids, session, terms, entities in units:
+            if key in self.units or any(r in self.unit_of for r in rids):
+                raise ValueError("a unit or a rid twice")
+            unit = self.units[key] = Unit(set(rids), session, Counter(terms), set(entities))
+            self.unit_of.update(dict.fromkeys(rids, key))
+            self._count(unit, +1)
+            for e in unit.entities:
+                self.entity_units.setdefault(e, set()).add(key)
+
 
 class TermIndex:
     """Per-namespace :class:`NamespaceTerms` of a store, brought up to date on each :meth:`get`."""
@@ -146,26 +159,25 @@ class TermIndex:
     # ------------------------------------------------------------------ snapshot files
     def _build(self, ns: str, generation: int, key: tuple[str, Any, Any]) -> NamespaceTerms:
         """New terms of ``ns``: its snapshot when there is a good one, else empty (filled by :meth:`get`)."""
-        from memrl.memory.search import terms_files  # it imports this module
-
-        loaded = terms_files.load(self.store, ns, generation, self._key(key), key[0], key[1:])
-        if loaded is None:
-            return NamespaceTerms(generation, key[0], key[1:])
-        self._saved[ns] = (generation, key, loaded.seq)
-        return loaded
+        nt = NamespaceTerms(generation, key[0], key[1:])
+        loaded = terms_files.load(self.store, ns, generation, self._key(key))
+        if loaded is not None:
+            try:
+                nt.restore(loaded[1])
+            except ValueError:  # not this module's units: rebuilt
+                return NamespaceTerms(generation, key[0], key[1:])
+            nt.seq = loaded[0]
+            self._saved[ns] = (generation, key, nt.seq)
+        return nt
 
     def _key(self, key: tuple[str, Any, Any]) -> str:
         """The snapshot key of the options ``key`` (cached: the spaCy tagger's reads package versions)."""
-        from memrl.memory.search import terms_files
-
         got = self._keys.get(key)
         if got is None:
             got = self._keys[key] = terms_files.key(VERSION, *key)
         return got
 
     def _save(self, ns: str, nt: NamespaceTerms) -> None:
-        from memrl.memory.search import terms_files
-
         key = (nt.tagger, *nt.keys)
         if len(nt.unit_of) < self.SNAPSHOT_MIN or self._saved.get(ns) == (nt.generation, key, nt.seq):
             return

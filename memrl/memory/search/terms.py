@@ -37,7 +37,7 @@ class Unit:
 
     rids: set[int]
     session: Any
-    terms: Counter[str]
+    terms: dict[str, int]  # term -> count (a Counter when analysed here, a dict when loaded from a file)
     entities: set[str]
 
 
@@ -98,17 +98,21 @@ class NamespaceTerms:
                 self.entity_units.setdefault(e, set()).add(key)
         unit.rids.add(rid)
 
-    def restore(self, units: list[tuple[tuple[str, Any], list[int], Any, dict[str, int], list[str]]]) -> None:
-        """Fill these (empty) terms with ``units`` (key, rids, session, term counts, entities) as a snapshot
-        file holds them (:mod:`memrl.memory.search.terms_files`), the postings summed from them."""
-        for key, rids, session, terms, entities in units:
-            if key in self.units or any(r in self.unit_of for r in rids):
-                raise ValueError("a unit or a rid twice")
-            unit = self.units[key] = Unit(set(rids), session, Counter(terms), set(entities))
-            self.unit_of.update(dict.fromkeys(rids, key))
-            self._count(unit, +1)
-            for e in unit.entities:
-                self.entity_units.setdefault(e, set()).add(key)
+    def restore(self, parts: dict[str, Any]) -> None:
+        """Fill these (empty) terms with what a snapshot file holds (:mod:`memrl.memory.search.terms_files`);
+        ValueError (or TypeError, KeyError) when its parts do not fit together."""
+        keys = [(kind, value) for kind, value in parts["keys"]]
+        rids, sessions, terms, entities = (parts[k] for k in ("rids", "sessions", "terms", "entities"))
+        if not len(rids) == len(sessions) == len(terms) == len(entities) == len(keys):
+            raise ValueError("snapshot columns of unequal length")
+        units = map(Unit, map(set, rids), sessions, terms, map(set, entities))
+        self.units = dict(zip(keys, units, strict=True))
+        self.unit_of = {r: k for k, held in zip(keys, rids, strict=True) for r in held}
+        if len(self.units) != len(keys) or len(self.unit_of) != sum(map(len, rids)):
+            raise ValueError("a unit or a rid twice")
+        self.session_tf = {t: dict(zip(s, c, strict=True)) for t, s, c in parts["session_tf"]}
+        self.session_len = dict(zip(*parts["session_len"], strict=True))
+        self.entity_units = {e: set(map(keys.__getitem__, held)) for e, held in parts["entity_units"]}
 
 
 class TermIndex:
@@ -160,14 +164,16 @@ class TermIndex:
     def _build(self, ns: str, generation: int, key: tuple[str, Any, Any]) -> NamespaceTerms:
         """New terms of ``ns``: its snapshot when there is a good one, else empty (filled by :meth:`get`)."""
         nt = NamespaceTerms(generation, key[0], key[1:])
-        loaded = terms_files.load(self.store, ns, generation, self._key(key))
-        if loaded is not None:
+        with terms_files.paused_gc():
+            loaded = terms_files.load(self.store, ns, generation, self._key(key))
+            if loaded is None:
+                return nt
             try:
                 nt.restore(loaded[1])
-            except ValueError:  # not this module's units: rebuilt
+            except (ValueError, TypeError, KeyError, IndexError):  # not what this module writes: rebuilt
                 return NamespaceTerms(generation, key[0], key[1:])
-            nt.seq = loaded[0]
-            self._saved[ns] = (generation, key, nt.seq)
+        nt.seq = loaded[0]
+        self._saved[ns] = (generation, key, nt.seq)
         return nt
 
     def _key(self, key: tuple[str, Any, Any]) -> str:

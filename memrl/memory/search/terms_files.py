@@ -4,11 +4,12 @@ A new process's first search with session scores or spreading activation would o
 the namespace and analyse it again: its content terms and its entities by the tagger (seconds at 30,000
 items, the rule tagger's regular expressions most of it). The file keeps what that analysis gave, per unit
 in the namespace's order: the unit's key (``("u", unit)`` or ``("r", rid)``), its rids, its session, its term
-counts and its entities, as one JSON array (units and sessions are JSON values: :func:`snapshot.pack_json`).
-The postings derived from the units (entity -> units, session -> term counts and length) are summed again at
-load (:meth:`NamespaceTerms.restore <memrl.memory.search.terms.NamespaceTerms.restore>`): a pass over the
-units' counts costs a small part of what the analysis did, and a file cannot then hold postings that
-disagree with its units. This module is below :mod:`~memrl.memory.search.terms`, which imports it.
+counts and its entities, and the postings derived from them (entity -> units, session -> term counts and
+length), as one JSON value (units and sessions are JSON values: :func:`snapshot.pack_json`), column by column.
+The postings are saved, not summed again at load: at 30,000 units summing them (a dict update per unit and
+term) cost as much as all the rest of a load (:meth:`NamespaceTerms.restore
+<memrl.memory.search.terms.NamespaceTerms.restore>` builds the objects with ``map``/``zip``, no loop per
+term). This module is below :mod:`~memrl.memory.search.terms`, which imports it.
 
 The file's key (:func:`key`) names what the analysis depended on: the module's version, the tagger and its
 version (the spaCy and model packages' for ``tagger="spacy"``), the stemmer's, and the unit and speaker
@@ -17,13 +18,29 @@ keys the rows were read with.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from memrl.memory.analysis import tokenizer
 from memrl.memory.index import snapshot
 
 KIND = "terms"
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while a load (or a save) makes its ~10 containers per unit (none of
+    them garbage): at 30,000 units its passes over the young objects took as long as the load itself."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def tagger_version(tagger: str) -> str:
@@ -57,30 +74,25 @@ def path(store: Any, ns: str, key: str) -> Any:
 
 
 def to_arrays(nt: Any) -> dict[str, Any]:
-    """The units of ``nt`` (a :class:`~memrl.memory.search.terms.NamespaceTerms`), in its order."""
-    units = [[list(k), list(u.rids), u.session, dict(u.terms), list(u.entities)] for k, u in nt.units.items()]
-    return {"units": snapshot.pack_json(units)}
+    """``nt`` (a :class:`~memrl.memory.search.terms.NamespaceTerms`) as one JSON array: its units column by
+    column, in its order, and the postings derived from them (an entity's units by their number)."""
+    keys, units = list(nt.units), list(nt.units.values())
+    number = {k: i for i, k in enumerate(keys)}
+    return {"terms": snapshot.pack_json({
+        "keys": keys,
+        "rids": [list(u.rids) for u in units],
+        "sessions": [u.session for u in units],
+        "terms": [u.terms for u in units],
+        "entities": [list(u.entities) for u in units],
+        "session_tf": [[t, list(row), list(row.values())] for t, row in nt.session_tf.items()],
+        "session_len": [list(nt.session_len), list(nt.session_len.values())],
+        "entity_units": [[e, [number[k] for k in held]] for e, held in nt.entity_units.items()],
+    })}  # fmt: skip
 
 
-def units_of(a: dict[str, Any]) -> list[tuple[tuple[str, Any], list[int], Any, dict[str, int], list[str]]]:
-    """The units :func:`to_arrays` was given: (key, rids, session, term counts, entities) each; ValueError
-    (or KeyError, TypeError) when the file's units are not units."""
-    out = []
-    for (kind, value), rids, session, terms, entities in snapshot.unpack_json(a["units"]):
-        if (
-            kind not in ("u", "r")
-            or not all(type(r) is int for r in rids)
-            or not all(isinstance(t, str) and type(c) is int and c > 0 for t, c in terms.items())
-            or not all(isinstance(e, str) for e in entities)
-        ):
-            raise ValueError("not a unit")
-        out.append(((kind, value), rids, session, terms, entities))
-    return out
-
-
-def load(store: Any, ns: str, generation: int, key: str) -> tuple[int, list[Any]] | None:
-    """(seq, :func:`units_of`) of ``ns``'s file when it is this store's at its generation now and whole;
-    else None."""
+def load(store: Any, ns: str, generation: int, key: str) -> tuple[int, dict[str, Any]] | None:
+    """(seq, what :func:`to_arrays` packed) of ``ns``'s file when it is this store's at its generation now
+    and whole; else None."""
     got = snapshot.read(path(store, ns, key), {"kind": KIND, "ns": ns, "key": key, "generation": generation})
     if got is None:
         return None
@@ -89,8 +101,8 @@ def load(store: Any, ns: str, generation: int, key: str) -> tuple[int, list[Any]
     if not isinstance(seq, int) or seq <= 0 or store.seq_time(seq) != meta.get("seq_at"):
         return None  # another database's file, or this one's from a history it no longer has
     try:
-        return seq, units_of(arrays)
-    except (KeyError, ValueError, TypeError, AttributeError):
+        return seq, snapshot.unpack_json(arrays["terms"])
+    except (KeyError, ValueError):
         return None
 
 
@@ -102,5 +114,7 @@ def save(store: Any, ns: str, nt: Any, key: str) -> bool:
     stamp = snapshot.stamp(store, ns, nt.seq)
     if stamp is None or stamp["generation"] != nt.generation:
         return False
-    snapshot.write(where, {"kind": KIND, "ns": ns, "key": key, **stamp}, to_arrays(nt))
+    with paused_gc():
+        arrays = to_arrays(nt)
+    snapshot.write(where, {"kind": KIND, "ns": ns, "key": key, **stamp}, arrays)
     return True

@@ -152,3 +152,16 @@ def test_an_index_of_a_replaced_namespace_is_not_saved(tmp_path):
         m.aio.index.lexical.save_snapshots()
         m.aio.index.terms.save_snapshots()
         assert not list(index_dir(path).glob("*.snap"))
+
+
+def test_a_clone_made_here_is_saved_on_close_only(tmp_path, monkeypatch):
+    """An RL episode's copy is not written after its first search (a file per episode), only on close."""
+    path = tmp_path / "m.db"
+    saved(path)
+    with memory(path) as m:
+        m.clone("alice", "episode")
+        got = results(m, "episode")
+        assert len(list(index_dir(path).glob("*.snap"))) == 2  # alice's only
+    assert len(list(index_dir(path).glob("*.snap"))) == 4
+    with memory(path) as m:
+        assert results(m, "episode") == got

@@ -305,7 +305,9 @@ class LexicalIndexes:
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
-            if len(rows) >= self.SNAPSHOT_MIN:  # a cold build (or a long catch-up): a killed process keeps it
+            # a cold build (or a long catch-up) is saved at once, so a process killed later leaves its file;
+            # not a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
+            if len(rows) >= self.SNAPSHOT_MIN and ns not in self._family:
                 self._save(ns, idx)
             return idx
 

@@ -127,12 +127,19 @@ class TermIndex:
         self._cache: Following[NamespaceTerms] = Following(store, self._build)
         self._saved: dict[str, tuple[int, Any, int]] = {}  # ns -> (generation, key, seq) of its last file
         self._keys: dict[Any, str] = {}
+        self._clones: set[str] = set()  # namespaces cloned by this process (saved on close only)
         self._lock = threading.RLock()
 
     def forget(self, ns: str) -> None:
         with self._lock:
             self._cache.forget(ns)
             self._saved.pop(ns, None)
+            self._clones.discard(ns)
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src`` (after :meth:`forget`)."""
+        with self._lock:
+            self._clones.add(dst)
 
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
         with self._lock:
@@ -156,7 +163,9 @@ class TermIndex:
                 key = ("u", unit) if collapse and unit is not None else ("r", rid)
                 cache.add(rid, key, session, text, by_rid[rid])
             cache.seq = max(cache.seq, seq)
-        if len(rows) >= self.SNAPSHOT_MIN:  # a cold build (or a long catch-up): a killed process keeps it
+        # a cold build (or a long catch-up) is saved at once, so a process killed later leaves its file; not
+        # a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
+        if len(rows) >= self.SNAPSHOT_MIN and ns not in self._clones:
             self._save(ns, cache)
         return cache
 

@@ -20,10 +20,10 @@ per namespace, an inverted index in memory:
 Nothing is written at insert time (the store's inserts got faster without FTS5); a clone or an import is
 indexed on its first search. A big content index is also kept in a snapshot file beside a SQLite store
 (:mod:`memrl.memory.index.lexical_files`): a new process loads it and applies the rows changed since, instead
-of tokenizing the whole namespace again (a few seconds at 30,000 items). Any back-end that offers what this module reads (``generation(ns)``,
-``changes_since(ns, seq)`` with each row's ``live`` flag and content, ``keys_state(ns)`` = (generation,
-a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
-scores: the statistics are computed here, not by the database.
+of tokenizing the whole namespace again (seconds at 30,000 items). Any back-end that offers what this
+module reads (``generation(ns)``, ``changes_since(ns, seq)`` with each row's ``live`` flag and content,
+``keys_state(ns)`` = (generation, a version that grows with every change of the namespace's keys) and
+``keys_rows(ns)``) gets the same scores: the statistics are computed here, not by the database.
 
 Text is analysed by :mod:`memrl.memory.analysis.tokenizer` and weighted by :mod:`memrl.memory.analysis.bm25`.
 """

@@ -34,11 +34,10 @@ KIND = "lexical"
 
 def key(version: int, type_code: dict[str, int]) -> str:
     """What the postings of the same rows depend on: change any and the old file is not loaded."""
-    stemmer = tokenizer._stemmer()
-    import Stemmer  # PyStemmer: its algorithms' output is the library's
+    import Stemmer  # PyStemmer: the stems are its algorithm's (ANALYZER names which), as of its version
 
     codes = json.dumps(sorted(type_code.items()), separators=(",", ":"))
-    return f"v{version}|{tokenizer.ANALYZER}|pystemmer-{Stemmer.version()}:{type(stemmer).__name__}|{codes}"
+    return f"v{version}|{tokenizer.ANALYZER}|pystemmer-{Stemmer.version()}|{codes}"
 
 
 def path(store: Any, ns: str, key: str) -> Any:

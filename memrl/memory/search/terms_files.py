@@ -61,6 +61,7 @@ def tagger_version(tagger: str) -> str:
 
 
 def key(version: int, tagger: str, collapse: str | None, speaker_key: str | None) -> str:
+    """What the units of the same rows depend on: change any and the old file is not loaded."""
     import Stemmer  # PyStemmer: the content terms are its stems
 
     return json.dumps(

@@ -234,13 +234,19 @@ def snap_seq(path) -> int:
 def test_the_loaded_index_is_followed_by_its_own_process(tmp_path, monkeypatch):
     """Writes after a load, in the loading process: compaction of loaded postings, terms of loaded units."""
     path = tmp_path / "m.db"
-    saved(path)
+    saved(path, 150)
     with memory(path) as m:
         results(m)
-        for item in m.list()[:60]:  # more dead slots than live ones: the loaded postings are compacted
-            m.delete(item.id)
+        idx = m.aio.index.lexical.content("alice")
+        assert len(idx._base) > 50 and not idx._postings  # loaded: every posting still in the file's arrays
         m.add_many(turns(10, seed=4, start=300))
+        results(m)
+        assert idx._postings and idx._base  # the written terms left the arrays, the others stay
+        for item in m.list(limit=200)[:100]:  # more dead slots than live ones (and > 64): compacted
+            m.delete(item.id)
         got = results(m)
+        idx = m.aio.index.lexical.content("alice")
+        assert not idx._base and len(idx._rids) < 100
     assert got == rebuilt(path, monkeypatch)
     with memory(path) as m:  # and what it saved on close loads again
         assert results(m) == got

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,7 @@ def test_no_files_for_an_in_memory_store():
         results(m)
         m.aio.index.lexical.save_snapshots()
         m.aio.index.terms.save_snapshots()
+    assert not Path(":memory:.index").exists()
 
 
 def test_a_failed_save_is_logged_and_search_goes_on(tmp_path, monkeypatch, caplog):
@@ -165,3 +167,32 @@ def test_a_clone_made_here_is_saved_on_close_only(tmp_path, monkeypatch):
     assert len(list(index_dir(path).glob("*.snap"))) == 4
     with memory(path) as m:
         assert results(m, "episode") == got
+
+
+def test_a_file_of_an_earlier_clone_is_not_taken_for_the_next(tmp_path, monkeypatch, analysed):
+    """Only the generation tells these apart: an episode's copy saved at seq S (a history row of the
+    source, which stays), then the source loses items and is cloned onto the episode again. Its rows all
+    have seq <= S, so the old file brought forward would keep the lost items."""
+    path = tmp_path / "m.db"
+    saved(path)
+    with memory(path) as m:
+        m.clone("alice", "episode")
+        results(m, "episode")
+    assert len(list(index_dir(path).glob("*.snap"))) == 4
+    with memory(path) as m:
+        for item in m.list()[:3]:
+            m.delete(item.id)
+        m.clone("alice", "episode", overwrite=True)
+    with monkeypatch.context() as mp:
+        mp.setattr(LexicalIndexes, "SNAPSHOT_MIN", 10**9)
+        mp.setattr(TermIndex, "SNAPSHOT_MIN", 10**9)
+        aside = index_dir(path).rename(path.with_name("aside"))
+        with memory(path) as m:
+            want = results(m, "episode")
+        aside.rename(index_dir(path))
+    for k in analysed:
+        analysed[k] = 0
+    with memory(path) as m:
+        assert results(m, "episode") == want
+        assert m.count(namespace="episode") == 77
+    assert analysed["bm25"] >= 77

@@ -194,6 +194,81 @@ async def test_a_file_of_another_database_is_not_trusted(tmp_path):
     await m.close()
 
 
+async def test_the_graph_is_mapped_then_copied_before_it_grows_and_a_torn_save_is_rebuilt(tmp_path):
+    path = str(tmp_path / "m.db")
+    m = memory(path)
+    await m.add_many(items(90))
+    await m.search("tea", mode="dense")
+    await m.close()
+    (npz,) = (tmp_path / "m.db.ann").glob("*.npz")
+    faiss_file = npz.with_suffix(".faiss")
+    assert faiss_file.exists()
+
+    m = memory(path)
+    idx = await m.index.sync("alice")
+    assert idx.ann.mapped  # loaded, not rebuilt: its vectors are the file's pages
+    await m.add_many(items(4, seed=8))  # the first add copies the graph into memory (faiss would abort)
+    idx = await m.index.sync("alice")
+    assert not idx.ann.mapped and not idx.ann.pending
+    await assert_ann_is_exact(m)
+    await m.close()
+
+    # a crash between the two renames of a save: a new index file beside the old .npz
+    good = faiss_file.read_bytes()
+    o = memory(str(tmp_path / "o.db"))
+    await o.add_many(items(94, seed=9))
+    await o.search("tea", mode="dense")
+    await o.close()
+    faiss_file.write_bytes(next((tmp_path / "o.db.ann").glob("*.faiss")).read_bytes())
+    m = memory(path)
+    idx = await m.index.sync("alice")
+    assert not idx.ann.mapped  # rebuilt (and saved): the checksum named another file
+    await assert_ann_is_exact(m)
+    await m.close()
+    saved = ann_files.load(npz, ns="alice", model=m.embedder.name, dim=64, generation=idx.generation)
+    assert saved is not None and faiss_file.read_bytes() != good  # this database's graph, saved again
+
+
+async def test_a_clone_of_a_mapped_graph_grows(tmp_path):
+    """faiss aborts the process on an add to a graph that views its file: a clone copied from a mapped
+    graph must be copied into memory first too (this test would kill the test run, not fail)."""
+    path = str(tmp_path / "m.db")
+    m = memory(path)
+    await m.add_many(items(80))
+    await m.search("tea", mode="dense")
+    await m.close()
+    m, ex = memory(path), memory(path, "numpy")
+    assert (await m.index.sync("alice")).ann.mapped
+    await m.clone("alice", "episode")
+    await m.add_many(items(6, seed=4), namespace="episode")
+    await assert_ann_is_exact(m, "episode", ex)
+    await m.close()
+    await ex.close()
+
+
+async def test_a_format_1_graph_file_is_still_read(tmp_path):
+    import json
+
+    from memrl.memory.index.ann import require_faiss
+
+    path = str(tmp_path / "m.db")
+    m = memory(path)
+    await m.add_many(items(70))
+    idx = await m.index.sync("alice")
+    g = idx.ann
+    file = ann_files.graph_path(path, "alice", m.embedder.name)
+    meta = {"format": 1, "ns": "alice", "model": m.embedder.name, "dim": g.dim, "generation": idx.generation,
+            "seq": idx.seq}  # fmt: skip
+    np.savez(file, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+             index=require_faiss().serialize_index(g.index), rids=g.rids,
+             stale=np.array(sorted(g.stale), dtype=np.int64))  # fmt: skip
+    file.with_suffix(".faiss").unlink()
+    m.store.close()
+    got = ann_files.load(file, ns="alice", model=m.embedder.name, dim=g.dim, generation=idx.generation)
+    assert got is not None and got[1] == idx.seq and got[0].rids.tolist() == g.rids.tolist()
+    assert not got[0].mapped
+
+
 async def test_a_clone_copies_its_sources_graph(tmp_path, monkeypatch):
     path = str(tmp_path / "m.db")
     m, ex = memory(path), memory(path, "numpy")

@@ -132,3 +132,21 @@ async def test_streamable_http_transport_with_scoped_tokens(tmp_path) -> None:
             r = httpx.post(url, json=init, headers=headers)
             assert r.status_code == status and "error" in r.json()
     check(seen, db, "alice")
+
+
+async def test_the_embedder_loads_as_the_http_server_starts(tmp_path) -> None:
+    """The model starts loading when the app is made (not in the first tool call that embeds); a search
+    made while it loads waits for it and answers."""
+    from tests.test_server_warmup import SlowLoad, until
+
+    slow = SlowLoad()
+    memory = AsyncMemory(tmp_path / "mcp.db", embedder=slow)
+    app = http_app(create_mcp(memory, "alice"), Tokens.parse([f"a={TOKEN}:alice"]), "alice")
+    until(slow.started.is_set)  # no request yet
+    with ServerThread(app) as server:
+        hc = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        async with Client(streamable_http_client(server.base_url + "/mcp", http_client=hc)) as c:
+            slow.release.set()
+            out = await c.call_tool("search_memory", {"query": "Lisbon"})
+        assert not out.is_error
+    assert slow.loads == 1 and slow.waiting == 0  # loaded once, by the server's thread

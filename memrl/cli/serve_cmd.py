@@ -297,6 +297,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         print(_agents_note(memory), file=sys.stderr, flush=True)  # stdout is the transport
         server = create_mcp(memory, args.namespace)
+        server.memrl_load.start()  # the model loads while the client connects
         server.run("stdio")
         return 0
     from memrl.server.offload import StoreGate

@@ -14,7 +14,8 @@ through memrl's own :meth:`~memrl.tools.base.Tool.call`, so a bad call comes bac
 model can act on and changes nothing. Results carry the tool's text and its structured ``data``.
 
 Over HTTP (streamable HTTP at ``/mcp``) the shared plumbing of :mod:`memrl.server.http` applies: a bearer
-token whose scope includes the namespace, request size and concurrency limits.
+token whose scope includes the namespace, request size and concurrency limits. On either transport the
+embedding model starts loading on a thread as the server starts (:mod:`memrl.server.warmup`).
 """
 
 import inspect
@@ -30,6 +31,7 @@ from memrl.memory.records import DEFAULT_TYPE
 from memrl.server.guard import BrowserGuard, Policy
 from memrl.server.http import HTTPError, Limits, LimitsMiddleware, Tokens, _send_json, error_body
 from memrl.server.offload import StoreGate
+from memrl.server.warmup import EmbedderLoad
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.jobs import JOB_TOOLS
 from memrl.tools.memupdate import MEMUPDATE_TOOLS, MemoryContext
@@ -110,6 +112,9 @@ def create_mcp(
     ctx = MemoryContext(memory, namespace, actor=actor)
     tools = (*MCP_TOOLS, *(JOB_TOOLS.tools if memory.writer is not None else ()))
     server.memrl_tools = {t.name: t for t in tools}
+    # the embedding model, loaded on a thread as the server starts (memrl.server.warmup), not inside the
+    # first tool call that embeds (7-10 s on a CPU); a call that embeds meanwhile waits for the load
+    server.memrl_load = EmbedderLoad(memory.embedder)
     for t in tools:
         server.add_tool(
             _adapter(t, ctx, gate), name=t.name, description=t.description, structured_output=False
@@ -143,6 +148,7 @@ def http_app(
 ) -> Any:
     """The streamable-HTTP ASGI app (``/mcp``) behind the browser guard (Host and Origin checks, JSON
     bodies only), bearer tokens and limits."""
+    server.memrl_load.start()
     app = server.streamable_http_app(streamable_http_path="/mcp")
     guarded = BrowserGuard(_BearerScope(app, tokens, namespace), policy or Policy.for_server("127.0.0.1"))
     return LimitsMiddleware(guarded, limits or Limits(), client_of=tokens.name_of)

@@ -69,6 +69,9 @@ class AnnGraph:
         self.pending: set[int] = set()
         self.stale: set[int] = set()
         self.saved = False  # the file on disk (if any) reflects this graph
+        # loaded with its vectors memory-mapped from the file (read-only: faiss aborts the process on an
+        # add to a mapped vector), made its own by :meth:`own` before the first add
+        self.mapped = False
 
     @classmethod
     def build(cls, dim: int, rids: np.ndarray, matrix: np.ndarray) -> AnnGraph:
@@ -76,8 +79,16 @@ class AnnGraph:
         g._add(rids, matrix)
         return g
 
+    def own(self) -> None:
+        """Copy a memory-mapped graph into memory (once), so it can grow."""
+        if self.mapped:
+            faiss = require_faiss()
+            self.index = faiss.deserialize_index(faiss.serialize_index(self.index))
+            self.mapped = False
+
     def _add(self, rids: np.ndarray, vectors: np.ndarray) -> None:
         if len(rids):
+            self.own()
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
             self.rids = np.concatenate([self.rids, np.asarray(rids, dtype=np.int64)])
             self.placed.update(int(r) for r in rids)

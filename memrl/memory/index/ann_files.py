@@ -2,13 +2,17 @@
 
 :class:`AnnGraphs` is part of :class:`~memrl.memory.index.dense.DenseIndexes`: after each sync of a namespace it
 builds the graph (in a worker thread) when the backend wants one, adds the pending rows, and rebuilds a
-worn graph. A graph lives in one ``.npz`` per namespace and model in ``<db>.ann/`` beside the SQLite file
-(none for an in-memory store), written atomically after a build, after a flush that grew it by a tenth,
-and on close, with what makes it valid: the format, the namespace's generation (which only grows: a reset,
-a drop or a clone over it changes it), the model and dimension, and the history sequence number it
-reflects. A new process loads it instead of rebuilding, marks the rows changed since that number stale (or
+worn graph. A graph lives in ``<db>.ann/`` beside the SQLite file (none for an in-memory store), per
+namespace and model: the faiss index in a ``.faiss`` file, and an ``.npz`` with its rids, stale rids and
+what makes it valid: the format, the namespace's generation (which only grows: a reset, a drop or a clone
+over it changes it), the model and dimension, the history sequence number it reflects, and the ``.faiss``
+file's checksum (XXH3-64). Both are written atomically (the index first) after a build, after a flush that
+grew it by a tenth, and on close. A new process maps the index file instead of reading it (faiss's
+``IO_FLAG_MMAP_IFC``: 0.06 s where reading and deserialising took 0.57 s at 100k vectors here; the graph is
+copied into memory only before its first add), marks the rows changed since that number stale (or
 pending), and checks a sample of the graph's vectors against the store's, so a file of another database
-(or of an older life of this one) is rebuilt, never trusted.
+(or of an older life of this one) is rebuilt, never trusted. Format 1 files (the index inside the ``.npz``)
+are still read.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from memrl.errors import ConfigError
 from memrl.memory.index.ann import AnnGraph, require_faiss
 
-FORMAT = 1
+FORMAT = 2
 
 
 class AnnGraphs:
@@ -89,7 +94,8 @@ class AnnGraphs:
         idx.ann = g
         if g.pending:
             grew = len(g.pending)
-            if grew >= self.THREAD_AFTER:  # faiss may not add and search one graph at once: exact meanwhile
+            if grew >= self.THREAD_AFTER or g.mapped:  # faiss may not add and search one graph at once, and
+                # a mapped graph is copied into memory first: exact search meanwhile
                 idx.ann = None
                 await asyncio.to_thread(g.flush, idx.row_of, idx.matrix)
                 idx.ann = g
@@ -125,6 +131,7 @@ class AnnGraphs:
         rid_of = self.owner.store.clone_rids(src, ns)
         rids = np.array([rid_of.get(r, -1 - i) for i, r in enumerate(sg.rids.tolist())], dtype=np.int64)
         g = AnnGraph(idx.dim, require_faiss().clone_index(sg.index), rids)
+        g.mapped = sg.mapped  # a clone of a mapped index still views the file: copied before it grows
         changed = {r.rid for r in self.owner.store.changes_since(src, sidx.seq)}
         g.stale = {int(r) for r in rids if r < 0} | {rid_of[r] for r in sg.stale | changed if r in rid_of}
         g.pending = {r for r in idx.row_of if r not in g.placed}
@@ -152,52 +159,78 @@ def graph_path(db: str, ns: str, model: str) -> Path | None:
     return Path(db + ".ann") / f"{key}.npz"
 
 
+def file_checksum(path: Path) -> int:
+    """XXH3-64 of a file's bytes (memory-mapped: a 150 MB graph in 0.02 s when it is in the page cache)."""
+    size = path.stat().st_size
+    if size == 0:
+        return xxhash.xxh3_64_intdigest(b"")
+    return xxhash.xxh3_64_intdigest(memoryview(np.memmap(path, dtype=np.uint8, mode="r")))
+
+
+def index_path(path: Path) -> Path:
+    return path.with_suffix(".faiss")
+
+
 def save(path: Path, graph: AnnGraph, *, ns: str, model: str, generation: int, seq: int) -> None:
-    """Write ``graph`` (flushed: nothing pending) atomically, with what makes it valid."""
+    """Write ``graph`` (flushed: nothing pending) atomically, with what makes it valid: the index file
+    first, then the ``.npz`` naming its checksum (a crash between the two leaves a mismatch: rebuilt)."""
     faiss = require_faiss()
-    meta = {
-        "format": FORMAT,
-        "ns": ns,
-        "model": model,
-        "dim": graph.dim,
-        "generation": generation,
-        "seq": seq,
-    }
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_index = path.with_name(f"{path.stem}.{os.getpid()}.tmp.faiss")
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(
-        tmp,
-        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-        index=faiss.serialize_index(graph.index),
-        rids=graph.rids,
-        stale=np.array(sorted(graph.stale), dtype=np.int64),
-    )
-    os.replace(tmp, path)
+    try:
+        faiss.write_index(graph.index, str(tmp_index))
+        meta = {
+            "format": FORMAT,
+            "ns": ns,
+            "model": model,
+            "dim": graph.dim,
+            "generation": generation,
+            "seq": seq,
+            "index_xxh3": file_checksum(tmp_index),
+        }
+        np.savez(
+            tmp,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            rids=graph.rids,
+            stale=np.array(sorted(graph.stale), dtype=np.int64),
+        )
+        os.replace(tmp_index, index_path(path))
+        os.replace(tmp, path)
+    finally:
+        for t in (tmp_index, tmp):
+            if t.exists():
+                t.unlink()
     graph.saved = True
 
 
 def load(path: Path, *, ns: str, model: str, dim: int, generation: int) -> tuple[AnnGraph, int] | None:
     """(graph, the seq it reflects) from ``path``, or None when there is none or it is not this namespace's
     current generation of this model. The caller still applies the changes since that seq."""
+    faiss = require_faiss()
     try:
         with np.load(path) as f:
             meta = json.loads(f["meta"].tobytes())
-            if (
-                meta.get("format"),
-                meta.get("ns"),
-                meta.get("model"),
-                meta.get("dim"),
-                meta.get("generation"),
-            ) != (
-                FORMAT,
+            if (meta.get("ns"), meta.get("model"), meta.get("dim"), meta.get("generation")) != (
                 ns,
                 model,
                 dim,
                 generation,
             ):
                 return None
-            index = require_faiss().deserialize_index(f["index"])
+            mapped = False
+            if meta.get("format") == 1:  # the index inside the .npz
+                index = faiss.deserialize_index(f["index"])
+            elif meta.get("format") == FORMAT:
+                graph_file = index_path(path)
+                if file_checksum(graph_file) != meta["index_xxh3"]:
+                    return None
+                index = faiss.read_index(str(graph_file), faiss.IO_FLAG_MMAP_IFC)
+                mapped = True
+            else:
+                return None
             g = AnnGraph(dim, index, f["rids"].astype(np.int64))
+            g.mapped = mapped
             g.stale = set(f["stale"].tolist())
     except (OSError, ValueError, KeyError, RuntimeError):
         return None

@@ -30,6 +30,7 @@ from memrl.errors import ConfigError
 from memrl.memory.embedders.base import Embedder
 from memrl.memory.index.ann import ANN_BACKENDS, AnnGraph, ann_top, exact_scores
 from memrl.memory.index.ann_files import AnnGraphs
+from memrl.memory.index.dense_files import DenseFiles
 from memrl.memory.records.types import TYPE_CODE
 from memrl.memory.store.base import Store, content_hash
 from memrl.memory.store.follow import Following
@@ -68,7 +69,11 @@ class DenseIndex:
         self.rids = np.zeros(0, dtype=np.int64)
         self.types = np.zeros(0, dtype=np.int8)
         self.row_of: dict[int, int] = {}
-        self.hash_of: dict[int, str] = {}
+        # snapshot files (memrl.memory.index.dense_files): the seq last saved (0: never), rows applied
+        # since, and where the index came from ("store": read whole from the database, or "snapshot")
+        self.saved_seq = 0
+        self.unsaved = 0
+        self.origin = "store"
         self._faiss: Any = None
         self.ann: AnnGraph | None = (
             None  # HNSW candidates (memrl.memory.index.ann), when the backend uses one
@@ -78,7 +83,9 @@ class DenseIndex:
         cap = len(self.rids)
         if need <= cap:
             return
-        cap = max(need, 2 * cap, 256)
+        # doubling below 64k rows, a quarter more above (a million 384-d rows are 1.5 GB: doubling would
+        # hold 3 GB for one more row); amortised O(1) either way
+        cap = max(need, 2 * cap if cap < 65_536 else cap + cap // 4, 256)
         m = np.zeros((cap, self.dim), dtype=np.float32)
         m[: self.n] = self.matrix[: self.n]
         r = np.zeros(cap, dtype=np.int64)
@@ -87,7 +94,7 @@ class DenseIndex:
         t[: self.n] = self.types[: self.n]
         self.matrix, self.rids, self.types = m, r, t
 
-    def upsert(self, rid: int, vector: np.ndarray, type_code: int, chash: str) -> None:
+    def upsert(self, rid: int, vector: np.ndarray, type_code: int) -> None:
         row = self.row_of.get(rid)
         if row is None:
             self._grow(self.n + 1)
@@ -97,14 +104,12 @@ class DenseIndex:
         self.matrix[row] = vector
         self.rids[row] = rid
         self.types[row] = type_code
-        self.hash_of[rid] = chash
         self._faiss = None
         if self.ann is not None:
             self.ann.changed(rid, live=True)
 
     def remove(self, rid: int) -> None:
         row = self.row_of.pop(rid, None)
-        self.hash_of.pop(rid, None)
         if self.ann is not None:
             self.ann.changed(rid, live=False)
         if row is None:
@@ -206,6 +211,7 @@ class DenseIndexes:
         self._indexes: Following[Any] = Following(store, self._build)
         self._locks: dict[str, asyncio.Lock] = {}
         self.graphs = AnnGraphs(self)
+        self.files = DenseFiles(self)
 
     # ------------------------------------------------------------------ embeddings (cached per namespace)
     async def vectors(self, texts: Sequence[str], ns: str | None = None) -> np.ndarray:
@@ -283,6 +289,8 @@ class DenseIndexes:
             rows = self.store.changes_since(ns, idx.seq)
             if not rows:
                 await self.graphs.follow(ns, idx)
+                if self.files.due(idx):
+                    await asyncio.to_thread(self.files.save, ns, idx)
                 return idx
             live = [r for r in rows if r.dense]
             vecs = None
@@ -293,12 +301,15 @@ class DenseIndexes:
             vi = 0
             for r in rows:
                 if r.dense:
-                    idx.upsert(r.rid, vecs[vi], TYPE_CODE[r.type], r.vector_key)
+                    idx.upsert(r.rid, vecs[vi], TYPE_CODE[r.type])
                     vi += 1
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
+            idx.unsaved += len(rows)
             await self.graphs.follow(ns, idx)
+            if self.files.due(idx):  # a write of the whole matrix: off the event loop
+                await asyncio.to_thread(self.files.save, ns, idx)
             return idx
 
     async def _sync_server(self, ns: str) -> ServerVectorIndex:
@@ -315,8 +326,12 @@ class DenseIndexes:
         return self._load(ns, generation)
 
     def _load(self, ns: str, generation: int) -> DenseIndex:
-        """A fresh index of ``ns`` in one query (rows joined with their cached vectors, stacked at once).
-        Rows whose vector is not cached are left to the incremental path (``seq`` stays below them)."""
+        """The index of ``ns`` from its snapshot file when it has a valid one (:mod:`.dense_files`), else
+        fresh in one query (rows joined with their cached vectors, stacked at once). Rows whose vector is
+        not cached are left to the incremental path (``seq`` stays below them)."""
+        saved = self.files.load(ns, generation, DenseIndex)
+        if saved is not None:
+            return saved
         idx = DenseIndex(self.embedder.dim, generation)
         rows = self.store.dense_rows(ns, self.embedder.name)
         have = [r for r in rows if r[4] is not None and len(r[4]) == 4 * self.embedder.dim]
@@ -332,7 +347,6 @@ class DenseIndexes:
             idx.rids[: idx.n] = [r[0] for r in have]
             idx.types[: idx.n] = [TYPE_CODE[r[1]] for r in have]
             idx.row_of = {r[0]: i for i, r in enumerate(have)}
-            idx.hash_of = {r[0]: r[2] for r in have}
         top = max((r[3] for r in rows), default=0)
         idx.seq = top if missing_seq is None else missing_seq - 1
         return idx
@@ -342,5 +356,7 @@ class DenseIndexes:
         self.graphs.forget(ns)
 
     def close(self) -> None:
-        """Save the graphs changed since they were last written (the next process loads, not rebuilds)."""
+        """Save the graphs and matrices changed since they were last written (the next process loads, not
+        rebuilds)."""
         self.graphs.save_all(self._indexes)
+        self.files.save_all(self._indexes)

@@ -30,27 +30,15 @@ from memrl.memory.index.dense import DenseIndexes
 from memrl.memory.records.types import TYPE_CODE, SearchHit
 from memrl.memory.search.adaptive import dense_weight, features
 from memrl.memory.search.expand import session_prior, session_scores, spread
+from memrl.memory.search.facts import Facts, Signals
 from memrl.memory.search.fusion import convex, rrf
 from memrl.memory.search.options import PLAIN, Fusion, SearchMode, SearchOptions
 from memrl.memory.search.priors import ItemSignals, apply_priors, diversify
 from memrl.memory.search.rerank import Rescorer
 from memrl.memory.search.terms import TermIndex
 from memrl.memory.store.base import Store
-from memrl.memory.store.follow import Following
-from memrl.memory.store.indexing import fact
 
 __all__ = ["PLAIN", "Fusion", "SearchIndex", "SearchMode", "SearchOptions"]
-
-
-@dataclass
-class _Signals:
-    """Per-namespace cache of :meth:`SearchIndex._facts`: rid -> (unit, speaker, session, date, time)."""
-
-    generation: int
-    keys: tuple[Any, ...]
-    seq: int = 0
-    of: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    speakers: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -101,7 +89,7 @@ class SearchIndex(DenseIndexes):
         self, store: Store, embedder: Embedder, *, backend: str = "numpy", ann_min: int | None = None
     ) -> None:
         super().__init__(store, embedder, backend=backend, ann_min=ann_min)
-        self._signals: Following[_Signals] = Following(store, lambda ns, gen, key: _Signals(gen, key))
+        self.facts = Facts(store)
         self.terms = TermIndex(store)
         self.lexical = store.lexical_index()
         self.rescorer = Rescorer(self)
@@ -115,17 +103,17 @@ class SearchIndex(DenseIndexes):
 
     def close(self) -> None:
         """Save what a new process should load rather than rebuild: the ANN graphs and dense snapshots
-        (:meth:`DenseIndexes.close`), the BM25 postings and the namespaces' terms
+        (:meth:`DenseIndexes.close`), the items' facts, the BM25 postings and the namespaces' terms
         (:mod:`memrl.memory.index.snapshot`)."""
         super().close()
-        for part in (self.lexical, self.terms):
+        for part in (self.facts, self.lexical, self.terms):
             save = getattr(part, "save_snapshots", None)  # Postgres ranks in the database: nothing to save
             if save is not None:
                 save()
 
     def forget(self, ns: str) -> None:
         super().forget(ns)
-        self._signals.forget(ns)
+        self.facts.forget(ns)
         self.terms.forget(ns)
         self.lexical.forget(ns)
         self.rescorer.forget(ns)
@@ -153,29 +141,9 @@ class SearchIndex(DenseIndexes):
             allowed = np.asarray(self.store.allowed_rids(ns, opts.filters), dtype=np.int64)
         return {"types": [t.value for t in opts.types] if opts.types else None, "allowed": allowed}
 
-    def _facts(self, ns: str, opts: SearchOptions) -> _Signals:
-        """What search knows of each live item of ``ns`` besides its text (unit, speaker, session, date,
-        mentions_time), kept in step with the store like the dense index (``seq > last``): one cheap query
-        per search instead of reading metadata of every candidate."""
-        keys = (opts.collapse, opts.speaker_key, opts.date_key, opts.time_key)
-        cache = self._signals.current(ns, keys)
-        rows = self.store.signal_rows(ns, keys, cache.seq)
-        for rid, deleted, seq, unit, speaker, session, date, when in rows:
-            if deleted:
-                cache.of.pop(rid, None)
-            else:
-                speaker, date = fact(speaker) if keys[1] else None, fact(date) if keys[2] else None
-                cache.of[rid] = (
-                    fact(unit) if keys[0] else None,
-                    speaker if isinstance(speaker, str) else None,
-                    session,
-                    date if isinstance(date, str) else None,
-                    bool(fact(when)) if keys[3] else None,
-                )
-            cache.seq = max(cache.seq, seq)
-        if rows:
-            cache.speakers = {f[1] for f in cache.of.values() if isinstance(f[1], str)}
-        return cache
+    def _facts(self, ns: str, opts: SearchOptions) -> Signals:
+        """What search knows of each live item of ``ns`` besides its text (:mod:`memrl.memory.search.facts`)."""
+        return self.facts.get(ns, (opts.collapse, opts.speaker_key, opts.date_key, opts.time_key))
 
     def _feedback(
         self,

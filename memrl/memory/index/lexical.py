@@ -18,10 +18,12 @@ per namespace, an inverted index in memory:
   (:mod:`memrl.memory.store.keys`), rebuilt when the namespace's keys version changes.
 
 Nothing is written at insert time (the store's inserts got faster without FTS5); a clone or an import is
-indexed on its first search. Any back-end that offers what this module reads (``generation(ns)``,
-``changes_since(ns, seq)`` with each row's ``live`` flag and content, ``keys_state(ns)`` = (generation,
-a version that grows with every change of the namespace's keys) and ``keys_rows(ns)``) gets the same
-scores: the statistics are computed here, not by the database.
+indexed on its first search. A big content index is also kept in a snapshot file beside a SQLite store
+(:mod:`memrl.memory.index.lexical_files`): a new process loads it and applies the rows changed since, instead
+of tokenizing the whole namespace again (seconds at 30,000 items). Any back-end that offers what this
+module reads (``generation(ns)``, ``changes_since(ns, seq)`` with each row's ``live`` flag and content,
+``keys_state(ns)`` = (generation, a version that grows with every change of the namespace's keys) and
+``keys_rows(ns)``) gets the same scores: the statistics are computed here, not by the database.
 
 Text is analysed by :mod:`memrl.memory.analysis.tokenizer` and weighted by :mod:`memrl.memory.analysis.bm25`.
 """
@@ -29,15 +31,24 @@ Text is analysed by :mod:`memrl.memory.analysis.tokenizer` and weighted by :mod:
 from __future__ import annotations
 
 import functools
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from memrl.memory.analysis import bm25
 from memrl.memory.analysis.tokenizer import TermCounts, query_terms, term_counts
+from memrl.memory.index import lexical_files
 from memrl.memory.store.follow import Following
+
+log = logging.getLogger(__name__)
+
+#: Names how this module turns text into postings, in the key of its snapshot files: change it whenever
+#: :class:`LexicalIndex` would hold other postings or lengths for the same rows (with the tokenizer's
+#: :data:`~memrl.memory.analysis.tokenizer.ANALYZER`, also in the key), so that old files are not loaded.
+VERSION = 1
 
 
 class LexicalIndex:
@@ -58,6 +69,10 @@ class LexicalIndex:
         self._postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._cols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # Postings loaded from a snapshot stay in its arrays (offsets, slots, counts; term -> its number
+        # there) until a write to the term copies them into _postings: a load builds no list per term.
+        self._base: dict[str, int] = {}
+        self._base_cols: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.total_length = 0
 
     @property
@@ -86,7 +101,7 @@ class LexicalIndex:
     def _compact(self) -> None:
         """Drop dead slots: the live items' term counts, rebuilt from the postings, indexed afresh."""
         counts: dict[int, dict[str, int]] = {s: {} for s in self.slot_of.values()}
-        for term, (slots, tfs) in self._postings.items():
+        for term, (slots, tfs) in self.postings():
             for s, tf in zip(slots, tfs, strict=True):
                 if s in counts:
                     counts[s][term] = tf
@@ -105,9 +120,11 @@ class LexicalIndex:
         self._alive.append(True)
         self.slot_of[rid] = slot
         self.total_length += length
-        postings, arrays = self._postings, self._arrays
+        postings, arrays, base = self._postings, self._arrays, self._base
         for term, tf in tf_of.items():
             post = postings.get(term)
+            if post is None and term in base:
+                post = postings[term] = self._unbase(term)
             if post is None:
                 postings[term] = ([slot], [tf])
             else:
@@ -116,6 +133,28 @@ class LexicalIndex:
                 if term in arrays:
                     del arrays[term]
         self._cols = None
+
+    def _base_posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The loaded arrays' (slots, counts) of ``term`` (views), or None."""
+        i = self._base.get(term)
+        if i is None or self._base_cols is None:
+            return None
+        offsets, slots, tfs = self._base_cols
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        return slots[a:b], tfs[a:b]
+
+    def _unbase(self, term: str) -> tuple[list[int], list[int]]:
+        """``term``'s loaded postings as lists (a write is about to extend them); it leaves the arrays."""
+        slots, tfs = self._base_posting(term)  # type: ignore[misc]
+        del self._base[term]
+        return slots.tolist(), tfs.tolist()
+
+    def postings(self) -> Iterator[tuple[str, tuple[list[int], list[int]]]]:
+        """Every term's (slots, counts) as lists, loaded ones included (compaction, snapshots)."""
+        yield from self._postings.items()
+        for term in self._base:
+            slots, tfs = self._base_posting(term)  # type: ignore[misc]
+            yield term, (slots.tolist(), tfs.tolist())
 
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._cols is None:
@@ -132,7 +171,9 @@ class LexicalIndex:
         if arr is None:
             post = self._postings.get(term)
             if post is None:
-                return None
+                post = self._base_posting(term)
+                if post is None:
+                    return None
             arr = self._arrays[term] = (
                 np.asarray(post[0], dtype=np.int64),
                 np.asarray(post[1], dtype=np.float64),
@@ -214,10 +255,16 @@ class LexicalIndexes:
     """One :class:`LexicalIndex` of item contents and one of retrieval keys per namespace of a store,
     kept in step with it (see the module docstring)."""
 
+    #: A content index is saved to its snapshot file from this many live items (on :meth:`save_snapshots`
+    #: and after a catch-up that indexed this many rows): below it, a rebuild costs less than a file.
+    SNAPSHOT_MIN = 1000
+
     def __init__(self, store: Any, type_code: dict[str, int]) -> None:
         self.store = store
         self.type_code = type_code
-        self._content: Following[LexicalIndex] = Following(store, lambda ns, gen, key: LexicalIndex(gen))
+        self._content: Following[LexicalIndex] = Following(store, self._build_content)
+        self._saved: dict[str, tuple[int, int]] = {}  # ns -> (generation, seq) of its last file
+        self._snapshot_key: str | None = None
         # keyed by the namespace's keys version: a change of any key rebuilds the keys index
         self._keys: Following[LexicalIndex] = Following(store, self._build_keys)
         self._lock = threading.RLock()
@@ -251,13 +298,50 @@ class LexicalIndexes:
         """The content index of ``ns``, brought up to date with the database."""
         with self._lock:
             idx = self._content.current(ns)
-            for r in self.store.changes_since(ns, idx.seq):
+            rows = self.store.changes_since(ns, idx.seq)
+            for r in rows:
                 if r.live:
                     idx.upsert(r.rid, r.content, self.type_code[r.type], self._counted(ns, r.content))
                 else:
                     idx.remove(r.rid)
                 idx.seq = max(idx.seq, r.seq)
+            # a cold build (or a long catch-up) is saved at once, so a process killed later leaves its file;
+            # not a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
+            if len(rows) >= self.SNAPSHOT_MIN and ns not in self._family:
+                self._save(ns, idx)
             return idx
+
+    # ------------------------------------------------------------------ snapshot files
+    def snapshot_key(self) -> str:
+        """What the postings depend on besides the rows (:func:`lexical_files.key`)."""
+        if self._snapshot_key is None:
+            self._snapshot_key = lexical_files.key(VERSION, self.type_code)
+        return self._snapshot_key
+
+    def _build_content(self, ns: str, generation: int, key: Any) -> LexicalIndex:
+        """A new content index of ``ns``: its snapshot when there is a good one, else empty (filled from
+        the store by :meth:`content`)."""
+        loaded = lexical_files.load(self.store, ns, generation, self.snapshot_key(), LexicalIndex)
+        if loaded is None:
+            return LexicalIndex(generation)
+        self._saved[ns] = (loaded.generation, loaded.seq)
+        return loaded
+
+    def _save(self, ns: str, idx: LexicalIndex) -> None:
+        if idx.n < self.SNAPSHOT_MIN or self._saved.get(ns) == (idx.generation, idx.seq):
+            return
+        try:
+            if lexical_files.save(self.store, ns, idx, self.snapshot_key()):
+                self._saved[ns] = (idx.generation, idx.seq)
+        except OSError as e:  # a full disk or a read-only directory costs the next process a rebuild, no more
+            log.warning("could not save the BM25 snapshot of namespace %r: %s", ns, e)
+
+    def save_snapshots(self) -> None:
+        """Write the snapshot of each content index changed since its last file (from :data:`SNAPSHOT_MIN`
+        live items): what :meth:`SearchIndex.close <memrl.memory.search.hybrid.SearchIndex.close>` calls."""
+        with self._lock:
+            for ns, idx in list(self._content.items()):
+                self._save(ns, idx)
 
     def keys(self, ns: str) -> LexicalIndex:
         """The retrieval-keys index of ``ns`` (every keyed item of the namespace, rebuilt when its keys
@@ -297,6 +381,7 @@ class LexicalIndexes:
             self._content.forget(ns)
             self._keys.forget(ns)
             self._family.pop(ns, None)
+            self._saved.pop(ns, None)
 
 
 def bm25_top(

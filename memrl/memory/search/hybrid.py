@@ -99,6 +99,7 @@ class SearchIndex(DenseIndexes):
         self.forget(dst)
         self.graphs.cloned(src, dst)
         self.lexical.cloned(src, dst)
+        self.terms.cloned(src, dst)
 
     def close(self) -> None:
         """Save what a new process should load rather than rebuild: the ANN graphs and dense snapshots

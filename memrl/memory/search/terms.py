@@ -5,18 +5,30 @@ look past a single item (session-level BM25 and the entity graph, :mod:`memrl.me
 dense index does (rows changed since the last search, ``seq > last``; a new generation reloads). It reads
 each item's plain text (``metadata["text"]`` when the builder keeps one, as the ``raw`` builder does, else
 the content), so a turn stored in several views (alone, with neighbours) counts once per unit. What an item
-is about comes from :mod:`memrl.memory.analysis.terms`.
+is about comes from :mod:`memrl.memory.analysis.terms`. A big namespace's terms are also kept in a snapshot
+file beside a SQLite store (:mod:`memrl.memory.search.terms_files`): a new process loads them and analyses only
+the rows changed since, not the whole namespace again.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from memrl.memory.analysis.terms import content_terms, tagger_of
+from memrl.memory.search import terms_files
 from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
+
+log = logging.getLogger(__name__)
+
+#: Names what the units' terms and entities are made of (:func:`content_terms`, the rule tagger, how rows
+#: become units), in the key of the snapshot files: change it whenever the same rows would give other
+#: terms, entities or units, so that old files are not loaded.
+VERSION = 1
 
 
 @dataclass
@@ -25,7 +37,7 @@ class Unit:
 
     rids: set[int]
     session: Any
-    terms: Counter[str]
+    terms: dict[str, int]  # term -> count (a Counter when analysed here, a dict when loaded from a file)
     entities: set[str]
 
 
@@ -86,20 +98,54 @@ class NamespaceTerms:
                 self.entity_units.setdefault(e, set()).add(key)
         unit.rids.add(rid)
 
+    def restore(self, parts: dict[str, Any]) -> None:
+        """Fill these (empty) terms with what a snapshot file holds (:mod:`memrl.memory.search.terms_files`);
+        ValueError (or TypeError, KeyError) when its parts do not fit together."""
+        keys = [(kind, value) for kind, value in parts["keys"]]
+        rids, sessions, terms, entities = (parts[k] for k in ("rids", "sessions", "terms", "entities"))
+        if not len(rids) == len(sessions) == len(terms) == len(entities) == len(keys):
+            raise ValueError("snapshot columns of unequal length")
+        units = map(Unit, map(set, rids), sessions, terms, map(set, entities))
+        self.units = dict(zip(keys, units, strict=True))
+        self.unit_of = {r: k for k, held in zip(keys, rids, strict=True) for r in held}
+        if len(self.units) != len(keys) or len(self.unit_of) != sum(map(len, rids)):
+            raise ValueError("a unit or a rid twice")
+        self.session_tf = {t: dict(zip(s, c, strict=True)) for t, s, c in parts["session_tf"]}
+        self.session_len = dict(zip(*parts["session_len"], strict=True))
+        self.entity_units = {e: set(map(keys.__getitem__, held)) for e, held in parts["entity_units"]}
+
 
 class TermIndex:
     """Per-namespace :class:`NamespaceTerms` of a store, brought up to date on each :meth:`get`."""
 
+    #: A namespace's terms are saved to their snapshot file from this many live items (on
+    #: :meth:`save_snapshots` and after a catch-up that read this many rows).
+    SNAPSHOT_MIN = 1000
+
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._cache: Following[NamespaceTerms] = Following(
-            store, lambda ns, gen, key: NamespaceTerms(gen, key[0], key[1:])
-        )
+        self._cache: Following[NamespaceTerms] = Following(store, self._build)
+        self._saved: dict[str, tuple[int, Any, int]] = {}  # ns -> (generation, key, seq) of its last file
+        self._keys: dict[Any, str] = {}
+        self._clones: set[str] = set()  # namespaces cloned by this process (saved on close only)
+        self._lock = threading.RLock()
 
     def forget(self, ns: str) -> None:
-        self._cache.forget(ns)
+        with self._lock:
+            self._cache.forget(ns)
+            self._saved.pop(ns, None)
+            self._clones.discard(ns)
+
+    def cloned(self, src: str, dst: str) -> None:
+        """``dst`` was just cloned from ``src`` (after :meth:`forget`)."""
+        with self._lock:
+            self._clones.add(dst)
 
     def get(self, ns: str, *, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
+        with self._lock:
+            return self._get(ns, collapse, speaker_key, tagger)
+
+    def _get(self, ns: str, collapse: str | None, speaker_key: str | None, tagger: str) -> NamespaceTerms:
         # other keys, other units: a search with other options rebuilds
         cache = self._cache.current(ns, (tagger, collapse, speaker_key))
         rows = self.store.unit_rows(ns, collapse, speaker_key, cache.seq)
@@ -117,4 +163,48 @@ class TermIndex:
                 key = ("u", unit) if collapse and unit is not None else ("r", rid)
                 cache.add(rid, key, session, text, by_rid[rid])
             cache.seq = max(cache.seq, seq)
+        # a cold build (or a long catch-up) is saved at once, so a process killed later leaves its file; not
+        # a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
+        if len(rows) >= self.SNAPSHOT_MIN and ns not in self._clones:
+            self._save(ns, cache)
         return cache
+
+    # ------------------------------------------------------------------ snapshot files
+    def _build(self, ns: str, generation: int, key: tuple[str, Any, Any]) -> NamespaceTerms:
+        """New terms of ``ns``: its snapshot when there is a good one, else empty (filled by :meth:`get`)."""
+        nt = NamespaceTerms(generation, key[0], key[1:])
+        with terms_files.paused_gc():
+            loaded = terms_files.load(self.store, ns, generation, self._key(key))
+            if loaded is None:
+                return nt
+            try:
+                nt.restore(loaded[1])
+            except (ValueError, TypeError, KeyError, IndexError):  # not what this module writes: rebuilt
+                return NamespaceTerms(generation, key[0], key[1:])
+        nt.seq = loaded[0]
+        self._saved[ns] = (generation, key, nt.seq)
+        return nt
+
+    def _key(self, key: tuple[str, Any, Any]) -> str:
+        """The snapshot key of the options ``key`` (cached: the spaCy tagger's reads package versions)."""
+        got = self._keys.get(key)
+        if got is None:
+            got = self._keys[key] = terms_files.key(VERSION, *key)
+        return got
+
+    def _save(self, ns: str, nt: NamespaceTerms) -> None:
+        key = (nt.tagger, *nt.keys)
+        if len(nt.unit_of) < self.SNAPSHOT_MIN or self._saved.get(ns) == (nt.generation, key, nt.seq):
+            return
+        try:
+            if terms_files.save(self.store, ns, nt, self._key(key)):
+                self._saved[ns] = (nt.generation, key, nt.seq)
+        except OSError as e:  # a full disk or a read-only directory costs the next process a rebuild, no more
+            log.warning("could not save the terms snapshot of namespace %r: %s", ns, e)
+
+    def save_snapshots(self) -> None:
+        """Write the snapshot of each namespace's terms changed since its last file (from
+        :data:`SNAPSHOT_MIN` live items): what ``SearchIndex.close`` calls."""
+        with self._lock:
+            for ns, nt in list(self._cache.items()):
+                self._save(ns, nt)

@@ -17,7 +17,7 @@ write of the annotation expert (:mod:`memrl.agents.experts`: the observations an
 annotators wrote, as MemBuilder actions) passes with a margin, and every junk write above is refused
 (tests/test_write_check.py holds the figures). Measure again with::
 
-    python -m memrl.agents.write_check /path/to/locomo10.json
+    python -m memrl.agents.jobs.write_check /path/to/locomo10.json
 
 :func:`check_events` applies it to a job's changes (:mod:`memrl.agents.jobs`): a refused change is not
 committed; it becomes a ``refused`` event with the rule's reason and is counted in ``stats["refused"]``.

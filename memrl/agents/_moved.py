@@ -1,0 +1,24 @@
+"""The flat module paths memrl.agents had before its sub-packages, kept importable for one release.
+
+``from memrl.agents.job_queue import ClientQueues`` still works and warns (``DeprecationWarning``) with the
+new path (``memrl.agents.jobs.queue``); the module it gives holds the new module's names. Installed by
+``memrl.agents``'s ``__init__``; the finder is :mod:`memrl._moved`'s. ``memrl.agents.jobs`` was a module and
+is the package now: its ``__init__`` exports the names code imported from it.
+"""
+
+from __future__ import annotations
+
+from memrl import _moved
+
+#: old module (under memrl.agents) -> the modules its names now live in, the main one first.
+MOVED: dict[str, tuple[str, ...]] = {
+    "job_config": ("jobs.config",), "job_kinds": ("jobs.kinds",), "job_owners": ("jobs.owners",),
+    "job_progress": ("jobs.progress",), "job_queue": ("jobs.queue",), "job_store": ("jobs.work",),
+    "job_watch": ("jobs.watch",), "write_check": ("jobs.write_check",),
+}  # fmt: skip
+PACKAGE = "memrl.agents"
+
+
+def install() -> None:
+    """Add the finder once (idempotent)."""
+    _moved.install(PACKAGE, MOVED)

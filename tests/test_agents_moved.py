@@ -16,6 +16,7 @@ from memrl.agents._moved import MOVED
 #: module that became a package -> the names code outside it imported from the module.
 PACKAGES = {
     "jobs": ["JobConfig", "JobRunner", "job_writer", "llm_from_spec", "describe_writer", "LOCAL_WARNING"],
+    "membuilder": ["OPERATIONS", "ORDER", "Context", "MemBuilderAgent", "MemBuilderConfig"],
 }
 
 
@@ -44,6 +45,18 @@ def test_a_module_that_became_a_package_exports_its_old_names(package):
     assert hasattr(module, "__path__")
     assert all(hasattr(module, name) for name in PACKAGES[package]), package
     assert all(hasattr(module, name) for name in module.__all__), package
+
+
+def test_the_old_prompts_package_gives_membuilders_prompts_below_it():
+    for name in ("memrl.agents.prompts", "memrl.agents.prompts.membuilder"):
+        sys.modules.pop(name, None)
+    with pytest.warns(
+        DeprecationWarning, match="memrl.agents.prompts.membuilder moved to memrl.agents.membuilder.prompts"
+    ):
+        from memrl.agents.prompts import membuilder as old
+    from memrl.agents.membuilder import prompts
+
+    assert old.agent_messages is prompts.agent_messages
 
 
 def test_the_new_paths_import_without_a_warning():

@@ -2,8 +2,9 @@
 
 ``from memrl.agents.job_queue import ClientQueues`` still works and warns (``DeprecationWarning``) with the
 new path (``memrl.agents.jobs.queue``); the module it gives holds the new module's names. Installed by
-``memrl.agents``'s ``__init__``; the finder is :mod:`memrl._moved`'s. ``memrl.agents.jobs`` was a module and
-is the package now: its ``__init__`` exports the names code imported from it.
+``memrl.agents``'s ``__init__``; the finder is :mod:`memrl._moved`'s. ``memrl.agents.jobs`` and
+``memrl.agents.membuilder`` were modules and are packages now: their ``__init__`` exports the names code
+imported from them. ``memrl.agents.prompts`` held only ``membuilder``'s prompts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ MOVED: dict[str, tuple[str, ...]] = {
     "job_config": ("jobs.config",), "job_kinds": ("jobs.kinds",), "job_owners": ("jobs.owners",),
     "job_progress": ("jobs.progress",), "job_queue": ("jobs.queue",), "job_store": ("jobs.work",),
     "job_watch": ("jobs.watch",), "write_check": ("jobs.write_check",),
+    "membuilder_config": ("membuilder.config",), "membuilder_context": ("membuilder.context",),
+    "membuilder_schema": ("membuilder.schema",), "prompts": ("membuilder.prompts",),
+    "prompts.membuilder": ("membuilder.prompts",), "adrpo": ("membuilder.adrpo",),
+    "experts": ("membuilder.experts",), "annotations": ("membuilder.annotations",),
 }  # fmt: skip
 PACKAGE = "memrl.agents"
 

@@ -17,6 +17,17 @@ from memrl.agents._moved import MOVED
 PACKAGES = {
     "jobs": ["JobConfig", "JobRunner", "job_writer", "llm_from_spec", "describe_writer", "LOCAL_WARNING"],
     "membuilder": ["OPERATIONS", "ORDER", "Context", "MemBuilderAgent", "MemBuilderConfig"],
+    "memupdate": [
+        "SYSTEM_PROMPT",
+        "MemUpdateAgent",
+        "MemUpdateConfig",
+        "UpdateResult",
+        "init_from_observations",
+        "probe_questions",
+        "run_episode",
+        "state_before",
+        "update_memory",
+    ],
 }
 
 

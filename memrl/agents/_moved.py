@@ -2,9 +2,10 @@
 
 ``from memrl.agents.job_queue import ClientQueues`` still works and warns (``DeprecationWarning``) with the
 new path (``memrl.agents.jobs.queue``); the module it gives holds the new module's names. Installed by
-``memrl.agents``'s ``__init__``; the finder is :mod:`memrl._moved`'s. ``memrl.agents.jobs`` and
-``memrl.agents.membuilder`` were modules and are packages now: their ``__init__`` exports the names code
-imported from them. ``memrl.agents.prompts`` held only ``membuilder``'s prompts.
+``memrl.agents``'s ``__init__``; the finder is :mod:`memrl._moved`'s. ``memrl.agents.jobs``,
+``memrl.agents.membuilder`` and ``memrl.agents.memupdate`` were modules and are packages now: their
+``__init__`` exports the names code imported from them. ``memrl.agents.prompts`` held only MemBuilder's
+prompts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "membuilder_schema": ("membuilder.schema",), "prompts": ("membuilder.prompts",),
     "prompts.membuilder": ("membuilder.prompts",), "adrpo": ("membuilder.adrpo",),
     "experts": ("membuilder.experts",), "annotations": ("membuilder.annotations",),
+    "memupdate_config": ("memupdate.config",),
 }  # fmt: skip
 PACKAGE = "memrl.agents"
 

@@ -22,13 +22,6 @@ from memrl.agents.memupdate.agent import (
 )
 
 __all__ = [
-    "SYSTEM_PROMPT",
-    "MemUpdateAgent",
-    "MemUpdateConfig",
-    "UpdateResult",
-    "init_from_observations",
-    "probe_questions",
-    "run_episode",
-    "state_before",
-    "update_memory",
-]
+    "SYSTEM_PROMPT", "MemUpdateAgent", "MemUpdateConfig", "UpdateResult", "init_from_observations", "probe_questions",
+    "run_episode", "state_before", "update_memory",
+]  # fmt: skip

@@ -14,10 +14,29 @@ namespace (``from memrl.agents.jobs import JobRunner, job_writer``)::
 
 Before this package these were flat modules (``memrl.agents.job_queue``, ``memrl.agents.write_check``, ...);
 those paths still import, with a ``DeprecationWarning`` (:mod:`memrl.agents._moved`).
+
+Names are imported on first use, so a module of the package (``python -m memrl.agents.jobs.write_check``)
+runs without the runner and the agents behind it.
 """
 
-from memrl.agents.jobs.config import JobConfig
-from memrl.agents.jobs.runner import JobRunner
-from memrl.agents.jobs.writer import LOCAL_WARNING, describe_writer, job_writer, llm_from_spec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names as _EXPORTS
+    from memrl.agents.jobs.config import JobConfig
+    from memrl.agents.jobs.runner import JobRunner
+    from memrl.agents.jobs.writer import LOCAL_WARNING, describe_writer, job_writer, llm_from_spec
+
+#: name -> the module of the package that defines it.
+_EXPORTS = {"JobConfig": "config", "JobRunner": "runner", "LOCAL_WARNING": "writer", "describe_writer": "writer",
+            "job_writer": "writer", "llm_from_spec": "writer"}  # fmt: skip
 
 __all__ = ["LOCAL_WARNING", "JobConfig", "JobRunner", "describe_writer", "job_writer", "llm_from_spec"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -152,10 +152,10 @@ async def run_builder(
 
 def replay_llm(conv: Conversation, tokenizer: Any) -> Any:
     """For --replay: a scripted model that writes LoCoMo's own annotations as its memory (the offline SFT
-    expert's actions, :func:`memrl.agents.experts.annotation_action`), so memory grows the way a good
-    builder's would, and counts tokens with the offline model's tokenizer. Nothing is generated: it
+    expert's actions, :func:`memrl.agents.membuilder.experts.annotation_action`), so memory grows the way a
+    good builder's would, and counts tokens with the offline model's tokenizer. Nothing is generated: it
     measures what the prompts of each context mode cost over a whole conversation."""
-    from memrl.agents.experts import annotation_action
+    from memrl.agents.membuilder.experts import annotation_action
     from memrl.llm.base import ChatResponse, Usage
     from memrl.llm.scripted import ScriptedLLM
 

@@ -138,8 +138,8 @@ async def _trivial(task: str, llm: Any, tasks: Any, chosen: list[int], train: An
                 rows.append({"reward": float(res.trajectory.reward or 0.0), "prediction": name})
             out[name.replace(" ", "_")] = rows
         return out
-    from memrl.agents.adrpo import rollout_group
     from memrl.agents.membuilder import MemBuilderAgent
+    from memrl.agents.membuilder.adrpo import rollout_group
     from memrl.eval.redteam import HONEST
     from memrl.eval.redteam.build import BUILD_POLICIES, build_policy
 

@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from memrl.agents.adrpo import (
+from memrl.agents.membuilder import MemBuilderAgent
+from memrl.agents.membuilder.adrpo import (
     decoy_questions,
     rollout_group,
     score_session,
     session_questions,
     written_item_ids,
 )
-from memrl.agents.membuilder import MemBuilderAgent
 from memrl.data import load_dataset
 from memrl.data.types import Conversation, Question
 from memrl.errors import ProviderError

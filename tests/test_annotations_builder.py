@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from memrl.agents.annotations import AnnotationsConfig
 from memrl.agents.base import create_builder
-from memrl.agents.experts import annotation_action, annotation_expert
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
-from memrl.agents.prompts import membuilder as P
+from memrl.agents.membuilder import prompts as P
+from memrl.agents.membuilder.annotations import AnnotationsConfig
+from memrl.agents.membuilder.experts import annotation_action, annotation_expert
 from memrl.data import load_dataset
 from memrl.errors import ConfigError
 from memrl.eval.qa import QAEvaluation

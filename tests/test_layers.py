@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom first. A package may import packages of lower layers, never one of its own layer (the packages
 #: of one layer are independent of each other) nor of a higher one. ``memrl`` is the package's own
-#: ``__init__`` (``__version__`` and the lazy ``Memory``/``AsyncMemory`` facade); ``errors``, ``config``,
-#: ``datetimes``, ``loading`` and ``telemetry`` are the single modules at the top of the tree.
+#: ``__init__`` (``__version__`` and the lazy ``Memory``/``AsyncMemory`` facade); ``_moved`` (the finder of
+#: old module paths), ``errors``, ``config``, ``datetimes``, ``loading`` and ``telemetry`` are the single
+#: modules at the top of the tree.
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"_moved", "errors"},
     {"config", "datetimes", "loading", "telemetry"},
     {"data", "llm", "memory"},
     {"memrl", "scoring", "tools"},

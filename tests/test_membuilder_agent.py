@@ -14,7 +14,7 @@ import pytest
 
 from memrl.agents.base import create_builder
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
-from memrl.agents.membuilder_schema import budget_schema, worst_case_tokens
+from memrl.agents.membuilder.schema import budget_schema, worst_case_tokens
 from memrl.data import load_dataset
 from memrl.errors import ConfigError, ProviderError
 from memrl.llm.base import ChatResponse

@@ -377,7 +377,7 @@ async def test_local_model_short_episode_makes_valid_tool_calls(amem: AsyncMemor
     ids, mask, _ = traj.token_view()
     assert sum(mask) == sum(len(s.completion_ids) for s in traj.steps)
     # the reward is MemUpdate's, computed from the memory before (untouched) and the edited copy
-    from memrl.agents.memupdate import _state
+    from memrl.agents.memupdate.agent import _state
     from memrl.rewards.memupdate import Probe, score_memupdate
 
     probes = probe_questions(conv, q, cfg.probes)

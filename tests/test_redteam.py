@@ -219,7 +219,7 @@ def test_the_frequent_answers_answer_decoys_as_often_as_the_sessions_questions(l
     the 5 answers the hedge appends are the gold of the decoys (other conversations' questions, names
     swapped) at least as often as of the session's own questions, whatever the decoys' seed. (A single
     draw over a few sessions can miss: seed 0 on the first 6 sessions per conversation draws none of 171.)"""
-    from memrl.agents.adrpo import decoy_questions, session_questions
+    from memrl.agents.membuilder.adrpo import decoy_questions, session_questions
     from memrl.scoring.metrics import normalize_answer
 
     loaded = load_dataset("locomo", locomo_path, include_adversarial=True)[0]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from memrl.agents.experts import annotation_expert
 from memrl.agents.membuilder import MemBuilderAgent
+from memrl.agents.membuilder.experts import annotation_expert
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.cli.main import main
 from memrl.data import load_dataset
@@ -197,8 +197,8 @@ def test_sft_membuilder_with_a_validation_conversation_and_lora(tiny, tmp_path, 
 
 
 def test_the_annotation_expert_writes_up_to_its_limits(conv):
-    from memrl.agents.experts import annotation_action
-    from memrl.agents.prompts import membuilder as P
+    from memrl.agents.membuilder import prompts as P
+    from memrl.agents.membuilder.experts import annotation_action
     from memrl.memory.records.types import MemoryType
 
     msgs = P.agent_messages(MemoryType.SEMANTIC, P.session_block(conv.sessions[0]), "", operations=("ADD",))

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from memrl.agents.annotations import AnnotationsConfig
 from memrl.agents.base import create_builder
-from memrl.agents.experts import annotation_action, annotation_expert
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
-from memrl.agents.membuilder_config import prompt_options
-from memrl.agents.prompts import membuilder as P
+from memrl.agents.membuilder import prompts as P
+from memrl.agents.membuilder.annotations import AnnotationsConfig
+from memrl.agents.membuilder.config import prompt_options
+from memrl.agents.membuilder.experts import annotation_action, annotation_expert
 from memrl.cli.main import main
 from memrl.data import load_dataset
 from memrl.memory import AsyncMemory

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from memrl.agents.jobs import JobRunner
-from memrl.agents.write_check import (
+from memrl.agents.jobs.write_check import (
     JUNK,
     JUNK_SOURCE,
     WriteCheck,

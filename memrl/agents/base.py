@@ -81,13 +81,13 @@ class Builder(ABC):
 BUILDERS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawBuilder",
     "membuilder": "memrl.agents.membuilder:MemBuilderAgent",
-    "annotations": "memrl.agents.annotations:AnnotationsBuilder",
+    "annotations": "memrl.agents.membuilder.annotations:AnnotationsBuilder",
     "union": "memrl.agents.union:UnionBuilder",  # raw turns + a builder's notes; options go to the notes
 }
 BUILDER_CONFIGS: dict[str, str] = {
     "raw": "memrl.agents.raw:RawConfig",
     "membuilder": "memrl.agents.membuilder:MemBuilderConfig",
-    "annotations": "memrl.agents.annotations:AnnotationsConfig",
+    "annotations": "memrl.agents.membuilder.annotations:AnnotationsConfig",
 }
 
 

@@ -80,7 +80,7 @@ def _build(args: argparse.Namespace) -> int:
         raise ConfigError("--adrpo rewards MemBuilder's agents; use --builder membuilder")
 
     async def run() -> list:
-        from memrl.agents.adrpo import decoy_questions, score_session, session_questions
+        from memrl.agents.membuilder.adrpo import decoy_questions, score_session, session_questions
 
         llm = None if args.builder == "raw" else make_llm(args)
         kw = {} if llm is None else {"llm": llm}

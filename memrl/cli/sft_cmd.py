@@ -102,9 +102,9 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     import asyncio
     import time
 
-    from memrl.agents.annotations import AnnotationsConfig
-    from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+    from memrl.agents.membuilder.annotations import AnnotationsConfig
+    from memrl.agents.membuilder.experts import annotation_expert
     from memrl.config import from_args, parse_options
     from memrl.errors import ConfigError
     from memrl.llm import create_llm
@@ -266,9 +266,9 @@ def agent_options(args: argparse.Namespace) -> list[str]:
     """The MemBuilder options the expert's prompts were asked with (``prompt_options``): what the adapter
     records, so that a builder loading it asks the same prompts (``max_operations=10`` for the annotation
     expert, whose targets hold up to 10 operations)."""
-    from memrl.agents.annotations import AnnotationsConfig
     from memrl.agents.membuilder import MemBuilderConfig
-    from memrl.agents.membuilder_config import prompt_options
+    from memrl.agents.membuilder.annotations import AnnotationsConfig
+    from memrl.agents.membuilder.config import prompt_options
     from memrl.config import parse_options
 
     cfg = AnnotationsConfig if args.expert == "annotations" else MemBuilderConfig
@@ -320,8 +320,8 @@ def expert_source(args: argparse.Namespace, convs: list) -> dict[str, Any]:
 def resolved_agent_config(args: argparse.Namespace) -> dict[str, Any]:
     import dataclasses
 
-    from memrl.agents.annotations import AnnotationsConfig
     from memrl.agents.membuilder import MemBuilderConfig
+    from memrl.agents.membuilder.annotations import AnnotationsConfig
     from memrl.config import parse_options
 
     cfg = parse_options(

@@ -3,17 +3,13 @@
 ``from memrl.memory.types import MemoryItem`` still works and warns (``DeprecationWarning``) with the new
 path; the module it gives holds the names of the module(s) the old one was split into, and the old names of
 renamed classes (``ServerIndex``, ``Facts``, ``fts_query``). New code imports ``memrl.memory`` or a
-sub-package's ``__init__`` (docs/design.md). Installed by ``memrl.memory``'s ``__init__``.
+sub-package's ``__init__`` (docs/design.md). Installed by ``memrl.memory``'s ``__init__``; the finder is
+:mod:`memrl._moved`'s.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import types
-import warnings
-from typing import Any
+from memrl import _moved
 
 #: old module (under memrl.memory) -> the modules its names now live in, the main one first.
 MOVED: dict[str, tuple[str, ...]] = {
@@ -41,35 +37,6 @@ RENAMED = {"server_index": {"ServerIndex": "PgVectorIndex"}, "query": {"Facts": 
 PACKAGE = "memrl.memory"
 
 
-class _Finder:
-    """A meta path finder and its loader (the protocols by their methods: importing ``importlib.abc`` for
-    its base classes cost every ``memrl`` command ~40 ms)."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        head, _, old = fullname.rpartition(".")
-        if head != PACKAGE or old not in MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: Any) -> types.ModuleType:
-        old = spec.name.rpartition(".")[2]
-        new = [f"{PACKAGE}.{m}" for m in MOVED[old]]
-        warnings.warn(f"{spec.name} moved to {new[0]}; import it from there (or from memrl.memory)",
-                      DeprecationWarning, stacklevel=2)  # fmt: skip
-        module = types.ModuleType(spec.name, f"Deprecated: moved to {new[0]}.")
-        for name in reversed(new):  # the main module's names win
-            module.__dict__.update(
-                {k: v for k, v in vars(importlib.import_module(name)).items() if not k.startswith("__")}
-            )
-        for was, now in RENAMED.get(old, {}).items():
-            module.__dict__[was] = module.__dict__[now]
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        """Everything was done in :meth:`create_module`."""
-
-
 def install() -> None:
-    """Add the finder once (idempotent)."""
-    if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.append(_Finder())
+    """Add the finder once (idempotent; :mod:`memrl._moved`)."""
+    _moved.install(PACKAGE, MOVED, RENAMED, also=PACKAGE)

@@ -8,9 +8,9 @@ pre-session memory and up to five synthetic questions about the session are answ
     r    = task * (1 - 0.8 * LP)          (LP only when task > 0)
 
 memrl also subtracts what the memory answers by chance (``task_reward(chance=...)``: decoy questions the
-session does not answer, asked the same way; :func:`memrl.agents.adrpo.decoy_questions`), so likely answers
-written whatever the session said are not paid: task = (correct - chance) / 5, signed, in [-1, 1], and an
-agent whose JSON did not parse gets the floor, -1.
+session does not answer, asked the same way; :func:`memrl.agents.membuilder.adrpo.decoy_questions`), so likely
+answers written whatever the session said are not paid: task = (correct - chance) / 5, signed, in [-1, 1], and
+an agent whose JSON did not parse gets the floor, -1.
 
 * core agent: t = chars / 4; LP = 0 if t <= 150, 1 if t >= 400, linear between
   (:func:`core_length_penalty`; chars = the text the core agent wrote this session); with the expert's
@@ -169,12 +169,12 @@ def task_reward(
 
     ``chance`` is how many of the session's questions the memory would answer without the session: the
     decoys it answered (questions whose answers the session does not state), scaled to the number of the
-    session's questions (:func:`memrl.agents.adrpo.decoy_questions`). Without it, memory that states
-    likely answers regardless of the session (the most frequent training answers appended to core memory)
-    is paid whenever a guess happens to be right. The difference is *not* clipped at 0: a guess answers a
-    decoy as often as one of the session's questions, so the signed task pays it nothing in expectation,
-    where ``max(0, ...)`` kept the sessions it won and forgave the ones it lost (measured: +0.003 for five
-    guesses in core over every training session, against -0.002 signed; docs/rewards.md).
+    session's questions (:func:`memrl.agents.membuilder.adrpo.decoy_questions`). Without it, memory that
+    states likely answers regardless of the session (the most frequent training answers appended to core
+    memory) is paid whenever a guess happens to be right. The difference is *not* clipped at 0: a guess
+    answers a decoy as often as one of the session's questions, so the signed task pays it nothing in
+    expectation, where ``max(0, ...)`` kept the sessions it won and forgave the ones it lost (measured: +0.003
+    for five guesses in core over every training session, against -0.002 signed; docs/rewards.md).
     ``parsed=False`` (the agent's JSON did not parse) gives the floor of that range, -1.0, flagged
     ``invalid``: a broken reply is never worth more than a valid one. ``n_failed > 0`` (judge or server
     errors on some questions, decoys included) gives a failure with no value: an unanswered judgement is

@@ -9,7 +9,7 @@ OpenTelemetry span per request (docs/observability.md).
 the guard's 421/403 included. Requests are labelled by their route template (``/v1/namespaces/{namespace}/search``),
 never by the raw path; a path no route matches is ``unmatched``. A request line names the namespace of its
 path: the log is the operator's, as ``/metrics`` is. :class:`Observer` is also the job runner's listener
-(:mod:`memrl.agents.job_watch`): each job's end is counted by kind and outcome and logged, with its model
+(:mod:`memrl.agents.jobs.watch`): each job's end is counted by kind and outcome and logged, with its model
 calls and tokens.
 """
 
@@ -66,7 +66,7 @@ class Observer:
             stream.write(line + "\n")
             stream.flush()
 
-    # ---- the job runner's listener (memrl.agents.job_watch.JobListener)
+    # ---- the job runner's listener (memrl.agents.jobs.watch.JobListener)
     def llm_call(self, job: Job, call: telemetry.LLMCall) -> None:
         with self._lock:
             usage = self._usage.setdefault(job.id, [0, 0, 0])

@@ -273,8 +273,8 @@ class BuildTasks(GroupedTasks):
         embedder: str = "minilm",
         n_questions: int = 5,
     ) -> None:
-        from memrl.agents.adrpo import decoy_questions, session_questions
         from memrl.agents.membuilder import MemBuilderConfig
+        from memrl.agents.membuilder.adrpo import decoy_questions, session_questions
 
         self.conversations = list(conversations)
         self.config = agent_config or MemBuilderConfig(max_operations=2, max_item_chars=120)
@@ -296,10 +296,11 @@ class BuildTasks(GroupedTasks):
 
     async def setup(self) -> None:
         """The memory before each session: the data set's annotations (LoCoMo's observations and events,
-        written as MemBuilder actions by :func:`memrl.agents.experts.annotation_expert`), built once."""
-        from memrl.agents.adrpo import expert_lengths
-        from memrl.agents.experts import annotation_expert
+        written as MemBuilder actions by :func:`memrl.agents.membuilder.experts.annotation_expert`), built
+        once."""
         from memrl.agents.membuilder import MemBuilderAgent
+        from memrl.agents.membuilder.adrpo import expert_lengths
+        from memrl.agents.membuilder.experts import annotation_expert
         from memrl.memory import AsyncMemory
 
         self.memory = AsyncMemory(":memory:", embedder=self.embedder)
@@ -326,8 +327,8 @@ class BuildTasks(GroupedTasks):
             await self.memory.close()
 
     async def group(self, llm: Any, index: int, n: int, temperature: float) -> list[list[Trajectory]]:
-        from memrl.agents.adrpo import rollout_group
         from memrl.agents.membuilder import MemBuilderAgent
+        from memrl.agents.membuilder.adrpo import rollout_group
 
         conv, session, questions = self.items[index]
         builder = MemBuilderAgent(llm, dataclasses.replace(self.config, temperature=temperature))

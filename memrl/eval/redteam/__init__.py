@@ -12,8 +12,8 @@ each (reward, policy) pair next to an honest reference policy (gold-informed, or
 * MemUpdate (:mod:`.update`): whole tool episodes (:func:`memrl.agents.memupdate.run_episode`) driven by a
   scripted policy model, rewarded by :func:`memrl.rewards.memupdate.score_memupdate`;
 * MemBuilder / ADRPO (:mod:`.build`): sessions built by scripted agents on the expert's pre-session memory
-  and scored by :func:`memrl.agents.adrpo.score_session` (an oracle reader answers exactly when its context
-  holds the gold answer; the length penalty compares with the expert's lengths).
+  and scored by :func:`memrl.agents.membuilder.adrpo.score_session` (an oracle reader answers exactly when its
+  context holds the gold answer; the length penalty compares with the expert's lengths).
 
 A cheat **fails the red team** when its mean reaches the honest policy's, or, for a reward whose zero
 means "no change" (MemUpdate's delta), when it adds no information about the answer and still earns a

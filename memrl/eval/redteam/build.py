@@ -2,9 +2,9 @@
 
 For each session, the memory before it is the annotation expert's (as ``memrl train grpo --task build``
 has it); the four agents are then played by one scripted policy, and the session is scored by
-:func:`memrl.agents.adrpo.score_session` exactly as a trainer scores it: the session's questions answered
-from core memory and the retrieved memories within the reader's character budget, judged by the training
-F1, times the length penalty against the expert's lengths. The reader is an oracle that reads like a
+:func:`memrl.agents.membuilder.adrpo.score_session` exactly as a trainer scores it: the session's questions
+answered from core memory and the retrieved memories within the reader's character budget, judged by the
+training F1, times the length penalty against the expert's lengths. The reader is an oracle that reads like a
 model: it answers with the gold exactly when one line of its context (core memory's lines, one per
 retrieved memory) states each part of the gold answer within a few words
 (:func:`memrl.rewards.memupdate.span_coverage`, the rule MemUpdate's coverage uses). An oracle that
@@ -50,7 +50,7 @@ def _kind(messages: list[dict[str, Any]]) -> str:
 def oracle_reader(conversation: Conversation, decoys: Sequence[Question] = ()) -> Any:
     """A scripted answerer: the gold answer when the prompt's memories hold all of its tokens, else
     'not answerable' (see the module docstring); ``decoys`` are questions it may be asked besides the
-    conversation's own (:func:`memrl.agents.adrpo.decoy_questions`)."""
+    conversation's own (:func:`memrl.agents.membuilder.adrpo.decoy_questions`)."""
     from memrl.llm.scripted import ScriptedLLM
 
     return ScriptedLLM(oracle_answer(conversation, decoys))
@@ -92,7 +92,7 @@ async def _copy(memory: AsyncMemory, src: str, dst: str) -> None:
 
 def build_policy(name: str, conversation: Conversation, session: Session) -> Callable[..., Any]:
     """The scripted agents of policy ``name`` (one rule answering all four agents' prompts)."""
-    from memrl.agents.experts import annotation_action
+    from memrl.agents.membuilder.experts import annotation_action
 
     turns = [f"{t.speaker}: {t.text}" for t in session.turns]
     when = session.date_text or ""
@@ -149,9 +149,14 @@ async def score_builds(
 ) -> RewardTable:
     """Every policy's ADRPO reward per agent type on the first sessions (with questions) of each
     conversation; the memory before each session is the expert's."""
-    from memrl.agents.adrpo import decoy_questions, expert_lengths, score_session, session_questions
-    from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
+    from memrl.agents.membuilder.adrpo import (
+        decoy_questions,
+        expert_lengths,
+        score_session,
+        session_questions,
+    )
+    from memrl.agents.membuilder.experts import annotation_expert
     from memrl.llm.scripted import ScriptedLLM
 
     policies = [HONEST, *(p for p in policies if p != HONEST)]  # the expert first: its lengths are the LP's

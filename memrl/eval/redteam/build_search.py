@@ -5,8 +5,8 @@ capitalised words, shown memories, the session's date, a guess from the training
 memories the agent is shown (blind merges, overwrites), or silences the expert's answer for that agent.
 Every agent a genome has no gene for answers as the annotation expert: a genome is one or more agents
 deviating while the others act honestly (the honest genome: all four as the expert). Sessions are built
-on the expert's memory before them and scored by :func:`memrl.agents.adrpo.score_session` with the span
-reading oracle of :mod:`.build`, exactly as a trainer scores them.
+on the expert's memory before them and scored by :func:`memrl.agents.membuilder.adrpo.score_session` with the
+span reading oracle of :mod:`.build`, exactly as a trainer scores them.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _gene_text(gene: tuple[Any, ...], case: BuildCase, shown: Sequence[tuple[str
 def genome_agents(genome: tuple[tuple[Any, ...], ...], case: BuildCase) -> Callable[..., str]:
     """The scripted agents of a genome (one rule answering all four prompts and the compression): the
     expert's answer unless the genome silences that agent, plus what the agent's genes write."""
-    from memrl.agents.experts import annotation_action
+    from memrl.agents.membuilder.experts import annotation_action
 
     def reply(messages: list[dict[str, Any]], tools: Any, schema: Any) -> str:
         kind = _kind(messages)
@@ -219,8 +219,8 @@ class BuildFamily:
         return self._params(gene[0], agent, rng)
 
     async def evaluate(self, genome: Any, items: Sequence[BuildCase]) -> Any:
-        from memrl.agents.adrpo import score_session
         from memrl.agents.membuilder import MemBuilderAgent
+        from memrl.agents.membuilder.adrpo import score_session
         from memrl.eval.redteam.search import Evaluation
         from memrl.llm.scripted import ScriptedLLM
 
@@ -268,9 +268,9 @@ async def build_cases(
 ) -> list[BuildCase]:
     """The first ``sessions_per_conversation`` sessions with questions of each conversation, each with the
     expert's memory before it kept in its own namespace, and the expert's lengths for it."""
-    from memrl.agents.adrpo import decoy_questions, expert_lengths, session_questions
-    from memrl.agents.experts import annotation_expert
     from memrl.agents.membuilder import MemBuilderAgent
+    from memrl.agents.membuilder.adrpo import decoy_questions, expert_lengths, session_questions
+    from memrl.agents.membuilder.experts import annotation_expert
 
     cases = []
     for conv in conversations:

@@ -16,9 +16,9 @@ trajectory into ``AgentLoopOutput`` objects (:mod:`memrl.integrations.verl.outpu
   memory from the row's conversation) lives in this process and dies with the episode: no broker. Reward
   MemUpdate's (:func:`memrl.rewards.memupdate.score_memupdate`).
 * ``membuilder``: the row's session is built by all four MemBuilder agents from the row's pre-session
-  memory, the session is scored with ADRPO (:func:`memrl.agents.adrpo.score_session`: questions answered
-  greedily (temperature 0, ``answer_tokens`` each) from the new memory by the policy itself through the same
-  servers, judged by the official F1 or an LLM judge; the length penalty against the expert's reply
+  memory, the session is scored with ADRPO (:func:`memrl.agents.membuilder.adrpo.score_session`: questions
+  answered greedily (temperature 0, ``answer_tokens`` each) from the new memory by the policy itself through
+  the same servers, judged by the official F1 or an LLM judge; the length penalty against the expert's reply
   lengths stored in the row), and the output is the row's own agent (``memory_type``) with its reward ``task x (1 - 0.8 LP)``.
   GRPO groups are then the rollouts of one (session, agent): ADRPO's per-agent comparison. The
   attribution weight (4x for the dominant memory type) is logged (``reward_extra_info``) but not applied:
@@ -213,8 +213,8 @@ class MemBuilderLoop(MemrlAgentLoop):
             self.judge = OpenAILLM(judge_model, base_url=judge_base_url)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[Any]:
-        from memrl.agents.adrpo import decoy_questions, score_session, session_questions
         from memrl.agents.membuilder import MemBuilderAgent
+        from memrl.agents.membuilder.adrpo import decoy_questions, score_session, session_questions
 
         row = self.task(kwargs)
         conv = row.conversation()

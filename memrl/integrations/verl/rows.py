@@ -13,8 +13,8 @@ needed on a Ray cluster):
   MemUpdate's initial memory from its observations); one row per question with a scorable answer.
 * ``build`` (agent ``membuilder``): one row per (session, memory type): ``conversation``, ``session``,
   ``memory_type`` and ``memory``, the pre-session memory as a memrl export (JSON lines), built by an
-  expert over the earlier sessions (:mod:`memrl.agents.experts`' annotation expert: no LLM needed), so
-  each row is one session of ADRPO training from a realistic memory state; ``expert_chars``: JSON
+  expert over the earlier sessions (:mod:`memrl.agents.membuilder.experts`' annotation expert: no LLM needed),
+  so each row is one session of ADRPO training from a realistic memory state; ``expert_chars``: JSON
   ``{memory type: characters}`` of the expert's own reply for this session (ADRPO's length penalty
   compares the policy's reply with it, in the same unit), empty without an expert.
 
@@ -119,8 +119,8 @@ def update_rows(conversations: Iterable[Conversation], *, split: str = "train") 
 async def _snapshots(conv: Conversation, expert: str) -> tuple[dict[int, str], dict[int, str]]:
     """The memory before each session (memrl export lines, JSON), built by ``expert``, and the expert's
     reply length per memory type for each session (JSON; empty without an expert)."""
-    from memrl.agents.adrpo import expert_lengths
     from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+    from memrl.agents.membuilder.adrpo import expert_lengths
     from memrl.memory import AsyncMemory
     from memrl.memory.embedders import HashingEmbedder
 
@@ -132,7 +132,7 @@ async def _snapshots(conv: Conversation, expert: str) -> tuple[dict[int, str], d
         await memory.reset(namespace=ns)
         agent = None
         if expert == "annotations":
-            from memrl.agents.experts import annotation_expert
+            from memrl.agents.membuilder.experts import annotation_expert
 
             agent = MemBuilderAgent(annotation_expert(conv), MemBuilderConfig(context="full"))
         elif expert != "none":
@@ -154,7 +154,7 @@ def build_rows(conversations: Iterable[Conversation], *, split: str = "train", t
     """MemBuilder rows: one per (session with questions to score it, memory type)."""
     import asyncio
 
-    from memrl.agents.adrpo import decoy_questions, session_questions
+    from memrl.agents.membuilder.adrpo import decoy_questions, session_questions
 
     conversations = list(conversations)
     bad = [t for t in types if t not in TYPES]

@@ -84,7 +84,7 @@ class JobMethods:
         """Build memory from a conversation (``messages``: ``{"role", "content", "speaker"?, "timestamp"?}``)
         as one session: MemBuilder writes core, episodic, semantic and procedural memories (the default when
         the writer has a model), or ``builder="raw"`` stores the turns, no LLM (the default without one).
-        Every write an agent makes passes the write check first (:mod:`memrl.agents.write_check`). ``dry_run``: the events only, nothing applied. ``idempotency_key``: a
+        Every write an agent makes passes the write check first (:mod:`memrl.agents.jobs.write_check`). ``dry_run``: the events only, nothing applied. ``idempotency_key``: a
         retry with the same key returns the first job instead of building twice."""
         if builder is not None and builder not in BUILDERS:
             raise ValidationError(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memrl.agents.job_progress import Progress
+from memrl.agents.jobs.progress import Progress
 from memrl.agents.memagent import MemAgent, MemAgentConfig, count_chunks
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
 from memrl.agents.memupdate import MemUpdateAgent, MemUpdateConfig
@@ -157,7 +157,7 @@ def _read_config(request: dict[str, Any]) -> MemAgentConfig:
 
 def expect(kind: str, llm: LLM | None, request: dict[str, Any], progress: Progress) -> None:
     """Set ``progress``'s totals: the sessions and model calls job ``kind`` will take (see
-    :mod:`memrl.agents.job_progress`)."""
+    :mod:`memrl.agents.jobs.progress`)."""
     if kind == "remember":
         progress.sessions_total = 1
         raw = request.get("agent") == "raw" or llm is None

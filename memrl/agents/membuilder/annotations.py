@@ -1,7 +1,7 @@
 """The ``annotations`` builder: MemBuilder's memory as the annotation expert writes it, with no model.
 
-MemBuilder's SFT targets (:func:`memrl.agents.experts.annotation_expert`) are the data set's own human
-annotations (LoCoMo's per-session observations and events) written as MemBuilder actions. This builder
+MemBuilder's SFT targets (:func:`memrl.agents.membuilder.experts.annotation_expert`) are the data set's own
+human annotations (LoCoMo's per-session observations and events) written as MemBuilder actions. This builder
 runs MemBuilder's four agents with that expert in place of the model, session by session, so the memory
 it leaves is exactly the one the expert's actions build: the ceiling a student trained by SFT on those
 actions can reach, measured with the same answerer and retrieval as every other builder::
@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memrl.agents.base import Builder, SessionResult
-from memrl.agents.experts import CORE_MODES, annotation_expert
-from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
+from memrl.agents.membuilder.agent import MemBuilderAgent
+from memrl.agents.membuilder.config import MemBuilderConfig
+from memrl.agents.membuilder.experts import CORE_MODES, annotation_expert
 from memrl.config import option
 from memrl.data.types import Conversation, Session
 from memrl.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Agent jobs: remember / maintain / read requests run in the background, one writer per namespace.
+"""The job runner: remember / maintain / read requests run in the background, one writer per namespace.
 
 The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :class:`JobRunner`::
 
@@ -10,11 +10,11 @@ The service (REST, MCP), the CLI and ``AsyncMemory.remember`` hand jobs to a :cl
     await runner.undo(job.id)                              # exactly that job's writes; 409 if touched later
 
 How a job runs (see :mod:`memrl.memory.jobs.changes`): its namespace is cloned into a scratch namespace, the
-agent (:mod:`memrl.agents.job_kinds`) works on the clone, the differences become the job's events, and they
+agent (:mod:`memrl.agents.jobs.kinds`) works on the clone, the differences become the job's events, and they
 are written into the namespace in one transaction and one history batch, with the job's row. So a failed,
 cancelled or killed job left nothing in its namespace, a dry run is the job without that last step, and
 undo reverts one batch. Before that step every change an agent wrote goes through the write check
-(:mod:`memrl.agents.write_check`): junk (repetition loops, text from nowhere) is refused, shown as a
+(:mod:`memrl.agents.jobs.write_check`): junk (repetition loops, text from nowhere) is refused, shown as a
 ``refused`` event and counted in ``stats["refused"]``, never stored. Jobs of one namespace run one at a time, in order (a lock per namespace in a
 process, and an atomic claim in the store across processes: several server processes may share one store);
 jobs of different namespaces run at once. Every job is a row of the store's ``jobs`` table
@@ -30,7 +30,7 @@ holds those threads, not the loop. A step that finds the store busy is retried u
 seconds have passed, then the job fails with nothing applied. Before its commit a job's diff is measured
 against the destruction budget (:mod:`memrl.memory.jobs.budget`); over it, the job fails with the figure in
 its events. Each namespace, and each client (the token a server names in :meth:`JobRunner.submit`), may
-have only so many jobs and request bytes queued (:class:`~memrl.agents.job_config.JobConfig`; past them
+have only so many jobs and request bytes queued (:class:`~memrl.agents.jobs.config.JobConfig`; past them
 :class:`~memrl.errors.LimitError`, a 429). Errors a job records never carry the store's path, a host or SQL
 (:func:`memrl.errors.public_message`).
 """
@@ -45,15 +45,15 @@ import time
 from functools import partial
 from typing import Any
 
-from memrl.agents import job_owners
-from memrl.agents.job_config import JobConfig
-from memrl.agents.job_kinds import KINDS, Outcome, run_kind
-from memrl.agents.job_owners import Liveness
-from memrl.agents.job_progress import Progress
-from memrl.agents.job_queue import ClientQueues
-from memrl.agents.job_store import StoreWork
-from memrl.agents.job_watch import JobWatch
-from memrl.agents.write_check import check_events, job_source
+from memrl.agents.jobs import owners as job_owners
+from memrl.agents.jobs.config import JobConfig
+from memrl.agents.jobs.kinds import KINDS, Outcome, run_kind
+from memrl.agents.jobs.owners import Liveness
+from memrl.agents.jobs.progress import Progress
+from memrl.agents.jobs.queue import ClientQueues
+from memrl.agents.jobs.watch import JobWatch
+from memrl.agents.jobs.work import StoreWork
+from memrl.agents.jobs.write_check import check_events, job_source
 from memrl.errors import ConfigError, MemrlError, NotFoundError, ValidationError
 from memrl.llm.base import LLM
 from memrl.memory import AsyncMemory
@@ -74,54 +74,9 @@ from memrl.memory.jobs import (
 )
 from memrl.memory.store import patience
 
-__all__ = ["JobConfig", "JobRunner", "job_writer", "llm_from_spec"]
+__all__ = ["JobRunner"]
 
-log = logging.getLogger(__name__)
-
-
-#: The one-line warning of an explicit ``local`` (the offline 135M model) behind the agents.
-LOCAL_WARNING = (
-    "warning: --llm local is the offline 135M model: most of what it writes is junk (the write check refuses "
-    "it); use a capable model (an OpenAI-compatible URL, openai) for remember/maintain/read"
-)
-
-
-def llm_from_spec(spec: str | LLM | None, model: str | None = None) -> LLM | None:
-    """The LLM behind the agents, as ``memrl serve memory --llm`` names it: ``none`` (or None: no model, so
-    remember stores the turns with the ``raw`` agent), an OpenAI-compatible base URL (vLLM/SGLang serving a
-    checkpoint of ``memrl train`` or verl; ``model`` is the served name, a LoRA's included), a provider name
-    (``openai``, ...; ``local``, the offline 135M model, is an opt-in with a warning: it writes mostly junk),
-    or an :class:`LLM` already built."""
-    from memrl.llm import create_llm
-
-    if spec is None or spec in ("none", ""):
-        return None
-    if spec == "local":
-        log.warning(LOCAL_WARNING)
-    if not isinstance(spec, str):
-        return spec
-    if spec.startswith(("http://", "https://")):
-        return create_llm("openai", model or "default", base_url=spec)
-    return create_llm(spec, model)
-
-
-def job_writer(
-    llm: str | LLM | None = None, model: str | None = None, config: JobConfig | None = None
-) -> JobRunner:
-    """A job writer for ``AsyncMemory(..., writer=job_writer(...))`` / ``Memory``: a :class:`JobRunner`
-    whose agents use ``llm`` (see :func:`llm_from_spec`). Without one (the default) it has no model:
-    ``remember`` stores the turns as they were said (the ``raw`` agent), and maintain/read are refused."""
-    return JobRunner(None, llm_from_spec(llm, model), config)
-
-
-def describe_writer(runner: JobRunner) -> str:
-    """What a server's start banner says of its agent jobs."""
-    if runner.llm is None:
-        return (
-            "agent jobs: remember stores the turns as said (agent=raw): no capable model configured "
-            "(--llm URL|openai|local)"
-        )
-    return f"agent jobs: remember/maintain/read with {getattr(runner.llm, 'name', type(runner.llm).__name__)}"
+log = logging.getLogger("memrl.agents.jobs")  # the name it had before the package
 
 
 class JobRunner(Liveness):

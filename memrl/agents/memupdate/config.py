@@ -1,5 +1,5 @@
 """How a MemUpdate episode runs (:class:`MemUpdateConfig`), what it reports (:class:`UpdateResult`) and the
-job description the model reads (:data:`SYSTEM_PROMPT`); the agent is :mod:`memrl.agents.memupdate`."""
+job description the model reads (:data:`SYSTEM_PROMPT`); the agent is :mod:`memrl.agents.memupdate.agent`."""
 
 from __future__ import annotations
 

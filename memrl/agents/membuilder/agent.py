@@ -1,7 +1,7 @@
 """MemBuilder (arXiv 2601.05488): four LLM agents per session, one per memory type, write long-term memory.
 
 For each session of a conversation, the core, episodic, semantic and procedural agents each get their
-instructions (:mod:`memrl.agents.prompts.membuilder`), the memory state, and the dated transcript, and
+instructions (:mod:`memrl.agents.membuilder.prompts`), the memory state, and the dated transcript, and
 answer with JSON actions constrained by their action schema (:mod:`memrl.tools.membuilder`). Back-ends
 without constrained decoding work too: every answer is parsed and validated before anything is applied::
 
@@ -20,11 +20,11 @@ identical from run to run. Core compression runs last, once the core agent's act
 **Context (token cost).** ``context="full"`` is the original: every agent sees the whole memory (core and
 every item), so prompts grow with the conversation. ``context="retrieved"`` (default) shows each agent core
 memory plus only the ``context_k`` items *of its own type* most relevant to this session
-(:mod:`memrl.agents.membuilder_context`). The configuration lives in :mod:`memrl.agents.membuilder_config`.
+(:mod:`memrl.agents.membuilder.context`). The configuration lives in :mod:`memrl.agents.membuilder.config`.
 
 **Budget.** Each answer is constrained by the action schema narrowed to what can apply this session
 (no REPLACE on an empty core memory, no UPDATE without an item shown, old memories referred to by id) and
-to ``max_operations`` operations of ``max_item_chars`` characters (:mod:`memrl.agents.membuilder_schema`);
+to ``max_operations`` operations of ``max_item_chars`` characters (:mod:`memrl.agents.membuilder.schema`);
 ``max_tokens`` defaults to (``answer_budget``) the longest answer that schema allows, counting one token per character of
 text (what a small model looping on digits does reach), so a constrained answer always closes.
 
@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memrl.agents.base import Builder, SessionResult
-from memrl.agents.membuilder_config import OPERATIONS, ORDER, Context, MemBuilderConfig
-from memrl.agents.membuilder_context import memory_views
-from memrl.agents.membuilder_schema import budget_schema, compress_schema
-from memrl.agents.prompts import membuilder as P
+from memrl.agents.membuilder import prompts as P
+from memrl.agents.membuilder.config import OPERATIONS, ORDER, Context, MemBuilderConfig
+from memrl.agents.membuilder.context import memory_views
+from memrl.agents.membuilder.schema import budget_schema, compress_schema
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.data.types import Conversation, Session
 from memrl.errors import MemrlError, is_infrastructure

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from memrl.agents.memupdate_config import SYSTEM_PROMPT, MemUpdateConfig, UpdateResult
+from memrl.agents.memupdate.config import SYSTEM_PROMPT, MemUpdateConfig, UpdateResult
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.data.locomo import locomo_observations
 from memrl.data.types import Conversation, Question

@@ -1,7 +1,7 @@
 """MemBuilder's configuration: which operations each memory type's agent may use, and every knob of the
 agents (context shown, sampling, action budget, core-memory compression), checked on construction.
 
-    from memrl.agents.membuilder_config import MemBuilderConfig
+    from memrl.agents.membuilder.config import MemBuilderConfig
     cfg = MemBuilderConfig(context="full", max_operations=2)
     cfg.answer_budget          # max_tokens of each agent call: the longest answer the schema allows
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from memrl.agents.membuilder_schema import REF_CHARS, budget_schema, compress_schema, worst_case_tokens
+from memrl.agents.membuilder.schema import REF_CHARS, budget_schema, compress_schema, worst_case_tokens
 from memrl.config import option
 from memrl.errors import ConfigError
 from memrl.llm.base import SamplingParams

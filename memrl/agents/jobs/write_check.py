@@ -13,11 +13,11 @@ caught by one of four rules, applied to the text an agent writes (an item's cont
   namespace as the job found it, a document); "no word from the session" when none does.
 
 The thresholds were chosen on LoCoMo's training conversations (``LOCOMO_UPDATE_SPLIT["train"]``): every
-write of the annotation expert (:mod:`memrl.agents.experts`: the observations and events LoCoMo's
+write of the annotation expert (:mod:`memrl.agents.membuilder.experts`: the observations and events LoCoMo's
 annotators wrote, as MemBuilder actions) passes with a margin, and every junk write above is refused
 (tests/test_write_check.py holds the figures). Measure again with::
 
-    python -m memrl.agents.write_check /path/to/locomo10.json
+    python -m memrl.agents.jobs.write_check /path/to/locomo10.json
 
 :func:`check_events` applies it to a job's changes (:mod:`memrl.agents.jobs`): a refused change is not
 committed; it becomes a ``refused`` event with the rule's reason and is counted in ``stats["refused"]``.
@@ -159,7 +159,7 @@ def check_events(
 
 def _measure(path: str) -> dict[str, Any]:
     """The expert's writes and the issue's junk, checked on LoCoMo's training conversations."""
-    from memrl.agents.experts import annotation_action
+    from memrl.agents.membuilder.experts import annotation_action
     from memrl.data.catalog import load_dataset
     from memrl.data.splits import LOCOMO_UPDATE_SPLIT, select
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memrl.agents.membuilder_config import MemBuilderConfig
-from memrl.agents.prompts import membuilder as P
+from memrl.agents.membuilder import prompts as P
+from memrl.agents.membuilder.config import MemBuilderConfig
 from memrl.data.types import Session
 from memrl.memory import AsyncMemory
 from memrl.memory.records import ITEM_TYPES, MemoryItem, MemoryType

@@ -302,6 +302,29 @@ def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return res, preds
 
 
+def transfer_table(folders: list[Path]) -> str:
+    """The transfer runs (``--transfer-only``) of ``folders``: per task, each arm's score on the task's test
+    items and its paired difference from the untrained run's on the same items (same item digest)."""
+    from memrl.eval.stats import paired_difference
+
+    runs = [(json.loads((f / "arm.json").read_text()), f) for f in folders]
+    base = next((r["transfer"] for r, _ in runs if r["arm"] == "untrained" and r.get("transfer")), {})
+    lines = ["| arm | seed | task | items | score | untrained, same items | minus untrained (95% CI) |",
+             "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+    for r, f in runs:
+        for task, t in (r.get("transfer") or {}).items():
+            d = u = "-"
+            ref = base.get(task)
+            if r["arm"] != "untrained" and ref and ref["sha256"] == t["sha256"]:
+                pd = paired_difference(ref["scores"], t["scores"], scale=100)
+                d = f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f})"
+                u = f"{ref['score']:.1f}"
+            lines.append(
+                f"| {r['arm']} (`{f.name}`) | {r['seed']} | {task} | {t['n']} | {t['score']:.1f} | {u} | {d} |"
+            )
+    return "\n".join(lines)
+
+
 def table(folders: list[Path]) -> str:
     """One row per run, paired by item id with the untrained run on the same split (which may hold more
     items: generated items depend on their index only, so its first n are a shorter run's n): the
@@ -373,8 +396,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.table:
-        return print(table(args.table))
+    if args.table:  # runs with predictions on their own split; transfer-only runs have none
+        own = [f for f in args.table if (f / "predictions.jsonl").exists()]
+        other = [f for f in args.table if f not in own]
+        return print(
+            "\n\n".join(x for x in (table(own) if own else "", transfer_table(other) if other else "") if x)
+        )
     if args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)

@@ -68,6 +68,28 @@ def test_the_table_pairs_each_run_with_the_untrained_one_and_averages_seeds(tmp_
     assert "| test | +50.0 (" in vs  # (1,.5,1,1) - (0,0,1,.5) = mean +0.5
 
 
+def test_transfer_runs_pair_with_the_untrained_transfer_run_on_the_same_items(tmp_path, capsys):
+    def transfer(name, arm, tasks):
+        f = tmp_path / name
+        f.mkdir()
+        res = {"arm": arm, "seed": 0, "transfer": {
+            t: {"score": 100 * sum(sc) / len(sc), "n": len(sc), "sha256": sha, "scores": sc}
+            for t, (sha, sc) in tasks.items()}}  # fmt: skip
+        (f / "arm.json").write_text(json.dumps(res))
+        return f
+
+    u = transfer("u", "untrained", {"a@4k": ("x", [1, 0, 0, 0]), "b@1k": ("y", [0, 0, 0, 0])})
+    r = transfer("r", "raft", {"a@4k": ("x", [1, 1, 0, 0]), "b@1k": ("other items", [1, 1, 1, 1])})
+    own = _run(tmp_path / "g0", "grpo", "test", 0, [1, 0, 1, 1])
+    arms.main(["--table", str(u), str(r), str(own)])
+    out = capsys.readouterr().out
+    a = next(x for x in out.splitlines() if "`r`" in x and "a@4k" in x)
+    assert "| 50.0 | 25.0 | +25.0 (" in a
+    b = next(x for x in out.splitlines() if "`r`" in x and "b@1k" in x)
+    assert b.endswith("| 100.0 | - | - |")  # other items: not paired
+    assert "`g0`" in out  # a run with its own predictions still gets the main table
+
+
 def test_expert_arms_on_multivalue_items_train_save_and_reload_on_the_tiny_model(tmp_path):
     """The second experiment's pipeline end to end on the tiny real model: niah_multivalue with the value-set
     reward, SFT on the budget-cut expert then GRPO; the run's policy (SFT adapter merged, GRPO adapter on

@@ -25,7 +25,8 @@ group_size)`` steps; the others as many rounds of the same shape, :mod:`memrl.tr
 wall time is unfair, so it is recorded (``wall_s``, process ``cpu_s``) but not the budget. Each trained run
 writes ``OUT/train/`` (metrics.jsonl with reward spread, groups with variance, ``kl_to_start``, the SFT
 loss, the held-out reward on ``--watch-items`` validation items every ``--watch-every`` steps; report.md;
-reward.png), ``OUT/predictions.jsonl`` (every held-out prediction, the rules' beside it), ``OUT/arm.json``
+reward.png), ``OUT/predictions.jsonl`` (every held-out prediction, the rules' beside it; a transfer task's in
+``OUT/transfer-TASK-LENGTH.jsonl``), ``OUT/arm.json``
 (the summary, the protocol and its test ledger) and, with ``--transfer-items``, the trained policy's
 scores on niah_single_1 at 4k and niah_single_2 at 1k (``test`` items of those tasks). Items are their own
 documents, so the intervals resample items.
@@ -262,6 +263,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         other = argparse.Namespace(**{**vars(args), "ruler_task": task, "length": length})
         t_items, t_convs, t_digest = generated(other, "test", args.transfer_items)
         t_rows = evaluate(llm, t_items, t_convs, config)
+        with (args.out / f"transfer-{task}-{length}.jsonl").open("w") as f:  # the predictions, kept
+            for it, r in zip(t_items, t_rows, strict=True):
+                f.write(json.dumps({"id": it.id, "gold": it.answers, **r}, ensure_ascii=False) + "\n")
         transfer[f"{task}@{length}"] = {"score": _mean(t_rows, "score"), "n": len(t_rows), "sha256": t_digest,
                                         "scores": [r["score"] for r in t_rows],
                                         "rules": {n: _mean([score(p, it) for p, it in zip(ps, t_items, strict=True)], "score")

@@ -145,3 +145,22 @@ def test_the_compressed_expert_keeps_the_values_the_cut_one_drops(tmp_path):
     _, _, answer = learning_expert.expert_lines(items[0], "cut")
     a, b = items[0].answers[:2]
     assert answer(f"... is: {b}. and nothing else") == b and answer("") == ""
+
+
+def test_a_transfer_run_keeps_its_predictions_on_the_tiny_model(tmp_path):
+    """``--transfer-only``: each transfer task's test items scored and their predictions kept beside arm.json,
+    one line per item, whose scores are the ones arm.json reports."""
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = str(make_tiny_lm(tmp_path / "lm"))
+    out = tmp_path / "t"
+    arms.main(["--arm", "untrained", "--ruler-task", "niah_single_1", "--length", "1k", "--model", tiny,
+               "--eval-items", "1", "--chunk-tokens", "600", "--memory-tokens", "48", "--answer-tokens", "8",
+               "--eval-split", "test", "--transfer-only", "--transfer-items", "1", "--quiet",
+               "--ledger", str(tmp_path / "ledger.jsonl"), "--out", str(out)])  # fmt: skip
+    res = json.loads((out / "arm.json").read_text())
+    assert set(res["transfer"]) == {f"{t}@{n}" for t, n in arms.TRANSFER}
+    for task, length in arms.TRANSFER:
+        rows = [json.loads(x) for x in (out / f"transfer-{task}-{length}.jsonl").read_text().splitlines()]
+        assert len(rows) == 1 and rows[0]["gold"] and "prediction" in rows[0]
+        assert [r["score"] for r in rows] == res["transfer"][f"{task}@{length}"]["scores"]

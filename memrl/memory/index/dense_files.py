@@ -41,21 +41,13 @@ class DenseFiles:
         e = self.owner.embedder
         return f"{e.name}:{e.dim}"
 
-    def path(self, ns: str) -> Any:
-        return snapshot.snapshot_path(getattr(self.owner.store, "path", None), ns, KIND, self.key())
-
     def load(self, ns: str, generation: int, make: Any) -> Any:
         """The index of ``ns`` at ``generation`` from its snapshot (``make(dim, generation)`` gives an empty
         :class:`~memrl.memory.index.dense.DenseIndex`), or None when there is no valid one."""
-        path = self.path(ns)
-        if path is None or not path.exists():
-            return None
-        got = snapshot.read(path, {"kind": KIND, "ns": ns, "key": self.key(), "generation": generation})
+        got = snapshot.load_stamped(self.owner.store, KIND, ns, self.key(), generation)
         if got is None:
             return None
         meta, a = got
-        if self.owner.store.seq_time(meta["seq"]) != meta["seq_at"]:
-            return None  # another database's file, or one from a history this database does not have
         matrix, rids, types = a["matrix"], a["rids"], a["types"]
         dim = self.owner.embedder.dim
         if matrix.ndim != 2 or matrix.shape[1] != dim or not len(rids) == len(types) == matrix.shape[0]:
@@ -75,21 +67,17 @@ class DenseFiles:
 
     def save(self, ns: str, idx: Any) -> None:
         """Write ``idx`` (namespace ``ns``) as it is now; a failure is logged, never raised."""
-        path = self.path(ns)
-        if path is None:
-            return
-        seq = idx.seq
-        stamp = snapshot.stamp(self.owner.store, ns, seq)
-        if stamp is None or stamp["generation"] != idx.generation:
-            return
-        n = idx.n
+        seq, n = idx.seq, idx.n
         arrays = {"matrix": idx.matrix[:n], "rids": idx.rids[:n], "types": idx.types[:n]}
         try:
-            snapshot.write(path, {"kind": KIND, "ns": ns, "key": self.key(), **stamp}, arrays)
+            saved = snapshot.save_stamped(
+                self.owner.store, KIND, ns, self.key(), idx.generation, seq, lambda: arrays
+            )
         except OSError as e:
-            log.warning("could not save the dense index of %r to %s: %s", ns, path, e)
+            log.warning("could not save the dense index of %r: %s", ns, e)
             return
-        idx.saved_seq, idx.unsaved = seq, 0
+        if saved:
+            idx.saved_seq, idx.unsaved = seq, 0
 
     def save_all(self, indexes: Any) -> None:
         for ns, idx in list(indexes.items()):

@@ -40,10 +40,6 @@ def key(version: int, type_code: dict[str, int]) -> str:
     return f"v{version}|{tokenizer.ANALYZER}|pystemmer-{Stemmer.version()}|{codes}"
 
 
-def path(store: Any, ns: str, key: str) -> Any:
-    return snapshot.snapshot_path(getattr(store, "path", None), ns, KIND, key)
-
-
 def to_arrays(idx: Any) -> dict[str, np.ndarray]:
     """``idx`` as arrays (loaded runs gathered as arrays, written terms from their lists)."""
     lists = list(idx._postings.values())
@@ -111,15 +107,12 @@ def from_arrays(idx: Any, a: dict[str, np.ndarray]) -> Any:
 def load(store: Any, ns: str, generation: int, key: str, new: Callable[[int], Any]) -> Any:
     """``ns``'s index (made empty by ``new(generation)``, then filled) from its file when the file is this
     store's at its generation now and whole; None otherwise (the caller rebuilds)."""
-    got = snapshot.read(path(store, ns, key), {"kind": KIND, "ns": ns, "key": key, "generation": generation})
+    got = snapshot.load_stamped(store, KIND, ns, key, generation)
     if got is None:
         return None
     meta, arrays = got
-    seq = meta.get("seq")
-    if not isinstance(seq, int) or seq <= 0 or store.seq_time(seq) != meta.get("seq_at"):
-        return None  # another database's file, or this one's from a history it no longer has
     idx = new(generation)
-    idx.seq = seq
+    idx.seq = meta["seq"]
     try:
         return from_arrays(idx, arrays)
     except (KeyError, ValueError, TypeError, UnicodeDecodeError):
@@ -129,11 +122,4 @@ def load(store: Any, ns: str, generation: int, key: str, new: Callable[[int], An
 def save(store: Any, ns: str, idx: Any, key: str) -> bool:
     """Write ``idx``'s file (atomically); False when there is nowhere to write it or nothing to stamp it
     with (no history row ``idx.seq``, or ``ns`` was replaced since ``idx`` last followed it)."""
-    where = path(store, ns, key)
-    if where is None:
-        return False
-    stamp = snapshot.stamp(store, ns, idx.seq)
-    if stamp is None or stamp["generation"] != idx.generation:
-        return False
-    snapshot.write(where, {"kind": KIND, "ns": ns, "key": key, **stamp}, to_arrays(idx))
-    return True
+    return snapshot.save_stamped(store, KIND, ns, key, idx.generation, idx.seq, lambda: to_arrays(idx))

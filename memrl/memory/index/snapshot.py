@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,39 @@ def stamp(store: Any, ns: str, seq: int) -> dict[str, Any] | None:
     if at is None:
         return None
     return {"generation": store.generation(ns), "seq": int(seq), "seq_at": at}
+
+
+def load_stamped(
+    store: Any, kind: str, ns: str, key: str, generation: int
+) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """(meta, arrays) of ``ns``'s snapshot of ``kind`` built with ``key``, when it is this store's at
+    ``generation`` and whole (:func:`read`, then its history row ``seq`` checked against the store's); None
+    otherwise: no file, or one the caller must rebuild."""
+    path = snapshot_path(getattr(store, "path", None), ns, kind, key)
+    if path is None or not path.exists():
+        return None
+    got = read(path, {"kind": kind, "ns": ns, "key": key, "generation": generation})
+    if got is None:
+        return None
+    seq = got[0].get("seq")
+    if not isinstance(seq, int) or seq <= 0 or store.seq_time(seq) != got[0].get("seq_at"):
+        return None  # another database's file, or this one's from a history it no longer has
+    return got
+
+
+def save_stamped(store: Any, kind: str, ns: str, key: str, generation: int, seq: int,
+                 arrays: Callable[[], Mapping[str, np.ndarray]]) -> bool:  # fmt: skip
+    """Write ``ns``'s snapshot of ``kind`` at history ``seq`` (``arrays()`` gives its content, built only when
+    there is somewhere to write it); False when there is not, or nothing to stamp it with (no history row
+    ``seq``, or ``ns`` was replaced since: its generation is no longer ``generation``). OSError propagates."""
+    path = snapshot_path(getattr(store, "path", None), ns, kind, key)
+    if path is None:
+        return False
+    st = stamp(store, ns, seq)
+    if st is None or st["generation"] != generation:
+        return False
+    write(path, {"kind": kind, "ns": ns, "key": key, **st}, arrays())
+    return True
 
 
 def _pad(n: int) -> int:

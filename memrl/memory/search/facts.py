@@ -87,26 +87,19 @@ class Facts:
     def _key(self, keys: Sequence[Any]) -> str:
         return f"{VERSION}:" + snapshot.json_key(list(keys))
 
-    def _path(self, ns: str, keys: Sequence[Any]) -> Any:
-        return snapshot.snapshot_path(getattr(self.store, "path", None), ns, KIND, self._key(keys))
-
     def _new(self, ns: str, generation: int, keys: tuple[Any, ...]) -> Signals:
         """A namespace's facts: from a valid snapshot file, else empty (:meth:`get` reads them all)."""
-        path = self._path(ns, keys)
-        if path is not None and path.exists():
-            got = snapshot.read(
-                path, {"kind": KIND, "ns": ns, "key": self._key(keys), "generation": generation}
-            )
-            if got is not None and self.store.seq_time(got[0]["seq"]) == got[0]["seq_at"]:
-                meta, a = got
-                rows = snapshot.unpack_json(a["rows"])
-                rids = a["rids"].tolist()
-                if len(rows) == len(rids):
-                    s = Signals(generation, keys, seq=int(meta["seq"]), origin="snapshot")
-                    s.of = dict(zip(rids, map(tuple, rows), strict=True))
-                    s.speakers = {f[1] for f in rows if isinstance(f[1], str)}
-                    s.saved_seq = s.seq
-                    return s
+        got = snapshot.load_stamped(self.store, KIND, ns, self._key(keys), generation)
+        if got is not None:
+            meta, a = got
+            rows = snapshot.unpack_json(a["rows"])
+            rids = a["rids"].tolist()
+            if len(rows) == len(rids):
+                s = Signals(generation, keys, seq=int(meta["seq"]), origin="snapshot")
+                s.of = dict(zip(rids, map(tuple, rows), strict=True))
+                s.speakers = {f[1] for f in rows if isinstance(f[1], str)}
+                s.saved_seq = s.seq
+                return s
         return Signals(generation, keys)
 
     def _due(self, s: Signals) -> bool:
@@ -115,18 +108,18 @@ class Facts:
         return s.saved_seq == 0 or s.unsaved >= self.SAVE_AFTER * len(s.of)
 
     def _save(self, ns: str, s: Signals) -> None:
-        path = self._path(ns, s.keys)
-        stamp = snapshot.stamp(self.store, ns, s.seq) if path is not None else None
-        if stamp is None or stamp["generation"] != s.generation:
-            return
-        rids = np.fromiter(s.of.keys(), dtype=np.int64, count=len(s.of))
-        arrays = {"rids": rids, "rows": snapshot.pack_json(list(s.of.values()))}
+        def arrays() -> dict[str, np.ndarray]:
+            rids = np.fromiter(s.of.keys(), dtype=np.int64, count=len(s.of))
+            return {"rids": rids, "rows": snapshot.pack_json(list(s.of.values()))}
+
+        seq = s.seq
         try:
-            snapshot.write(path, {"kind": KIND, "ns": ns, "key": self._key(s.keys), **stamp}, arrays)
+            saved = snapshot.save_stamped(self.store, KIND, ns, self._key(s.keys), s.generation, seq, arrays)
         except OSError as e:
-            log.warning("could not save the search facts of %r to %s: %s", ns, path, e)
+            log.warning("could not save the search facts of %r: %s", ns, e)
             return
-        s.saved_seq, s.unsaved = s.seq, 0
+        if saved:
+            s.saved_seq, s.unsaved = seq, 0
 
     def save_snapshots(self) -> None:
         """Save every namespace's facts changed since their last save (on close)."""

@@ -70,10 +70,6 @@ def key(version: int, tagger: str, collapse: str | None, speaker_key: str | None
     )
 
 
-def path(store: Any, ns: str, key: str) -> Any:
-    return snapshot.snapshot_path(getattr(store, "path", None), ns, KIND, key)
-
-
 def to_arrays(nt: Any) -> dict[str, Any]:
     """``nt`` (a :class:`~memrl.memory.search.terms.NamespaceTerms`) as one JSON array: its units column by
     column, in its order, and the postings derived from them (an entity's units by their number)."""
@@ -94,28 +90,21 @@ def to_arrays(nt: Any) -> dict[str, Any]:
 def load(store: Any, ns: str, generation: int, key: str) -> tuple[int, dict[str, Any]] | None:
     """(seq, what :func:`to_arrays` packed) of ``ns``'s file when it is this store's at its generation now
     and whole; else None."""
-    got = snapshot.read(path(store, ns, key), {"kind": KIND, "ns": ns, "key": key, "generation": generation})
+    got = snapshot.load_stamped(store, KIND, ns, key, generation)
     if got is None:
         return None
     meta, arrays = got
-    seq = meta.get("seq")
-    if not isinstance(seq, int) or seq <= 0 or store.seq_time(seq) != meta.get("seq_at"):
-        return None  # another database's file, or this one's from a history it no longer has
     try:
-        return seq, snapshot.unpack_json(arrays["terms"])
+        return meta["seq"], snapshot.unpack_json(arrays["terms"])
     except (KeyError, ValueError):
         return None
 
 
 def save(store: Any, ns: str, nt: Any, key: str) -> bool:
     """Write ``nt``'s file (atomically); False when there is nowhere to write it or nothing to stamp it with."""
-    where = path(store, ns, key)
-    if where is None:
-        return False
-    stamp = snapshot.stamp(store, ns, nt.seq)
-    if stamp is None or stamp["generation"] != nt.generation:
-        return False
-    with paused_gc():
-        arrays = to_arrays(nt)
-    snapshot.write(where, {"kind": KIND, "ns": ns, "key": key, **stamp}, arrays)
-    return True
+
+    def arrays() -> dict[str, Any]:
+        with paused_gc():
+            return to_arrays(nt)
+
+    return snapshot.save_stamped(store, KIND, ns, key, nt.generation, nt.seq, arrays)

@@ -98,7 +98,7 @@ def spread(
         unit = nt.units.get(key)
         if unit is None:
             continue
-        links = [e for e in unit.entities if 1 < len(nt.entity_units.get(e, ())) <= limit]
+        links = [e for e in unit.entities if 1 < nt.holders(e) <= limit]
         for e in links:
             act[e] = act.get(e, 0.0) + (0.5 + 0.5 * (score - lo) / span) / len(links)
     reached: dict[Any, float] = {}

@@ -27,7 +27,7 @@ index, the dense matrix); turn texts are read only for the candidates' date span
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,64 +37,119 @@ from memrl.memory.analysis.dates import Span, fits, parse_day, question_spans, t
 from memrl.memory.analysis.query import asks_abstract, asks_when, named_in
 from memrl.memory.analysis.terms import content_terms, rule_entities
 from memrl.memory.search.expand import session_scores
+from memrl.memory.search.facts import Rows
 from memrl.memory.search.rerank_model import FEATURES, load
 from memrl.memory.store.follow import Following
 
 
+def _key(rid: int, unit: Any) -> tuple[str, Any]:
+    """The unit key of item ``rid`` (what search ranks): its unit, else the item itself."""
+    return ("u", unit) if unit is not None else ("r", rid)
+
+
 @dataclass
 class _Layout:
-    """Per-namespace: each unit's session neighbours and representative dense rid; date spans of units
-    whose text has been read. Kept in step with the store (``seq``): the units of items changed since,
-    by this process or another, are re-read, and only their sessions' neighbours recomputed."""
+    """Per-namespace: each unit's items (in rid order), its session and its neighbours there; date spans of
+    units whose text has been read. Kept in step with the store (``seq``): the items changed since, by this
+    process or another, are moved (:meth:`place`); what an item is now is read from the search's facts
+    (``facts``, bound at each search: up to date at ``seq``).
+
+    Built in one pass over the facts (an append or two per item); a session's order (each unit next to the
+    units before and after it, by first item) is worked out only when a search asks for a unit of that
+    session, and kept until the next write. At a million items the eager build (every item placed, every
+    session ordered) cost 24 s of a new process's first search; what a search reads is the neighbours of its
+    candidates, a few hundred units."""
 
     generation: int
     collapse: str | None = None  # the collapse key the units were read with (SearchOptions.collapse)
     seq: int = 0
-    neighbours: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
-    rids: dict[Any, list[int]] = field(default_factory=dict)
+    facts: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # rid -> (unit, speaker, session, ...)
+    unit_rids: dict[Any, list[int]] = field(default_factory=dict)  # unit -> its items, in rid order
+    by_session: dict[Any, list[int]] = field(default_factory=dict)  # session -> its items, in rid order
     spans: dict[Any, list[Span]] = field(default_factory=dict)
-    key_of: dict[int, Any] = field(default_factory=dict)  # rid -> its unit's key
-    session_of: dict[Any, Any] = field(default_factory=dict)  # unit key -> session
-    in_session: dict[Any, set[Any]] = field(default_factory=dict)  # session -> its unit keys
+    _orders: dict[Any, dict[Any, tuple[Any, ...]]] = field(
+        default_factory=dict
+    )  # session -> key -> neighbours
+    _where: dict[int, tuple[Any, Any]] | None = (
+        None  # rid -> (unit, session) as placed; made at the first move
+    )
 
-    def place(self, rid: int, fact: tuple[Any, ...] | None, dirty: set[Any]) -> None:
-        """Move ``rid`` to the unit its ``fact`` names (None: the item is gone); ``dirty`` collects the
-        sessions whose order changed."""
-        old = self.key_of.pop(rid, None)
+    def fill(self, facts: dict[int, tuple[Any, ...]]) -> None:
+        """All of ``facts`` (an empty layout)."""
+        self.facts = facts
+        if isinstance(facts, Rows):  # loaded from a file: grouped from its columns
+            self.unit_rids, self.by_session = facts.groups("unit"), facts.groups("session")
+            return
+        unit_rids, by_session = self.unit_rids, self.by_session
+        for rid in sorted(facts):
+            f = facts[rid]
+            if f[0] is not None:
+                unit_rids.setdefault(f[0], []).append(rid)
+            if f[2] is not None:
+                by_session.setdefault(f[2], []).append(rid)
+
+    def rids_of(self, key: Any) -> list[int]:
+        """The items of unit ``key`` in rid order (none when it is not a live unit)."""
+        kind, value = key
+        if kind == "u":
+            return self.unit_rids.get(value, [])
+        got = self.facts.get(value)
+        return [value] if got is not None and got[0] is None else []
+
+    def session_of(self, key: Any) -> Any:
+        """A unit's session: its first item's."""
+        rids = self.rids_of(key)
+        return self.facts[rids[0]][2] if rids else None
+
+    def neighbours_of(self, key: Any) -> tuple[Any, ...]:
+        """The units just before and after ``key`` in its session (by first item)."""
+        session = self.session_of(key)
+        if session is None:
+            return ()
+        order = self._orders.get(session)
+        if order is None:
+            facts = self.facts
+            keys = [
+                k
+                for k in dict.fromkeys(_key(r, facts[r][0]) for r in self.by_session.get(session, ()))
+                if self.session_of(k) == session
+            ]
+            order = self._orders[session] = {
+                k: tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys)) for i, k in enumerate(keys)
+            }
+        return order.get(key, ())
+
+    def place(self, rid: int, fact: tuple[Any, ...] | None) -> None:
+        """Move ``rid`` to the unit and session its ``fact`` names (None: the item is gone)."""
+        if self._where is None:  # where each item was placed: from the lists, once
+            where: dict[int, tuple[Any, Any]] = {}
+            for unit, rids in self.unit_rids.items():
+                where.update(dict.fromkeys(rids, (unit, None)))
+            for session, rids in self.by_session.items():
+                for r in rids:
+                    where[r] = (where.get(r, (None, None))[0], session)
+            self._where = where
+        self._orders.clear()  # cheap to work out again for the few sessions a search asks for
+        self.spans.pop(("r", rid), None)
+        old = self._where.pop(rid, None)
         if old is not None:
-            self.spans.pop(old, None)
-            rids = self.rids[old]
-            rids.remove(rid)
-            if not rids:
-                del self.rids[old]
-                self.neighbours.pop(old, None)
-                session = self.session_of.pop(old, None)
-                if session is not None:
-                    self.in_session[session].discard(old)
-                    dirty.add(session)
-            elif self.session_of.get(old) is not None:
-                dirty.add(self.session_of[old])
+            unit, session = old
+            for lists, k in ((self.unit_rids, unit), (self.by_session, session)):
+                if k is not None:
+                    rids = lists[k]
+                    del rids[bisect_left(rids, rid)]
+                    if not rids:
+                        del lists[k]
+            self.spans.pop(_key(rid, unit), None)
         if fact is None:
             return
-        unit, _, session = fact[:3]
-        key = ("u", unit) if unit is not None else ("r", rid)
-        self.key_of[rid] = key
-        self.spans.pop(key, None)
-        if key not in self.rids:
-            self.rids[key] = []
-            self.session_of[key] = session
-            if session is not None:
-                self.in_session.setdefault(session, set()).add(key)
-        insort(self.rids[key], rid)
-        if self.session_of[key] is not None:
-            dirty.add(self.session_of[key])
-
-    def order(self, sessions: set[Any]) -> None:
-        """Each unit of ``sessions`` next to the units before and after it (by first item)."""
-        for session in sessions:
-            keys = sorted(self.in_session.get(session, ()), key=lambda k: self.rids[k][0])
-            for i, k in enumerate(keys):
-                self.neighbours[k] = tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys))
+        unit, session = fact[0], fact[2]
+        if unit is not None or session is not None:
+            self._where[rid] = (unit, session)
+        for lists, k in ((self.unit_rids, unit), (self.by_session, session)):
+            if k is not None:
+                insort(lists.setdefault(k, []), rid)
+        self.spans.pop(_key(rid, unit), None)
 
 
 class Rescorer:
@@ -116,30 +171,26 @@ class Rescorer:
 
         def build(generation: int) -> _Layout:
             lay = _Layout(generation, collapse)
-            dirty: set[Any] = set()
-            for rid in sorted(facts):
-                lay.place(rid, facts[rid], dirty)
-            lay.order(dirty)
+            lay.fill(facts)
             lay.seq = seq or 0
             fresh.append(lay)
             return lay
 
         lay = self._layouts.current(ns, collapse, build=build)
+        lay.facts = facts
         if fresh:
             return lay
         if seq is not None and seq > lay.seq:
-            dirty = set()
             for rid in self.index.store.changed_rids(ns, lay.seq, seq):
-                lay.place(rid, facts.get(rid), dirty)
-            lay.order(dirty)
+                lay.place(rid, facts.get(rid))
             lay.seq = seq
         return lay
 
     def _spans(self, lay: _Layout, keys: list[Any], date_of: dict[Any, Any]) -> None:
-        todo = [k for k in keys if k not in lay.spans and k in lay.rids]
+        todo = [k for k in keys if k not in lay.spans and lay.rids_of(k)]
         if not todo:
             return
-        first = {lay.rids[k][0]: k for k in todo}
+        first = {lay.rids_of(k)[0]: k for k in todo}
         for rid, text in self.index.store.texts_of(list(first), plain=True):
             k = first[rid]
             lay.spans[k] = turn_spans(text or "", parse_day(date_of.get(k)))
@@ -148,10 +199,10 @@ class Rescorer:
         if qv is None or idx is None:
             return {}
         # each key's first item that has a vector
-        cos = idx.cosines(list(dict.fromkeys(r for k in keys for r in lay.rids.get(k, ()))), qv)
+        cos = idx.cosines(list(dict.fromkeys(r for k in keys for r in lay.rids_of(k))), qv)
         out: dict[Any, float] = {}
         for k in keys:
-            s = next((cos[r] for r in lay.rids.get(k, ()) if r in cos), None)
+            s = next((cos[r] for r in lay.rids_of(k) if r in cos), None)
             if s is not None:
                 out[k] = float(s)
         return out
@@ -194,12 +245,10 @@ class Rescorer:
         own: dict[Any, float] = {}
         if (opts.window > 0 or opts.rerank) and qv is not None:
             keys = list(fused)
-            near = {n for k in keys for n in lay.neighbours.get(k, ())}
+            near = {n for k in keys for n in lay.neighbours_of(k)}
             cos = self._cosines(idx, qv, lay, list({*keys, *near}))
             own = {k: cos[k] for k in keys if k in cos}
-            window = {
-                k: max([cos[n] for n in lay.neighbours.get(k, ()) if n in cos], default=-1.0) for k in keys
-            }
+            window = {k: max([cos[n] for n in lay.neighbours_of(k) if n in cos], default=-1.0) for k in keys}
             if opts.window > 0 and own:
                 best = {k: max(own[k], window[k]) for k in own}
                 lo, hi = min(best.values()), max(best.values())
@@ -296,7 +345,7 @@ class Rescorer:
                 float(when and bool(f[4])),
                 len(q_terms & set(terms)) / len(q_terms) if q_terms else 0.0,
                 min(len(q_ents & unit.entities), 3) / 3 if unit is not None else 0.0,
-                float(any(n in first5 for n in lay.neighbours.get(k, ()))),
+                float(any(n in first5 for n in lay.neighbours_of(k))),
                 math.log1p(sum(terms.values())) / 5,
                 cos * float(abstract),
                 mass.get(f[2], 0.0) / best_mass,

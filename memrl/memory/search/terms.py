@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 #: Names what the units' terms and entities are made of (:func:`content_terms`, the rule tagger, how rows
 #: become units), in the key of the snapshot files: change it whenever the same rows would give other
 #: terms, entities or units, so that old files are not loaded.
-VERSION = 1
+VERSION = 2  # 2: the file's arrays read on demand (1: one JSON value)
 
 
 @dataclass
@@ -50,10 +51,11 @@ class NamespaceTerms:
     tagger: str
     keys: tuple[str | None, str | None] = (None, None)  # (collapse, speaker_key) the units were read with
     seq: int = 0
-    unit_of: dict[int, Any] = field(default_factory=dict)  # rid -> unit key
-    units: dict[Any, Unit] = field(default_factory=dict)
-    entity_units: dict[str, set[Any]] = field(default_factory=dict)  # entity -> unit keys
-    session_tf: dict[str, dict[Any, int]] = field(default_factory=dict)  # term -> {session: count}
+    # dicts, or terms_files.Packed ones over a loaded snapshot file (the same interface)
+    unit_of: MutableMapping[int, Any] = field(default_factory=dict)  # rid -> unit key
+    units: MutableMapping[Any, Unit] = field(default_factory=dict)
+    entity_units: MutableMapping[str, set[Any]] = field(default_factory=dict)  # entity -> unit keys
+    session_tf: MutableMapping[str, dict[Any, int]] = field(default_factory=dict)  # term -> {session: count}
     session_len: dict[Any, int] = field(default_factory=dict)  # session -> number of terms
 
     def _count(self, unit: Unit, sign: int) -> None:
@@ -98,21 +100,19 @@ class NamespaceTerms:
                 self.entity_units.setdefault(e, set()).add(key)
         unit.rids.add(rid)
 
-    def restore(self, parts: dict[str, Any]) -> None:
-        """Fill these (empty) terms with what a snapshot file holds (:mod:`memrl.memory.search.terms_files`);
-        ValueError (or TypeError, KeyError) when its parts do not fit together."""
-        keys = [(kind, value) for kind, value in parts["keys"]]
-        rids, sessions, terms, entities = (parts[k] for k in ("rids", "sessions", "terms", "entities"))
-        if not len(rids) == len(sessions) == len(terms) == len(entities) == len(keys):
-            raise ValueError("snapshot columns of unequal length")
-        units = map(Unit, map(set, rids), sessions, terms, map(set, entities))
-        self.units = dict(zip(keys, units, strict=True))
-        self.unit_of = {r: k for k, held in zip(keys, rids, strict=True) for r in held}
-        if len(self.units) != len(keys) or len(self.unit_of) != sum(map(len, rids)):
-            raise ValueError("a unit or a rid twice")
-        self.session_tf = {t: dict(zip(s, c, strict=True)) for t, s, c in parts["session_tf"]}
-        self.session_len = dict(zip(*parts["session_len"], strict=True))
-        self.entity_units = {e: set(map(keys.__getitem__, held)) for e, held in parts["entity_units"]}
+    def restore(self, arrays: dict[str, Any]) -> None:
+        """Make these (empty) terms those of a snapshot file's ``arrays``
+        (:mod:`memrl.memory.search.terms_files`: read from them on demand); ValueError (or KeyError,
+        IndexError) when its parts do not fit together."""
+        loaded = terms_files.Loaded(arrays, Unit)
+        self.units, self.unit_of = loaded.units(), loaded.unit_of()
+        self.session_tf, self.entity_units = loaded.session_tf(), loaded.entity_units()
+        self.session_len = loaded.session_len()
+
+    def holders(self, entity: str) -> int:
+        """How many units name ``entity`` (without reading which, from a loaded file)."""
+        eu = self.entity_units
+        return eu.size(entity) if isinstance(eu, terms_files.Packed) else len(eu.get(entity, ()))
 
 
 class TermIndex:

@@ -1,0 +1,164 @@
+"""A new process's first search of one big namespace (a million items by default), with the index snapshot
+files and without them (issue 59: a first query under a second at 1M).
+
+The store is bench/store_data.py's texts and 384-d vectors as bench/peers.py stores them (sessions of 20,
+SQLite, the HNSW graph, ``<db>.index/`` written by the building process's searches and close). It is built
+once at ``--store`` when that file does not exist (at 1M about 40 minutes on 2 cores: the insert, then the
+graph and every snapshot at the first searches) and kept, so that the timings can be repeated. Each timing
+is a fresh interpreter that opens the store and searches once in one mode:
+
+- ``dense``: memrl's vector search (``PLAIN`` options, as the peers' rows);
+- ``default``: dense mode with the default options (the neighbour window and the re-scorer);
+- ``bm25``, ``hybrid``: the default options.
+
+Cases: ``loaded`` (the files as the last process left them) and ``without`` (``<db>.index`` moved aside
+first, the ANN graph file kept; what the process saves is deleted afterwards and the files put back: the
+cost of a store without snapshots). Each child reports its import, open and first-search times and which
+indexes it took from files. Medians over ``--repeats``; the last line of stdout is one JSON object.
+
+Run::
+
+    nice -n 5 .venv/bin/python -m bench.cold_1m --store /tmp/cold/s1m.db              # builds it first if absent
+    nice -n 5 .venv/bin/python -m bench.cold_1m --store /tmp/cold/s1m.db --cases loaded,without --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MODES = ("dense", "default", "bm25", "hybrid")
+QUERY = "cold query trounroukpaik"
+
+CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from bench import peers
+from bench.store_data import DIM
+p = peers.MemrlPeer(__import__("pathlib").Path(sys.argv[1]))
+import memrl
+t1 = time.perf_counter()
+p.open()
+t2 = time.perf_counter()
+mode, text = sys.argv[2], sys.argv[3]
+q = np.ones(DIM, dtype=np.float32) / DIM**0.5
+if mode == "dense":
+    hits = p.dense(q, 10, text)
+elif mode == "default":
+    hits = p._search(text, q, "dense", 10)
+elif mode == "bm25":
+    hits = p.text(text, 10)
+else:
+    hits = p.hybrid(text, q, 10)
+t3 = time.perf_counter()
+index = p.mem.index
+origins = {}
+for ns, s in index.facts._cache.items():
+    origins["facts"] = s.origin
+dense = getattr(index, "_indexes", {}) or {}
+for ns, idx in getattr(dense, "items", lambda: [])():
+    origins["dense"] = getattr(idx, "origin", None)
+for ns, nt in index.terms._cache.items():
+    origins["terms"] = "snapshot" if type(nt.units).__name__ == "Packed" else "store"
+print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3, "first_ms": (t3 - t2) * 1e3,
+                  "hits": hits, "from_files": origins}))
+"""
+
+
+def build(store: Path, n: int, query: str) -> dict[str, float]:
+    """The store of ``n`` items at ``store``, searched once in every mode and closed (which writes its files)."""
+    from bench import peers
+    from bench.store_data import make_corpus
+
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    corpus = make_corpus(0, n, 20_000)
+    p = peers.MemrlPeer(store)
+    p.insert(corpus.texts[:n], corpus.vectors[:n])
+    times["insert_s"] = time.perf_counter() - t
+    for mode in MODES:  # each builds (and saves) what its mode needs
+        t = time.perf_counter()
+        child_search(p, mode, corpus.vectors[0], query)
+        times[f"first_{mode}_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    p.loop.run_until_complete(p.mem.close())
+    times["close_s"] = time.perf_counter() - t
+    return {k: round(v, 1) for k, v in times.items()}
+
+
+def child_search(p: Any, mode: str, q: Any, query: str) -> list[int]:
+    if mode == "dense":
+        return p.dense(q, 10, query)
+    if mode == "default":
+        return p._search(query, q, "dense", 10)
+    if mode == "bm25":
+        return p.text(query, 10)
+    return p.hybrid(query, q, 10)
+
+
+def run_child(store: Path, mode: str, query: str) -> dict:
+    cmd = [sys.executable, "-c", CHILD, str(store), mode, query]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+
+
+def without_files(store: Path, mode: str, query: str) -> dict:
+    """One child with ``<db>.index`` moved aside; what it writes is deleted and the files put back."""
+    index, aside = Path(f"{store}.index"), Path(f"{store}.index.aside")
+    index.rename(aside)
+    try:
+        return run_child(store, mode, query)
+    finally:
+        shutil.rmtree(index, ignore_errors=True)
+        aside.rename(index)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--store", type=Path, required=True, help="the store's SQLite file (built when absent)")
+    p.add_argument("--n", type=int, default=1_000_000, help="items, when the store is built")
+    p.add_argument("--modes", default=",".join(MODES), help="search modes timed, comma-separated")
+    p.add_argument("--cases", default="loaded", help="loaded and/or without (the files moved aside)")
+    p.add_argument("--repeats", type=int, default=2, help="fresh processes per mode and case (medians)")
+    p.add_argument("--query", default=QUERY, help="the query's text (its vector: a fixed unit vector)")
+    args = p.parse_args(argv)
+    row: dict = {"store": str(args.store), "repeats": args.repeats, "query": args.query}
+    if not args.store.exists():
+        args.store.parent.mkdir(parents=True, exist_ok=True)
+        row["build"] = build(args.store, args.n, args.query)
+        print(f"built {args.n} items: {row['build']}", flush=True)
+    index = Path(f"{args.store}.index")
+    row["index_mb"] = round(sum(f.stat().st_size for f in index.glob("*")) / 2**20, 1)
+    for mode in args.modes.split(","):
+        out: dict = {}
+        for case in args.cases.split(","):
+            if case not in ("loaded", "without"):
+                raise SystemExit(f"unknown case {case!r}: use loaded and/or without")
+            runs = [
+                (run_child if case == "loaded" else without_files)(args.store, mode, args.query)
+                for _ in range(args.repeats)
+            ]
+            out[case] = {
+                k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if k.endswith("_ms")
+            }
+            out[case]["from_files"] = runs[-1]["from_files"]
+            out[case]["hits"] = runs[0]["hits"]
+            print(f"{mode} {case}: first search {out[case]['first_ms']} ms (open {out[case]['open_ms']} ms, "
+                  f"import {out[case]['import_ms']} ms), from files: {out[case]['from_files']}", flush=True)  # fmt: skip
+        hits = [c.pop("hits") for c in out.values()]
+        out["same_results"] = all(h == hits[0] for h in hits)
+        out["hits"] = len(hits[0])
+        row[mode] = out
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

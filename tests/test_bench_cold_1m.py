@@ -1,0 +1,45 @@
+"""Smoke run of bench/cold_1m.py on a small store: it is built once, then every mode's first search in a
+fresh interpreter takes its indexes from the snapshot files in the loaded case and from the database with
+the files moved aside, with the same hits; the files are put back and nothing the second case wrote stays."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import cold_1m
+from bench.store_data import make_corpus
+
+
+def test_first_searches_with_and_without_the_files(capsys, tmp_path):
+    store = tmp_path / "s.db"
+    query = " ".join(make_corpus(0, 1500, 20_000).texts[700].split()[:4])  # words the store holds
+    argv = [
+        "--store",
+        str(store),
+        "--n",
+        "1500",
+        "--cases",
+        "loaded,without",
+        "--repeats",
+        "1",
+        "--query",
+        query,
+    ]
+    cold_1m.main(argv)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out["build"]) >= {"insert_s", "close_s"} and out["index_mb"] > 0
+    files = sorted(p.name for p in Path(f"{store}.index").iterdir())
+    for mode in cold_1m.MODES:
+        row = out[mode]
+        assert row["same_results"] and row["hits"] > 0, mode
+        loaded, without = row["loaded"], row["without"]
+        assert loaded["first_ms"] > 0 and without["first_ms"] > 0
+        if mode in ("dense", "default", "hybrid"):
+            assert (loaded["from_files"]["dense"], without["from_files"]["dense"]) == ("snapshot", "store")
+        if mode != "dense":  # the facts: every mode but plain vector search reads them
+            assert (loaded["from_files"]["facts"], without["from_files"]["facts"]) == ("snapshot", "store")
+        if mode in ("bm25", "hybrid"):
+            assert (loaded["from_files"]["terms"], without["from_files"]["terms"]) == ("snapshot", "store")
+    assert sorted(p.name for p in Path(f"{store}.index").iterdir()) == files
+    assert not Path(f"{store}.index.aside").exists()

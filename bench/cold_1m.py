@@ -13,8 +13,9 @@ is a fresh interpreter that opens the store and searches once in one mode:
 
 Cases: ``loaded`` (the files as the last process left them) and ``without`` (``<db>.index`` moved aside
 first, the ANN graph file kept; what the process saves is deleted afterwards and the files put back: the
-cost of a store without snapshots). Each child reports its import, open and first-search times and which
-indexes it took from files. Medians over ``--repeats``; the last line of stdout is one JSON object.
+cost of a store without snapshots). Each child reports its import, open and first-search times, which
+indexes it took from files, then the median of ``--warm`` more searches in the same mode and its resident
+memory (anonymous: what the process holds; file-backed: mapped snapshot pages, reclaimable). Medians over ``--repeats``; the last line of stdout is one JSON object.
 
 Run::
 
@@ -60,6 +61,18 @@ elif mode == "bm25":
 else:
     hits = p.hybrid(text, q, 10)
 t3 = time.perf_counter()
+warm = []
+for i in range(int(sys.argv[4])):  # warm searches: the same mode, other words
+    t = time.perf_counter()
+    {"dense": lambda: p.dense(q, 10, text), "default": lambda: p._search(text, q, "dense", 10),
+     "bm25": lambda: p.text(f"{text} w{i}", 10), "hybrid": lambda: p.hybrid(f"{text} w{i}", q, 10)}[mode]()
+    warm.append((time.perf_counter() - t) * 1e3)
+mem = {}
+with open("/proc/self/status", encoding="ascii") as f:
+    for line in f:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            mem[key] = round(int(value.split()[0]) / 1024, 1)
 index = p.mem.index
 origins = {}
 for ns, s in index.facts._cache.items():
@@ -69,8 +82,11 @@ for ns, idx in getattr(dense, "items", lambda: [])():
     origins["dense"] = getattr(idx, "origin", None)
 for ns, nt in index.terms._cache.items():
     origins["terms"] = "snapshot" if type(nt.units).__name__ == "Packed" else "store"
+warm.sort()
 print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3, "first_ms": (t3 - t2) * 1e3,
-                  "hits": hits, "from_files": origins}))
+                  "warm_p50_ms": warm[len(warm) // 2] if warm else 0.0, "rss_mb": mem.get("VmRSS", 0.0),
+                  "rss_peak_mb": mem.get("VmHWM", 0.0), "rss_anon_mb": mem.get("RssAnon", 0.0),
+                  "rss_file_mb": mem.get("RssFile", 0.0), "hits": hits, "from_files": origins}))
 """
 
 
@@ -105,17 +121,17 @@ def child_search(p: Any, mode: str, q: Any, query: str) -> list[int]:
     return p.hybrid(query, q, 10)
 
 
-def run_child(store: Path, mode: str, query: str) -> dict:
-    cmd = [sys.executable, "-c", CHILD, str(store), mode, query]
+def run_child(store: Path, mode: str, query: str, warm: int = 0) -> dict:
+    cmd = [sys.executable, "-c", CHILD, str(store), mode, query, str(warm)]
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
 
 
-def without_files(store: Path, mode: str, query: str) -> dict:
+def without_files(store: Path, mode: str, query: str, warm: int = 0) -> dict:
     """One child with ``<db>.index`` moved aside; what it writes is deleted and the files put back."""
     index, aside = Path(f"{store}.index"), Path(f"{store}.index.aside")
     index.rename(aside)
     try:
-        return run_child(store, mode, query)
+        return run_child(store, mode, query, warm)
     finally:
         shutil.rmtree(index, ignore_errors=True)
         aside.rename(index)
@@ -128,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--modes", default=",".join(MODES), help="search modes timed, comma-separated")
     p.add_argument("--cases", default="loaded", help="loaded and/or without (the files moved aside)")
     p.add_argument("--repeats", type=int, default=2, help="fresh processes per mode and case (medians)")
+    p.add_argument("--warm", type=int, default=20, help="searches after the first, for warm p50 and memory")
     p.add_argument("--query", default=QUERY, help="the query's text (its vector: a fixed unit vector)")
     args = p.parse_args(argv)
     row: dict = {"store": str(args.store), "repeats": args.repeats, "query": args.query}
@@ -143,11 +160,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             if case not in ("loaded", "without"):
                 raise SystemExit(f"unknown case {case!r}: use loaded and/or without")
             runs = [
-                (run_child if case == "loaded" else without_files)(args.store, mode, args.query)
+                (run_child if case == "loaded" else without_files)(args.store, mode, args.query, args.warm)
                 for _ in range(args.repeats)
             ]
             out[case] = {
-                k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if k.endswith("_ms")
+                k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if k.endswith(("_ms", "_mb"))
             }
             out[case]["from_files"] = runs[-1]["from_files"]
             out[case]["hits"] = runs[0]["hits"]

@@ -164,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for _ in range(args.repeats)
             ]
             out[case] = {
-                k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if k.endswith(("_ms", "_mb"))
+                k: round(statistics.median(r[k] for r in runs), 1)
+                for k in runs[0]
+                if k.endswith(("_ms", "_mb"))
             }
             out[case]["from_files"] = runs[-1]["from_files"]
             out[case]["hits"] = runs[0]["hits"]

@@ -220,3 +220,37 @@ async def test_a_new_process_maps_the_files(tmp_path):
     want = await results(r)
     await r.close()
     assert child["hits"] == [[list(h) for h in hits] for hits in want[:-1]]
+
+
+async def test_files_no_process_can_load_are_removed_on_close(tmp_path):
+    """Closing a store deletes the snapshot and graph files of a namespace that was dropped or reset (its
+    generation moved on), unreadable files and a killed writer's old temporary files; the live namespace's
+    files stay and load."""
+    path = tmp_path / "m.db"
+    m = memory(path)
+    m.index.ann_min = 1  # a graph file too
+    for ns in (NS, "bob", "carol"):
+        await m.add_many(items(30, seed=len(ns)), namespace=ns)
+        await results(m, ns)
+    await m.close()
+    index, ann = Path(f"{path}.index"), Path(f"{path}.ann")
+    of = {
+        ns: {f for f in index.glob("*.snap") if snapshot.head(f)["ns"] == ns} for ns in (NS, "bob", "carol")
+    }
+    assert all(of.values()) and len(list(ann.glob("*.npz"))) == 3
+    junk = index / "junk.snap"
+    junk.write_bytes(b"not a snapshot")
+    old_tmp, new_tmp = index / "x.snap.99999.tmp", index / "y.snap.99998.tmp"
+    for t in (old_tmp, new_tmp):
+        t.write_bytes(b"partial")
+    os.utime(old_tmp, (0, 0))
+    m = memory(path)
+    m.store.drop_namespace("bob")
+    await m.reset(namespace="carol")
+    await m.close()
+    left = set(index.iterdir())
+    assert of[NS] <= left and not (of["bob"] | of["carol"]) & left
+    assert junk not in left and old_tmp not in left and new_tmp in left
+    graphs = [json.loads(np.load(f)["meta"].tobytes())["ns"] for f in ann.glob("*.npz")]
+    assert graphs == [NS] and len(list(ann.glob("*.faiss"))) == 1
+    await assert_as_rebuilt(path, tmp_path, loaded=True)

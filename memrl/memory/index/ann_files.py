@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,41 @@ def graph_path(db: str, ns: str, model: str) -> Path | None:
         return None
     key = hashlib.sha256(f"{ns}\0{model}".encode()).hexdigest()[:32]
     return Path(db + ".ann") / f"{key}.npz"
+
+
+def prune(store: Any, now: float | None = None) -> list[Path]:
+    """Delete the graph files beside ``store`` that no process can load again: those of a namespace's
+    generation it no longer has (as :func:`memrl.memory.index.snapshot.prune` does for the snapshots),
+    unreadable ones, and temporary or orphaned index files older than ``snapshot.TMP_AGE``."""
+    from memrl.memory.index.snapshot import TMP_AGE
+
+    probe = graph_path(getattr(store, "path", None) or "", "", "")
+    if probe is None or not probe.parent.is_dir():
+        return []
+    now = time.time() if now is None else now
+    gone: list[Path] = []
+    for f in sorted(probe.parent.iterdir()):
+        try:
+            if ".tmp." in f.name or (f.suffix == ".faiss" and not f.with_suffix(".npz").exists()):
+                drop = [f] if now - f.stat().st_mtime > TMP_AGE else []
+            elif f.suffix == ".npz":
+                try:
+                    with np.load(f) as z:
+                        meta = json.loads(z["meta"].tobytes())
+                    gen = meta["generation"]
+                    stale = not isinstance(gen, int) or gen < store.generation(meta["ns"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    stale = True
+                drop = [f, index_path(f)] if stale else []
+            else:
+                continue
+            for d in drop:
+                if d.exists():
+                    d.unlink()
+                    gone.append(d)
+        except OSError:
+            continue
+    return gone
 
 
 def file_checksum(path: Path) -> int:

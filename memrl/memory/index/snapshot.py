@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import struct
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,60 @@ def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], 
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
     return meta, arrays
+
+
+def head(path: Path) -> dict[str, Any] | None:
+    """The meta of the snapshot at ``path`` (its header alone), or None when it is not one of this format."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > path.stat().st_size:
+                return None
+            got = json.loads(f.read(n))
+        return got["meta"] if got.get("format") == FORMAT and isinstance(got.get("meta"), dict) else None
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+
+
+#: A temporary file (``NAME.PID.tmp``) older than this is a killed writer's, not one being written.
+TMP_AGE = 3600.0
+
+
+def prune(store: Any, now: float | None = None) -> list[Path]:
+    """Delete the snapshot files beside ``store`` that no process can load again: a namespace's files of a
+    generation it no longer has (dropped, reset, cloned over, replaced by an import: generations only
+    grow), files that are not snapshots of this format, and temporary files older than :data:`TMP_AGE`
+    (a writer killed before its rename). Returns what was deleted. Files of other options (another model
+    or analyzer) are kept: a search with those options loads them."""
+    db = getattr(store, "path", None)
+    probe = snapshot_path(db, "", "", "")
+    if probe is None or not probe.parent.is_dir():
+        return []
+    now = time.time() if now is None else now
+    gone: list[Path] = []
+    generations: dict[str, int] = {}
+    for f in sorted(probe.parent.iterdir()):
+        try:
+            if f.name.endswith(".tmp"):
+                stale = now - f.stat().st_mtime > TMP_AGE
+            elif f.suffix == ".snap":
+                meta = head(f)
+                ns = meta.get("ns") if meta is not None else None
+                if isinstance(ns, str) and ns not in generations:
+                    generations[ns] = store.generation(ns)
+                gen = meta.get("generation") if meta is not None else None
+                # older than the namespace now (one written since for a newer generation stays)
+                stale = not isinstance(ns, str) or not isinstance(gen, int) or gen < generations[ns]
+            else:
+                continue
+            if stale:
+                f.unlink()
+                gone.append(f)
+        except OSError:  # removed by another process meanwhile, or not ours to remove
+            continue
+    return gone
 
 
 def pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ from memrl.memory.analysis.query import asks_abstract, asks_aggregate, named_in
 from memrl.memory.analysis.terms import content_terms
 from memrl.memory.analysis.words import STOPWORDS, TOKEN, query_words, strip_question_words
 from memrl.memory.embedders.base import Embedder
+from memrl.memory.index import ann_files, snapshot
 from memrl.memory.index.dense import DenseIndexes
 from memrl.memory.records.types import TYPE_CODE, SearchHit
 from memrl.memory.search.adaptive import dense_weight, features
@@ -110,6 +111,9 @@ class SearchIndex(DenseIndexes):
             save = getattr(part, "save_snapshots", None)  # Postgres ranks in the database: nothing to save
             if save is not None:
                 save()
+        # what no process can load again (files of dropped, reset or replaced namespaces; a killed writer's)
+        snapshot.prune(self.store)
+        ann_files.prune(self.store)
 
     def forget(self, ns: str) -> None:
         super().forget(ns)

@@ -63,7 +63,9 @@ async def assert_ann_is_exact(m: AsyncMemory, ns: str = "alice", exact: AsyncMem
             assert [(h.item.id, h.score) for h in a] == [(h.item.id, h.score) for h in b]
 
 
-async def test_ann_equals_exact_after_every_write(tmp_path):
+@pytest.mark.parametrize("codes", ["sq8", "flat"])
+async def test_ann_equals_exact_after_every_write(tmp_path, monkeypatch, codes):
+    monkeypatch.setattr(ann.AnnGraph, "CODES", codes)
     m = memory(str(tmp_path / "m.db"))
     ex = memory(m.store.path, "numpy")
     added = await m.add_many(items(120))
@@ -102,8 +104,27 @@ async def test_ann_equals_exact_after_every_write(tmp_path):
     await m.reset(namespace="episode")
     await m.add_many(items(50, seed=3), namespace="episode")
     await assert_ann_is_exact(m, "episode", ex)
+    kind = type(m.index._indexes.current("alice").ann.index).__name__
+    assert kind == {"sq8": "IndexHNSWSQ", "flat": "IndexHNSWFlat"}[codes]
     await m.close()
     await ex.close()
+
+
+def test_8bit_codes_hold_their_vectors_within_a_step_and_no_other():
+    """The load check of an 8-bit graph: each stored vector is within a quantization step of the one
+    added (clipped to the trained range: a later vector outside it is stored at the edge); a vector moved
+    by a few steps in one dimension is not the one stored."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    g = ann.AnnGraph(32)
+    assert g.CODES == "sq8"
+    g._add(np.arange(200), x[:200])
+    g._add(np.arange(200, 300), 1.5 * x[200:])  # past the range the codes were trained on
+    assert all(g.holds(i, v) for i, v in enumerate([*x[:200], *(1.5 * x[200:])]))
+    moved = x[7].copy()
+    moved[3] += 0.05
+    assert not g.holds(7, moved) and not g.holds(7, x[8])
 
 
 async def test_writes_of_another_process_are_followed(tmp_path):

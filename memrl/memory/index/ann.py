@@ -2,9 +2,9 @@
 
 :class:`AnnGraph` only proposes candidates: :class:`~memrl.memory.index.dense.DenseIndex` re-scores them exactly
 from its own matrix, so a hit's score is the exact path's to the bit, and a graph that lags the store is
-never wrong, only less useful. The graph is faiss's ``IndexHNSWFlat`` (inner product; M 32, efConstruction
-64), chosen by ``bench/ann_choice.py`` over faiss IVF and usearch (hnswlib has no wheel): figures in
-docs/store.md. faiss is optional (``pip install memrl[ann]``) and imported only when a graph is built.
+never wrong, only less useful. The graph is faiss's HNSW (inner product; M 32, efConstruction 64) over 8-bit
+scalar codes (``IndexHNSWSQ``; ``IndexHNSWFlat`` with ``AnnGraph.CODES = "flat"``), chosen by
+``bench/ann_choice.py`` over faiss IVF and usearch (hnswlib has no wheel): figures in docs/store.md. faiss is optional (``pip install memrl[ann]``) and imported only when a graph is built.
 
 The graph keeps positions -> rids. A rid written after the graph was built is *pending* until the next
 :meth:`flush` adds it (HNSW adds incrementally); a rid whose vector changed or that was removed is *stale*:
@@ -16,6 +16,7 @@ Building, following and persisting the graphs of a store is :mod:`memrl.memory.i
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -56,12 +57,23 @@ class AnnGraph:
     EF_CONSTRUCTION = 64
     EF_SEARCH = 64
     WORN = 0.2  # rebuild when this share of the graph is stale
+    #: How a new graph stores its vectors: ``"sq8"`` (8-bit scalar codes, a quarter of float32's memory;
+    #: the graph only proposes candidates, re-scored exactly) or ``"flat"`` (float32); environment variable
+    #: ``MEMRL_ANN_CODES``. A graph loaded from its file keeps the codes it was built with.
+    CODES = os.environ.get("MEMRL_ANN_CODES", "sq8")
 
     def __init__(self, dim: int, index: Any = None, rids: np.ndarray | None = None) -> None:
         faiss = require_faiss()
         self.dim = dim
         if index is None:
-            index = faiss.IndexHNSWFlat(dim, self.M, faiss.METRIC_INNER_PRODUCT)
+            if self.CODES == "sq8":
+                index = faiss.IndexHNSWSQ(
+                    dim, faiss.ScalarQuantizer.QT_8bit, self.M, faiss.METRIC_INNER_PRODUCT
+                )
+            elif self.CODES == "flat":
+                index = faiss.IndexHNSWFlat(dim, self.M, faiss.METRIC_INNER_PRODUCT)
+            else:
+                raise ConfigError(f"unknown ANN codes {self.CODES!r}; use sq8 or flat")
             index.hnsw.efConstruction = self.EF_CONSTRUCTION
         self.index = index
         self.rids = np.zeros(0, dtype=np.int64) if rids is None else rids
@@ -89,12 +101,29 @@ class AnnGraph:
     def _add(self, rids: np.ndarray, vectors: np.ndarray) -> None:
         if len(rids):
             self.own()
-            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            if not self.index.is_trained:  # 8-bit codes: each dimension's range, from the first vectors
+                self.index.train(vectors)
+            self.index.add(vectors)
             self.rids = np.concatenate([self.rids, np.asarray(rids, dtype=np.int64)])
             self.placed.update(int(r) for r in rids)
         self.saved = False
 
     # ------------------------------------------------------------------ following the dense index
+    def holds(self, pos: int, vector: np.ndarray) -> bool:
+        """Whether the graph's vector at ``pos`` is ``vector``: bit for bit with float32 codes; with 8-bit
+        codes within a quantization step of ``vector`` clipped to the range the codes were trained on (the
+        graph stores a vector outside it at its edge)."""
+        got = self.index.reconstruct(int(pos))
+        faiss = require_faiss()
+        storage = faiss.downcast_index(self.index.storage)
+        if not isinstance(storage, faiss.IndexScalarQuantizer):
+            return bool(np.array_equal(got, vector))
+        trained = faiss.vector_to_array(storage.sq.trained)
+        lo, span = (trained[: self.dim], trained[self.dim :]) if len(trained) == 2 * self.dim else trained[:2]
+        step = span / 255
+        return bool(np.all(np.abs(got - np.clip(vector, lo, lo + span)) <= step * 1.001 + 1e-6))
+
     def changed(self, rid: int, live: bool) -> None:
         """``rid`` was upserted (``live``) or removed in the dense index."""
         if rid in self.placed:

@@ -277,8 +277,9 @@ def load(path: Path, *, ns: str, model: str, dim: int, generation: int) -> tuple
 
 
 def agrees(graph: AnnGraph, row_of: dict[int, int], matrix: np.ndarray, sample: int = 256) -> bool:
-    """Whether a sample of the graph's fresh (not stale) vectors equals the store's: a file written for
-    another database of the same path, or one whose rows were rewritten, fails here."""
+    """Whether a sample of the graph's fresh (not stale) vectors equals the store's (within the codes'
+    quantization step for 8-bit codes): a file written for another database of the same path, or one whose
+    rows were rewritten, fails here."""
     n = len(graph.rids)
     if n == 0:
         return True
@@ -292,6 +293,6 @@ def agrees(graph: AnnGraph, row_of: dict[int, int], matrix: np.ndarray, sample: 
             return True
     for p in pick:
         row = row_of.get(int(graph.rids[p]))
-        if row is None or not np.array_equal(graph.index.reconstruct(int(p)), matrix[row]):
+        if row is None or not graph.holds(p, matrix[row]):
             return False
     return True

@@ -61,12 +61,25 @@ elif mode == "bm25":
 else:
     hits = p.hybrid(text, q, 10)
 t3 = time.perf_counter()
-warm = []
-for i in range(int(sys.argv[4])):  # warm searches: the same mode, other words
+warm, recall = [], []
+n_warm = int(sys.argv[4])
+if mode != "bm25" and n_warm:  # query vectors near stored ones (as bench/store_data.py's queries)
+    from bench.store_data import QUERY_NOISE
+    from memrl.memory.index.ann import exact_scores
+    idx = p.mem.index._indexes.current(peers.NAMESPACE)
+    rng = np.random.default_rng(0)
+    qs = idx.matrix[rng.integers(0, idx.n, size=n_warm)] + (QUERY_NOISE / DIM**0.5) * rng.standard_normal((n_warm, DIM))
+    qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
+for i in range(n_warm):  # warm searches: the same mode, other words and vectors
+    v = qs[i] if mode != "bm25" else q
     t = time.perf_counter()
-    {"dense": lambda: p.dense(q, 10, text), "default": lambda: p._search(text, q, "dense", 10),
-     "bm25": lambda: p.text(f"{text} w{i}", 10), "hybrid": lambda: p.hybrid(f"{text} w{i}", q, 10)}[mode]()
+    got = {"dense": lambda: p.dense(v, 10, text), "default": lambda: p._search(text, v, "dense", 10),
+           "bm25": lambda: p.text(f"{text} w{i}", 10), "hybrid": lambda: p.hybrid(f"{text} w{i}", v, 10)}[mode]()
     warm.append((time.perf_counter() - t) * 1e3)
+    if mode == "dense":  # memrl's vector search against numpy's exact top 10 over the same matrix
+        exact = idx.rids[np.argsort(-exact_scores(idx.matrix, v), kind="stable")[:10]].tolist()
+        ids = {int(it.id[1:]) for it in p.mem.store.get_many_by_rid(exact).values()}
+        recall.append(len(set(got) & ids) / 10)
 mem = {}
 with open("/proc/self/status", encoding="ascii") as f:
     for line in f:
@@ -84,7 +97,9 @@ for ns, nt in index.terms._cache.items():
     origins["terms"] = "snapshot" if type(nt.units).__name__ == "Packed" else "store"
 warm.sort()
 print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3, "first_ms": (t3 - t2) * 1e3,
-                  "warm_p50_ms": warm[len(warm) // 2] if warm else 0.0, "rss_mb": mem.get("VmRSS", 0.0),
+                  "warm_p50_ms": warm[len(warm) // 2] if warm else 0.0,
+                  "warm_p99_ms": warm[min(len(warm) - 1, int(0.99 * len(warm)))] if warm else 0.0,
+                  "dense_recall_at_10": sum(recall) / len(recall) if recall else None, "rss_mb": mem.get("VmRSS", 0.0),
                   "rss_peak_mb": mem.get("VmHWM", 0.0), "rss_anon_mb": mem.get("RssAnon", 0.0),
                   "rss_file_mb": mem.get("RssFile", 0.0), "hits": hits, "from_files": origins}))
 """
@@ -166,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             out[case] = {
                 k: round(statistics.median(r[k] for r in runs), 1)
                 for k in runs[0]
-                if k.endswith(("_ms", "_mb"))
+                if k.endswith(("_ms", "_mb", "_at_10")) and runs[0][k] is not None
             }
             out[case]["from_files"] = runs[-1]["from_files"]
             out[case]["hits"] = runs[0]["hits"]

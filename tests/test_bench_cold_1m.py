@@ -36,6 +36,8 @@ def test_first_searches_with_and_without_the_files(capsys, tmp_path):
         loaded, without = row["loaded"], row["without"]
         assert loaded["first_ms"] > 0 and without["first_ms"] > 0 and loaded["warm_p50_ms"] > 0
         assert 0 < loaded["rss_anon_mb"] <= loaded["rss_mb"] <= loaded["rss_peak_mb"]
+        if mode == "dense":  # exact below the graph's threshold: numpy's top 10
+            assert loaded["dense_recall_at_10"] == without["dense_recall_at_10"] == 1.0
         if mode in ("dense", "default", "hybrid"):
             assert (loaded["from_files"]["dense"], without["from_files"]["dense"]) == ("snapshot", "store")
         if mode != "dense":  # the facts: every mode but plain vector search reads them

@@ -244,6 +244,9 @@ async def test_files_no_process_can_load_are_removed_on_close(tmp_path):
     for t in (old_tmp, new_tmp):
         t.write_bytes(b"partial")
     os.utime(old_tmp, (0, 0))
+    torn, empty = ann / "torn.npz", ann / "empty.npz"  # a crash mid-save: close must not fail on them
+    torn.write_bytes(b"PK\x03\x04 not a zip")
+    empty.write_bytes(b"")
     m = memory(path)
     m.store.drop_namespace("bob")
     await m.reset(namespace="carol")
@@ -251,6 +254,7 @@ async def test_files_no_process_can_load_are_removed_on_close(tmp_path):
     left = set(index.iterdir())
     assert of[NS] <= left and not (of["bob"] | of["carol"]) & left
     assert junk not in left and old_tmp not in left and new_tmp in left
+    assert not torn.exists() and not empty.exists()
     graphs = [json.loads(np.load(f)["meta"].tobytes())["ns"] for f in ann.glob("*.npz")]
     assert graphs == [NS] and len(list(ann.glob("*.faiss"))) == 1
     await assert_as_rebuilt(path, tmp_path, loaded=True)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def prune(store: Any, now: float | None = None) -> list[Path]:
                         meta = json.loads(z["meta"].tobytes())
                     gen = meta["generation"]
                     stale = not isinstance(gen, int) or gen < store.generation(meta["ns"])
-                except (OSError, ValueError, KeyError, TypeError):
+                except Exception:  # noqa: BLE001 - an empty or torn file (EOFError, BadZipFile, ...): unloadable
                     stale = True
                 drop = [f, index_path(f)] if stale else []
             else:
@@ -268,7 +269,14 @@ def load(path: Path, *, ns: str, model: str, dim: int, generation: int) -> tuple
             g = AnnGraph(dim, index, f["rids"].astype(np.int64))
             g.mapped = mapped
             g.stale = set(f["stale"].tolist())
-    except (OSError, ValueError, KeyError, RuntimeError):
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        RuntimeError,
+        EOFError,
+        zipfile.BadZipFile,
+    ):  # torn or empty: rebuilt
         return None
     if g.index.ntotal != len(g.rids):
         return None

@@ -26,14 +26,15 @@ class Packed(MutableMapping[Any, Any]):
     again comes last, as in a dict).
 
     ``n`` entries in the file; ``index(key)`` is a key's number there (-1: not there), ``decode(i)`` entry
-    ``i``'s value, ``keys()`` the file's keys in order, ``size(i)`` ``len`` of entry ``i``'s value."""
+    ``i``'s value, ``keys()`` the file's (key, number) pairs in order, ``size(i)`` ``len`` of entry ``i``'s
+    value."""
 
     def __init__(
         self,
         n: int,
         index: Callable[[Any], int],
         decode: Callable[[int], Any],
-        keys: Callable[[], Iterator[Any]],
+        keys: Callable[[], Iterator[tuple[Any, int]]],
         size: Callable[[int], int],
     ) -> None:
         self._n, self._index, self._decode, self._keys, self._size = n, index, decode, keys, size
@@ -83,10 +84,20 @@ class Packed(MutableMapping[Any, Any]):
         return self._n - len(self._gone) + len(self._added)
 
     def __iter__(self) -> Iterator[Any]:
-        for k in self._keys():
+        for k, _ in self._keys():
             if k not in self._gone:
                 yield k
         yield from list(self._added)
+
+    def items_once(self) -> Iterator[tuple[Any, Any]]:
+        """Every (key, value) in order, file entries not read so far decoded for this pass only (not kept):
+        what a save of the whole dict reads (``items()`` would look each key up and keep every value)."""
+        for k, i in self._keys():
+            if k in self._gone:
+                continue
+            got = self._read.get(k, _MISSING)
+            yield k, (self._decode(i) if got is _MISSING else got)
+        yield from list(self._added.items())
 
     def overlay(self) -> tuple[set[Any], dict[Any, Any]]:
         """(the file's keys whose entry is not to be taken from the arrays: read, written or deleted since

@@ -147,8 +147,8 @@ class Facts:
 
 def to_arrays(of: MutableMapping[int, tuple[Any, ...]]) -> dict[str, np.ndarray]:
     """Facts ``of`` (rid -> fact) as the file's columns, rows by rid."""
-    rids = sorted(of)
-    rows = [of[r] for r in rids]
+    pairs = sorted(of.items_once() if isinstance(of, Packed) else of.items())  # a loaded file read once
+    rids, rows = [r for r, _ in pairs], [f for _, f in pairs]
     out: dict[str, np.ndarray] = {"rids": np.asarray(rids, dtype=np.int64)}
     for j, name in enumerate(FIELDS):
         number: dict[str, int] = {}
@@ -181,7 +181,9 @@ class Rows(Packed):
             if n and (int(codes.max()) >= len(self.values[f]) or int(codes.min()) < -1):
                 raise ValueError(f"facts column {f} names a value it does not hold")
         self._cache: dict[str, dict[int, Any]] = {f: {} for f in FIELDS}
-        super().__init__(n, self._index, self._row, lambda: iter(rids.tolist()), lambda i: 5)
+        super().__init__(
+            n, self._index, self._row, lambda: zip(rids.tolist(), range(n), strict=True), lambda i: 5
+        )
 
     def _index(self, rid: Any) -> int:
         if not isinstance(rid, int):

@@ -121,6 +121,8 @@ class TermIndex:
     #: A namespace's terms are saved to their snapshot file from this many live items (on
     #: :meth:`save_snapshots` and after a catch-up that read this many rows).
     SNAPSHOT_MIN = 1000
+    #: ... and after a catch-up that read this share of the namespace's items.
+    SAVE_AFTER = 0.1
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -163,9 +165,13 @@ class TermIndex:
                 key = ("u", unit) if collapse and unit is not None else ("r", rid)
                 cache.add(rid, key, session, text, by_rid[rid])
             cache.seq = max(cache.seq, seq)
-        # a cold build (or a long catch-up) is saved at once, so a process killed later leaves its file; not
-        # a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
-        if len(rows) >= self.SNAPSHOT_MIN and ns not in self._clones:
+        # a cold build (or a catch-up of a tenth of the namespace) is saved at once, so a process killed
+        # later leaves its file (a smaller catch-up waits for close: a save at a million units takes seconds);
+        # not a clone made here (an RL episode's copy: a file per episode would cost more than it saves)
+        if (
+            len(rows) >= max(self.SNAPSHOT_MIN, self.SAVE_AFTER * len(cache.unit_of))
+            and ns not in self._clones
+        ):
             self._save(ns, cache)
         return cache
 

@@ -75,9 +75,17 @@ def key(version: int, tagger: str, collapse: str | None, speaker_key: str | None
     )
 
 
+def _number(v: Any) -> Any:
+    """``v`` as the one value a dict takes it for: 1, 1.0 and True are one key; JSON writes them apart."""
+    if isinstance(v, (bool, int, float)) and not (isinstance(v, float) and not v.is_integer()):
+        return int(v)
+    return v
+
+
 def unit_json(key: Any) -> str:
-    """A unit key's canonical JSON (what the file's key column holds and its hashes are of)."""
-    return json.dumps(list(key), separators=(",", ":"))
+    """A unit key's canonical JSON: what the file's key hashes are of, and how a lookup compares a key with
+    the file's (keys a dict holds for one, as ``("u", 1)`` and ``("u", 1.0)``, have one)."""
+    return json.dumps([_number(v) for v in key], separators=(",", ":"))
 
 
 def _csr(rows: list[list[int]], dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray]:
@@ -87,22 +95,28 @@ def _csr(rows: list[list[int]], dtype: Any = np.int64) -> tuple[np.ndarray, np.n
     return flat, offsets
 
 
+def _items(d: Any) -> list[tuple[Any, Any]]:
+    """A dict's items; a loaded one's read once, nothing kept (:meth:`Packed.items_once`)."""
+    return list(d.items_once()) if isinstance(d, Packed) else list(d.items())
+
+
 def to_arrays(nt: Any) -> dict[str, np.ndarray]:
     """``nt`` (a :class:`~memrl.memory.search.terms.NamespaceTerms`) as arrays, its units in its order: the
     keys (JSON, and a sorted hash of each for lookups), each unit's rids, session, term counts and entities
     (term, entity and session numbers into vocabularies), and the postings derived from them (a term's
     sessions and counts, a session's length, an entity's units), rows in the order of the dicts they come
     from. :class:`Loaded` reads them back one entry at a time."""
-    keys = list(nt.units)
-    units = [nt.units[k] for k in keys]
+    pairs = _items(nt.units)
+    keys, units = [k for k, _ in pairs], [u for _, u in pairs]
     number = {k: i for i, k in enumerate(keys)}
-    key_json = [unit_json(k) for k in keys]
+    key_json = [json.dumps(list(k), separators=(",", ":")) for k in keys]  # as held: a load gives them back
     hashes = np.fromiter(
-        (xxhash.xxh3_64_intdigest(j.encode()) for j in key_json), dtype=np.uint64, count=len(keys)
+        (xxhash.xxh3_64_intdigest(unit_json(k).encode()) for k in keys), dtype=np.uint64, count=len(keys)
     )
-    vocab = list(dict.fromkeys([*nt.session_tf, *(t for u in units for t in u.terms)]))
+    session_tf, entity_units = dict(_items(nt.session_tf)), dict(_items(nt.entity_units))
+    vocab = list(dict.fromkeys([*session_tf, *(t for u in units for t in u.terms)]))
     term_no = {t: i for i, t in enumerate(vocab)}
-    ents = list(dict.fromkeys([*nt.entity_units, *(e for u in units for e in u.entities)]))
+    ents = list(dict.fromkeys([*entity_units, *(e for u in units for e in u.entities)]))
     ent_no = {e: i for i, e in enumerate(ents)}
     sessions = list(dict.fromkeys([*nt.session_len, *(u.session for u in units if u.session is not None)]))
     sess_no = {s: i for i, s in enumerate(sessions)}
@@ -110,10 +124,10 @@ def to_arrays(nt: Any) -> dict[str, np.ndarray]:
     tids, t_off = _csr([[term_no[t] for t in u.terms] for u in units], np.int32)
     counts = np.fromiter((c for u in units for c in u.terms.values()), dtype=np.int64, count=len(tids))
     eids, e_off = _csr([[ent_no[e] for e in u.entities] for u in units], np.int32)
-    tf_rows = [nt.session_tf.get(t, {}) for t in vocab]
+    tf_rows = [session_tf.get(t, {}) for t in vocab]
     tf_sess, tf_off = _csr([[sess_no[s] for s in row] for row in tf_rows], np.int32)
     tf_count = np.fromiter((c for row in tf_rows for c in row.values()), dtype=np.int64, count=len(tf_sess))
-    holders, h_off = _csr([[number[k] for k in nt.entity_units.get(e, ())] for e in ents], np.int32)
+    holders, h_off = _csr([[number[k] for k in entity_units.get(e, ())] for e in ents], np.int32)
     order = np.argsort(rids, kind="stable")
     out = {
         "key_hash_order": np.argsort(hashes, kind="stable"),
@@ -142,8 +156,8 @@ def to_arrays(nt: Any) -> dict[str, np.ndarray]:
         ),
         "holders": holders,
         "holder_offsets": h_off,
-        "vocab_has_tf": np.fromiter((t in nt.session_tf for t in vocab), dtype=bool, count=len(vocab)),
-        "ent_has_holders": np.fromiter((e in nt.entity_units for e in ents), dtype=bool, count=len(ents)),
+        "vocab_has_tf": np.fromiter((t in session_tf for t in vocab), dtype=bool, count=len(vocab)),
+        "ent_has_holders": np.fromiter((e in entity_units for e in ents), dtype=bool, count=len(ents)),
         "session_json": snapshot.pack_json(sessions),
     }
     out["key_data"], out["key_offsets"] = snapshot.pack_strings(key_json)
@@ -187,7 +201,7 @@ class Loaded:
         at = int(np.searchsorted(self.sorted_hash, h))
         while at < len(self.sorted_hash) and self.sorted_hash[at] == h:
             i = int(self.a["key_hash_order"][at])
-            if self.key_json[i] == j:
+            if unit_json(self.key(i)) == j:
                 return i
             at += 1
         return -1
@@ -208,7 +222,8 @@ class Loaded:
         offsets = self.a["unit_rid_offsets"]
         return Packed(
             len(self.key_json), self.unit_index, self.decode_unit,
-            lambda: map(self.key, range(len(self.key_json))), lambda i: int(offsets[i + 1] - offsets[i]),
+            lambda: ((self.key(i), i) for i in range(len(self.key_json))),
+            lambda i: int(offsets[i + 1] - offsets[i]),
         )  # fmt: skip
 
     def unit_of(self) -> Packed:
@@ -221,7 +236,7 @@ class Loaded:
         flat = self.a["unit_rids"]
         return Packed(
             len(flat), index, lambda at: self.key(int(self.rid_unit[at])),
-            lambda: iter(flat.tolist()), lambda at: 1,
+            lambda: zip(self.sorted_rids.tolist(), range(len(flat)), strict=True), lambda at: 1,
         )  # fmt: skip
 
     def session_tf(self) -> Packed:
@@ -234,7 +249,7 @@ class Loaded:
                             a["tf_counts"][lo:hi].tolist(), strict=True))  # fmt: skip
 
         return Packed(
-            len(self.term_no), lambda t: self.term_no.get(t, -1), decode, lambda: iter(self.term_no),
+            len(self.term_no), lambda t: self.term_no.get(t, -1), decode, lambda: iter(self.term_no.items()),
             lambda i: int(o[i + 1] - o[i]),
         )  # fmt: skip
 
@@ -246,7 +261,7 @@ class Loaded:
             return set(map(self.key, holders[int(o[i]) : int(o[i + 1])].tolist()))
 
         return Packed(
-            len(self.ent_no), lambda e: self.ent_no.get(e, -1), decode, lambda: iter(self.ent_no),
+            len(self.ent_no), lambda e: self.ent_no.get(e, -1), decode, lambda: iter(self.ent_no.items()),
             lambda i: int(o[i + 1] - o[i]),
         )  # fmt: skip
 

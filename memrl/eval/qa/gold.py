@@ -41,8 +41,8 @@ def corrected_retrieval(rows: list[dict], conversations: list, config: Any) -> d
     """``memrl eval retrieval --gold corrected``: recall@k of the same retrieved turns against the
     corrected evidence (turn level; ``recall_all`` too), per mode and category, beside the original.
     Each row gains ``evidence_corrected`` and ``recall_corrected``."""
-    from memrl.eval.retrieval_report import summarize
-    from memrl.eval.verdicts import corrected_question
+    from memrl.eval.qa.verdicts import corrected_question
+    from memrl.eval.retrieval.report import summarize
     from memrl.scoring.ranking import recall_at_k
 
     corrections = run_corrections(config.data_path, config.audit_path)

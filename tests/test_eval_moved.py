@@ -45,6 +45,17 @@ def test_an_old_path_imports_with_a_warning_and_gives_the_same_objects(old):
         assert public and all(getattr(module, k) is getattr(main, k) for k in public), (old, name)
 
 
+def test_the_old_gold_module_gives_both_halves():
+    sys.modules.pop("memrl.eval.gold", None)
+    with pytest.warns(DeprecationWarning, match="memrl.eval.gold moved to memrl.eval.qa.gold"):
+        from memrl.eval.gold import audit_file, corrected_retrieval, run_corrections
+    from memrl.eval.qa import gold as qa_gold
+    from memrl.eval.retrieval import gold as retrieval_gold
+
+    assert audit_file is qa_gold.audit_file and run_corrections is qa_gold.run_corrections
+    assert corrected_retrieval is retrieval_gold.corrected_retrieval
+
+
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_a_module_that_became_a_package_exports_its_old_names(package):
     module = importlib.import_module(f"memrl.eval.{package}")

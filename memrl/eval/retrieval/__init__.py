@@ -4,6 +4,7 @@
 - ``config``: :class:`RetrievalConfig`, every knob, the bottom the others import;
 - ``search``: the work on the store (build a conversation's namespace, search its questions, score them);
 - ``report``: recall@k, NDCG@k and all@k with intervals, ``report.md``, the plot;
+- ``gold``: the same retrieved turns scored against locomo-audit's corrected evidence;
 - ``ablation``: what each idea of the default settings bought.
 
 Before this package these were flat modules (``memrl.eval.retrieval`` itself,

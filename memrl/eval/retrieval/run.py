@@ -176,7 +176,7 @@ async def aevaluate(
             await memory.close()
     report = summarize(rows, config)
     if config.gold == "corrected":
-        from memrl.eval.qa.gold import corrected_retrieval
+        from memrl.eval.retrieval.gold import corrected_retrieval
 
         report["corrected"] = corrected_retrieval(rows, list(conversations), config)
     report.update(

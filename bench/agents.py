@@ -43,7 +43,7 @@ from memrl.agents.base import SessionResult, create_builder
 from memrl.agents.membuilder import MemBuilderAgent, MemBuilderConfig
 from memrl.data.types import Conversation
 from memrl.eval.qa import QAEvaluation
-from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.eval.qa.config import QAEvalConfig, load_conversations
 from memrl.memory.facade.memory import AsyncMemory
 
 BUILDERS = ("membuilder-full", "membuilder-retrieved", "raw")

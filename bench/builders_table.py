@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memrl.eval.report import latest_rows
+from memrl.eval.qa.report import latest_rows
 from memrl.eval.stats import cluster_bootstrap_ci
 
 CATEGORIES = ("multi-hop", "temporal", "open-domain", "single-hop")

@@ -24,8 +24,8 @@ import time
 
 from memrl.agents.enrich import EnrichConfig, EnrichStats, enrich, llm_from_spec
 from memrl.eval.retrieval import load_conversations
-from memrl.eval.retrieval_config import RetrievalConfig
-from memrl.eval.retrieval_search import build_conversation, namespace_of
+from memrl.eval.retrieval.config import RetrievalConfig
+from memrl.eval.retrieval.search import build_conversation, namespace_of
 from memrl.memory.facade.memory import AsyncMemory
 
 

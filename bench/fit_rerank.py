@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from memrl.eval.retrieval import aevaluate, load_conversations, open_memory
-from memrl.eval.retrieval_config import RetrievalConfig
-from memrl.eval.retrieval_search import namespace_of
+from memrl.eval.retrieval.config import RetrievalConfig
+from memrl.eval.retrieval.search import namespace_of
 from memrl.memory.search import rerank_model
 from memrl.scoring.metrics import recall_at_k
 

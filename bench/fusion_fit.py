@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from memrl.eval.retrieval import aevaluate
-from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
+from memrl.eval.retrieval.config import CORE_CATEGORIES, RetrievalConfig
 from memrl.eval.stats import paired_difference
 from memrl.memory.search import FEATURES, STEPS, dense_weight
 

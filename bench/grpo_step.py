@@ -27,7 +27,7 @@ from pathlib import Path
 
 def answer_prompts(n: int, top_k: int, db: Path) -> tuple[list, list]:
     """``n`` answer-task items of LoCoMo conv-48 and their chat prompts (memrl eval's prompt)."""
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.train.tasks import AnswerTasks
 
     convs = load_conversations(QAEvalConfig(dataset="locomo", conv_id=("conv-48",), questions=n))

@@ -51,7 +51,7 @@ def evaluate(out: Path, model: str | None, args: argparse.Namespace) -> dict:
 
 def eval_only(args: argparse.Namespace) -> None:
     from memrl.eval.qa import QAEvaluation
-    from memrl.eval.qa_config import QAEvalConfig
+    from memrl.eval.qa.config import QAEvalConfig
     from memrl.llm.local import LocalLLM
 
     llm = LocalLLM(args.eval_model, max_batch_size=16, device=getattr(args, "device", "cpu")).load()
@@ -133,7 +133,7 @@ def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) ->
     from bench.learning_baselines import Baselines, score_prediction
     from memrl.eval.protocol import TRAIN_SPLIT
     from memrl.eval.qa import QAEvaluation
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
 
     t = time.perf_counter()
     for split in (args.eval_split, TRAIN_SPLIT):  # the conversations' turns, by memrl eval's raw builder

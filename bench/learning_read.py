@@ -31,7 +31,7 @@ from memrl.agents.read_expert import evidence_lines
 
 def documents(split: str, length: str) -> list[Any]:
     """RULER-LoCoMo documents of one LoCoMo split (gold and distractor sessions from that split only)."""
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
 
     return load_conversations(QAEvalConfig(dataset="ruler-locomo", split=split, lengths=(length,), seed=0))
 
@@ -71,7 +71,7 @@ def reader_config(args: argparse.Namespace) -> Any:
 @functools.cache
 def _locomo() -> dict[str, Any]:
     """Every LoCoMo conversation by id (both splits), loaded once."""
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
 
     return {c.id: c for split in ("train", "test")
             for c in load_conversations(QAEvalConfig(dataset="locomo", split=split))}  # fmt: skip
@@ -146,7 +146,7 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     in a forward pass of its own (no padding: an answer costs its own length, not a chunk's); under
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
     from memrl.agents.read_expert import expert_trajectories
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
 
     # where the expert looks up each document's question: every training conversation (bench/read_sft.py

@@ -39,7 +39,7 @@ def generated(args: argparse.Namespace, part: str, count: int) -> tuple[list[Any
     from memrl.data.ruler import parse_lengths
     from memrl.data.ruler_synthetic import generate, load_essays, write_items
     from memrl.data.ruler_tasks import TASKS
-    from memrl.eval.ruler_eval import token_counter
+    from memrl.eval.ruler.run import token_counter
 
     (length,) = parse_lengths([args.length])
     essays = None

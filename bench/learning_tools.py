@@ -61,7 +61,7 @@ def _sample(indices: list[int], cats: list[int], n: int, seed: str) -> list[int]
 def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
     from memrl.agents.memupdate import MemUpdateConfig
     from memrl.eval.protocol import TRAIN_SPLIT
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.train.tasks import UpdateTasks
 
     cfg = MemUpdateConfig(max_tool_calls=4, max_turns=4, max_tokens=128, sample_size=5, question_hits=3,
@@ -80,7 +80,7 @@ def _update_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
 def _build_sets(args: argparse.Namespace) -> tuple[Any, Any, list[int]]:
     from memrl.agents.membuilder import MemBuilderConfig
     from memrl.eval.protocol import TRAIN_SPLIT
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.train.tasks import BuildTasks
 
     cfg = MemBuilderConfig(max_operations=2, max_item_chars=120)

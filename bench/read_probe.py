@@ -62,7 +62,7 @@ def main() -> None:
 
     import memrl.agents.memagent as memagent
     from memrl.agents.memagent import MemAgentConfig
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.llm.local import LocalLLM
     from memrl.train.tasks import ReadTasks
     from memrl.train.trainer import PolicyTrainer, TrainerConfig

@@ -26,7 +26,7 @@ from pathlib import Path
 
 def run(length: str, memory_last: bool, args: argparse.Namespace, out: Path) -> dict:
     from memrl.agents.memagent import MemAgentConfig
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
     from memrl.llm.local import LocalLLM
     from memrl.train.loop import LoopConfig, train
     from memrl.train.tasks import ReadTasks

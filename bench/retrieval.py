@@ -33,7 +33,7 @@ import sys
 import time
 
 from memrl.eval.retrieval import aevaluate, load_conversations
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval.config import RetrievalConfig
 from memrl.memory.embedders.providers import CachedEmbedder, create_embedder
 from memrl.memory.facade.memory import AsyncMemory
 

@@ -33,7 +33,7 @@ from typing import Any
 from memrl.data import load_conversations
 from memrl.data.splits import SPLITS
 from memrl.eval.retrieval import aevaluate, open_memory
-from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
+from memrl.eval.retrieval.config import CORE_CATEGORIES, RetrievalConfig
 
 LONGMEMEVAL_PART_A = "longmemeval/longmemeval_oracle_part_a.json"
 

@@ -49,7 +49,7 @@ def make_runs(root: Path) -> None:
     """An evaluation run (half the answers right) and a training run folder in the trainer's format."""
     from memrl.data import load_dataset
     from memrl.eval.qa import QAEvaluation
-    from memrl.eval.qa_config import QAEvalConfig
+    from memrl.eval.qa.config import QAEvalConfig
     from memrl.llm import ScriptedLLM
     from memrl.train.run_report import write_report
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench import fusion_fit
 from memrl.errors import ConfigError, ValidationError
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval.config import RetrievalConfig
 from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.search.adaptive import FEATURES, STEPS, dense_weight, features, load_model

@@ -12,7 +12,7 @@ from memrl.agents.membuilder.experts import annotation_action, annotation_expert
 from memrl.data import load_dataset
 from memrl.errors import ConfigError
 from memrl.eval.qa import QAEvaluation
-from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.qa.config import QAEvalConfig
 from memrl.llm import ScriptedLLM
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.records.types import MemoryType

@@ -10,7 +10,7 @@ import pytest
 from bench import builders_table
 from memrl.data import load_dataset
 from memrl.eval.qa import run_qa_eval
-from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.qa.config import QAEvalConfig
 from memrl.llm import ScriptedLLM
 
 SAMPLE = load_dataset("sample")[0][0]

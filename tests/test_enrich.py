@@ -16,8 +16,8 @@ from memrl.agents.raw import RawConfig, build
 from memrl.cli.eval_cmd import config_from_args, register
 from memrl.data.types import Conversation, Session, Turn
 from memrl.errors import ConfigError, NotFoundError, ProviderError, ValidationError
-from memrl.eval.ablation import ablation_steps
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.retrieval.ablation import ablation_steps
+from memrl.eval.retrieval.config import RetrievalConfig
 from memrl.llm import ScriptedLLM
 from memrl.llm.registry import PROVIDERS
 from memrl.memory.embedders.providers import HashingEmbedder

@@ -78,7 +78,7 @@ def test_judge_check_measures_a_scripted_judge_and_reports_carry_its_rates(tmp_p
 
     # a run judged by the same judge, model and template carries the rates; another model's does not
     from memrl.eval.qa import QAEvaluation
-    from memrl.eval.qa_config import QAEvalConfig
+    from memrl.eval.qa.config import QAEvalConfig
 
     def run(model: str, name: str):
         cfg = QAEvalConfig(dataset="sample", embedder="hashing", provider="scripted", judge="mem0",

@@ -19,7 +19,7 @@ import pytest
 
 from memrl.data import load_dataset
 from memrl.eval.qa import QAEvaluation
-from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.qa.config import QAEvalConfig
 from memrl.llm import ScriptedLLM
 from memrl.llm.server import LLMServer
 from memrl.scoring.judge import judge_answer

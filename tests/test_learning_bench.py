@@ -14,7 +14,7 @@ import pytest
 from bench.learning_baselines import Baselines, Candidate, Item, document_item, score_prediction
 from bench.learning_report import paired, verdict
 from memrl.data.splits import LOCOMO_PROTOCOL_SPLIT, LOCOMO_UPDATE_SPLIT
-from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.eval.qa.config import QAEvalConfig, load_conversations
 
 FIT, VALIDATION, TEST = (LOCOMO_PROTOCOL_SPLIT[k] for k in ("fit", "validation", "test"))
 #: The systems a run with an SFT stage scores on its held-out items: the model before, after SFT, after

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from memrl.eval.qa import QAEvaluation
-from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.qa.config import QAEvalConfig
 from memrl.llm.scripted import ScriptedLLM
 
 # question id -> (type, question, answer, the user's evidence turn)

@@ -12,7 +12,7 @@ from memrl.agents.base import Builder, SessionResult
 from memrl.data import load_dataset
 from memrl.errors import ConfigError, ProviderError
 from memrl.eval.qa import QAEvaluation, run_qa_eval
-from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.eval.qa.config import QAEvalConfig, load_conversations
 from memrl.llm import ScriptedLLM
 
 SAMPLE = load_dataset("sample")[0][0]
@@ -295,7 +295,7 @@ async def test_a_run_where_every_answer_failed_reports_no_score(tmp_path):
 
 
 async def test_intervals_do_not_depend_on_the_order_answers_finished(tmp_path):
-    from memrl.eval.report import summarize
+    from memrl.eval.qa.report import summarize
 
     def some_right(messages, tools, schema):  # F1 spread over (0, 1]: the gold answer plus 0-6 filler words
         q = question_of(messages)

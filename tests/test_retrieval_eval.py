@@ -13,10 +13,10 @@ from memrl.agents.raw import RawConfig
 from memrl.cli.eval_cmd import config_from_args, register
 from memrl.data.types import Conversation, Question, Session, Turn
 from memrl.errors import ConfigError
-from memrl.eval.ablation import ablation_markdown
 from memrl.eval.retrieval import evaluate_retrieval, load_conversations
-from memrl.eval.retrieval_config import RetrievalConfig
-from memrl.eval.retrieval_report import headline, summarize
+from memrl.eval.retrieval.ablation import ablation_markdown
+from memrl.eval.retrieval.config import RetrievalConfig
+from memrl.eval.retrieval.report import headline, summarize
 from memrl.memory.analysis.query import asks_when, date_matches, mentioned_dates, mentions_time, named_in
 from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
@@ -259,7 +259,7 @@ class _CountingEmbedder(HashingEmbedder):
 
 async def test_everything_is_embedded_once_up_front():
     from memrl.eval.retrieval import aevaluate
-    from memrl.eval.retrieval_search import build_conversation, evaluate_conversation
+    from memrl.eval.retrieval.search import build_conversation, evaluate_conversation
 
     cfg = RetrievalConfig(**FAST)
     emb = _CountingEmbedder()
@@ -286,7 +286,7 @@ async def test_everything_is_embedded_once_up_front():
 def test_ablation_reports_the_tuning_and_held_out_halves_apart(monkeypatch):
     import dataclasses
 
-    from memrl.eval import ablation
+    from memrl.eval.retrieval import ablation
 
     base = _conv()
     tuning = [dataclasses.replace(base, id=f"c{i}") for i in range(5)]
@@ -307,7 +307,7 @@ def test_ablation_reports_the_tuning_and_held_out_halves_apart(monkeypatch):
 
 
 def test_ablation_reranker_row_matches_the_embedder():
-    from memrl.eval.ablation import ablation_steps
+    from memrl.eval.retrieval.ablation import ablation_steps
 
     rows = dict(ablation_steps(RetrievalConfig()))
     mp = dict(ablation_steps(RetrievalConfig(embedder="mpnet")))
@@ -316,7 +316,7 @@ def test_ablation_reranker_row_matches_the_embedder():
 
 
 def test_recall_is_reported_on_the_tuning_and_held_out_conversations_apart():
-    from memrl.eval.retrieval_report import halves, report_markdown
+    from memrl.eval.retrieval.report import halves, report_markdown
 
     def row(conv: str, cid: int, r10: float | None) -> dict:
         return {"conversation": conv, "category": "x", "category_id": cid, "recall": {"bm25": {"10": r10}},
@@ -360,7 +360,7 @@ def test_ndcg_credits_a_cited_session_once_at_its_first_turn():
 @pytest.mark.parametrize("diversity", [0.0, 0.3])
 async def test_deeper_search_for_sessions_keeps_the_first_k_turns(diversity):
     # the session figures read up to `candidates` hits; the first max_k must be a max_k-deep search's own
-    from memrl.eval.retrieval_search import (
+    from memrl.eval.retrieval.search import (
         build_conversation,
         evaluate_conversation,
         namespace_of,

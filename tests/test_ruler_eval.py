@@ -10,8 +10,8 @@ import re
 import pytest
 
 from memrl.errors import ConfigError, DataError, ProviderError
-from memrl.eval.ruler_config import RulerEvalConfig
-from memrl.eval.ruler_eval import RulerEvaluation, run_ruler_eval
+from memrl.eval.ruler.config import RulerEvalConfig
+from memrl.eval.ruler.run import RulerEvaluation, run_ruler_eval
 from memrl.llm import ScriptedLLM
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from memrl.data import load_conversations
 from memrl.errors import ValidationError
-from memrl.eval.retrieval_config import RetrievalConfig
-from memrl.eval.retrieval_search import build_conversation, namespace_of
+from memrl.eval.retrieval.config import RetrievalConfig
+from memrl.eval.retrieval.search import build_conversation, namespace_of
 from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.search.hybrid import PLAIN, SearchOptions

@@ -12,7 +12,7 @@ from memrl.agents.raw import RawConfig, session_items
 from memrl.data import load_dataset
 from memrl.errors import ConfigError
 from memrl.eval.qa import QAEvaluation
-from memrl.eval.qa_config import QAEvalConfig
+from memrl.eval.qa.config import QAEvalConfig
 from memrl.llm import ScriptedLLM
 from memrl.memory import AsyncMemory
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.builders_table import CATEGORIES, scored_rows
-from memrl.eval.qa_config import QAEvalConfig, load_conversations
+from memrl.eval.qa.config import QAEvalConfig, load_conversations
 from memrl.scoring.answer import answer_messages, clean_prediction
 from memrl.scoring.metrics import score
 

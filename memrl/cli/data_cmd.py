@@ -146,7 +146,7 @@ def _prepare_ruler(args: argparse.Namespace) -> int:
     from memrl.data.ruler import parse_lengths
     from memrl.data.ruler_synthetic import generate, load_essays, write_items
     from memrl.errors import ConfigError
-    from memrl.eval.ruler_eval import token_counter
+    from memrl.eval.ruler.run import token_counter
     from memrl.integrations.verl.rows import ruler_rows, write_parquet
 
     if args.task != "read":

@@ -59,7 +59,7 @@ def _shorten(text: Any, n: int) -> str:
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
     from memrl.eval.qa import QAEvaluation
-    from memrl.eval.qa_config import QAEvalConfig
+    from memrl.eval.qa.config import QAEvalConfig
     from memrl.llm import create_llm
     from memrl.memory import AsyncMemory
 

@@ -7,7 +7,7 @@
     memrl eval judge-check --judge mem0 --judge-model gpt-4o-mini   # the judge's false accepts / rejects
     memrl eval compare runs/locomo-raw runs/locomo-full             # paired differences, by conversation
 
-Every flag maps onto a field of :class:`memrl.eval.retrieval_config.RetrievalConfig` or of the ``raw`` builder's
+Every flag maps onto a field of :class:`memrl.eval.retrieval.config.RetrievalConfig` or of the ``raw`` builder's
 :class:`memrl.agents.raw.RawConfig`; list flags take commas or spaces (``--k 1,5,10`` = ``--k 1 5 10``).
 Progress goes to stderr; the last line on stdout is always one JSON object (``recall_at_10``: hybrid,
 categories 1-4 pooled; per-mode ``recall_at_k`` and per-category figures; ``n_questions``;
@@ -25,30 +25,30 @@ from typing import Any
 from memrl.agents.raw import RawConfig
 from memrl.cli.common import PlainHelpFormatter
 from memrl.config import add_arguments
-from memrl.eval.qa_config import QAEvalConfig
-from memrl.eval.retrieval_config import RetrievalConfig
+from memrl.eval.qa.config import QAEvalConfig
+from memrl.eval.retrieval.config import RetrievalConfig
 
 #: ``memrl eval --dataset ...`` (no sub-command) means ``memrl eval qa --dataset ...``.
 SUBCOMMANDS = ("qa", "retrieval", "ruler", "judge-check", "compare")
 
 
 def qa_doc() -> str:
-    import memrl.eval.qa
+    import memrl.eval.qa.run
 
-    return memrl.eval.qa.__doc__ or ""
+    return memrl.eval.qa.run.__doc__ or ""
 
 
 def ruler_doc() -> str:
-    import memrl.eval.ruler_eval
+    import memrl.eval.ruler.run
 
-    return memrl.eval.ruler_eval.__doc__ or ""
+    return memrl.eval.ruler.run.__doc__ or ""
 
 
 def _ruler(args: argparse.Namespace) -> int:
     from memrl.config import from_args
-    from memrl.eval.ruler_config import RulerEvalConfig
-    from memrl.eval.ruler_eval import run_ruler_eval
-    from memrl.eval.ruler_report import markdown
+    from memrl.eval.ruler.config import RulerEvalConfig
+    from memrl.eval.ruler.report import markdown
+    from memrl.eval.ruler.run import run_ruler_eval
 
     cfg = from_args(RulerEvalConfig, args)
     summary = run_ruler_eval(cfg)
@@ -63,7 +63,7 @@ def _ruler(args: argparse.Namespace) -> int:
 def _qa(args: argparse.Namespace) -> int:
     from memrl.config import from_args
     from memrl.eval.qa import run_qa_eval
-    from memrl.eval.report import markdown
+    from memrl.eval.qa.report import markdown
 
     summary = run_qa_eval(from_args(QAEvalConfig, args))
     if not args.json:
@@ -76,22 +76,22 @@ def _qa(args: argparse.Namespace) -> int:
 
 
 def judge_check_doc() -> str:
-    import memrl.eval.judge_check
+    import memrl.eval.qa.judge_check
 
-    return memrl.eval.judge_check.__doc__ or ""
+    return memrl.eval.qa.judge_check.__doc__ or ""
 
 
 def compare_doc() -> str:
-    import memrl.eval.compare
+    import memrl.eval.qa.compare
 
-    return memrl.eval.compare.__doc__ or ""
+    return memrl.eval.qa.compare.__doc__ or ""
 
 
 def _judge_check(args: argparse.Namespace) -> int:
     import asyncio
 
     from memrl.config import from_args
-    from memrl.eval.judge_check import JudgeCheckConfig, markdown, run_judge_check
+    from memrl.eval.qa.judge_check import JudgeCheckConfig, markdown, run_judge_check
 
     cfg = from_args(JudgeCheckConfig, args)
     result = asyncio.run(run_judge_check(cfg))
@@ -104,7 +104,7 @@ def _judge_check(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from memrl.eval.compare import compare_markdown, compare_runs
+    from memrl.eval.qa.compare import compare_markdown, compare_runs
 
     metrics = tuple(m.strip() for m in args.metric.split(",") if m.strip())
     result = compare_runs(
@@ -137,12 +137,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=ruler_doc(),
         formatter_class=PlainHelpFormatter,
     )
-    from memrl.eval.ruler_config import RulerEvalConfig
+    from memrl.eval.ruler.config import RulerEvalConfig
 
     add_arguments(r, RulerEvalConfig)
     r.add_argument("--json", action="store_true", help="print only the summary JSON (no report)")
     r.set_defaults(func=_ruler)
-    from memrl.eval.judge_check import JudgeCheckConfig
+    from memrl.eval.qa.judge_check import JudgeCheckConfig
 
     jc = actions.add_parser(
         "judge-check",
@@ -224,12 +224,12 @@ def config_from_args(args: argparse.Namespace) -> RetrievalConfig:
 
 def _retrieval(args: argparse.Namespace) -> int:
     from memrl.eval.retrieval import evaluate_retrieval, load_conversations
-    from memrl.eval.retrieval_report import headline, report_markdown
+    from memrl.eval.retrieval.report import headline, report_markdown
 
     config = config_from_args(args)
     convs = load_conversations(config)
     if args.ablation:
-        from memrl.eval.ablation import ablation_markdown, run_ablation
+        from memrl.eval.retrieval.ablation import ablation_markdown, run_ablation
 
         rows = run_ablation(convs, config, progress=True)
         if not args.json:

@@ -26,7 +26,7 @@ def _conversations(args: argparse.Namespace) -> list:
     """
     from memrl.data.splits import SPLITS, TRAIN_SPLITS, evaluation_items
     from memrl.errors import ConfigError
-    from memrl.eval.qa_config import QAEvalConfig, load_conversations
+    from memrl.eval.qa.config import QAEvalConfig, load_conversations
 
     split = getattr(args, "split", None)
     if split is None and not args.conv_id and args.dataset in TRAIN_SPLITS and not args.allow_eval_split:

@@ -15,7 +15,7 @@ beside them in that folder's README) and are sent exactly as the original script
   answerable"): one user message ``ACCURACY_PROMPT.format(question=, gold_answer=, generated_answer=)``,
   temperature 0, ``response_format`` ``json_object``; ``label == "CORRECT"`` -> right, any other label ->
   wrong. A reply that is not JSON with a ``label`` crashes mem0's script; here it is a judge failure
-  (excluded and counted in memrl's mode, wrong in the official one: :mod:`memrl.eval.aggregate`).
+  (excluded and counted in memrl's mode, wrong in the official one: :mod:`memrl.eval.qa.aggregate`).
   mem0's script sets no ``max_tokens``; memrl sends :data:`LABEL_MAX_TOKENS`, which a one-sentence
   verdict never reaches. A question with no answer (LoCoMo category 5) is shown with the gold answer
   ``Not answerable``, as MemBuilder scores it.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memrl.eval.report import latest_rows
+from memrl.eval.qa.report import latest_rows
 from memrl.memory.backends import peek_items
 
 #: A predicted answer counts as wrong below this official F1 (when no judge label is present).

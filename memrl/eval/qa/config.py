@@ -1,7 +1,7 @@
 """What a QA evaluation run depends on (:class:`QAEvalConfig`, whose fields are the flags of ``memrl eval``)
 and the conversations and questions it selects (:func:`load_conversations`).
 
-:mod:`memrl.eval.qa` runs it; ``memrl train`` and the benchmarks use the same selection::
+:mod:`memrl.eval.qa.run` runs it; ``memrl train`` and the benchmarks use the same selection::
 
     cfg = QAEvalConfig(dataset="locomo", split="test", questions=50)
     conversations = load_conversations(cfg)     # the run's conversations, their questions selected
@@ -168,7 +168,7 @@ class QAEvalConfig:
             self.memagent_config()  # a bad option fails here
         if self.builder == "full" and self.builder_option:
             from memrl.config import parse_options
-            from memrl.eval.full_context import FullContextConfig
+            from memrl.eval.qa.full_context import FullContextConfig
 
             parse_options(FullContextConfig, self.builder_option)
         from memrl.scoring.judges import JUDGE_NAMES

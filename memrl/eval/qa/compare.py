@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memrl.eval.aggregate import ADVERSARIAL, value_fn
+from memrl.eval.qa.aggregate import ADVERSARIAL, value_fn
+from memrl.eval.qa.verdicts import read_verdicts
 from memrl.eval.stats import cluster_bootstrap_ci, to_markdown
-from memrl.eval.verdicts import read_verdicts
 
 
 def paired(

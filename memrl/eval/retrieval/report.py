@@ -1,7 +1,7 @@
 """The retrieval evaluation's figures and outputs: recall@k, NDCG@k and all-evidence-found@k (turn and
 session level) per mode and category with bootstrap intervals (:func:`summarize`), the markdown report,
 the recall plot, the files of ``output_dir`` and the compact JSON the CLI prints (:func:`headline`). Used
-by :mod:`memrl.eval.retrieval`::
+by :mod:`memrl.eval.retrieval.run`::
 
     report = summarize(rows, config)        # rows: one dict per question (evaluate_conversation)
     write_outputs(Path("runs/retrieval"), report, rows)
@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from memrl.eval.retrieval_config import CORE_CATEGORIES, EXTRA_LEVELS, RetrievalConfig
+from memrl.eval.retrieval.config import CORE_CATEGORIES, EXTRA_LEVELS, RetrievalConfig
 from memrl.eval.stats import bootstrap_ci, to_markdown
 from memrl.scoring.metrics import LOCOMO_CATEGORIES
 

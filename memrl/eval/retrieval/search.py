@@ -1,7 +1,7 @@
 """The retrieval evaluation's work on the store: embed every text up front, build each conversation with
 the ``raw`` builder, search each question in every mode and score what it found.
 
-Used by :func:`memrl.eval.retrieval.aevaluate`::
+Used by :func:`memrl.eval.retrieval.run.aevaluate`::
 
     await prefetch_embeddings(memory, conversations, config)   # every turn, then every question, once
     for conv in conversations:
@@ -21,7 +21,7 @@ from typing import Any
 
 from memrl.agents.raw import build, memory_items, session_items, texts_to_embed
 from memrl.data.types import Conversation, Question
-from memrl.eval.retrieval_config import EXTRA_LEVELS, RetrievalConfig
+from memrl.eval.retrieval.config import EXTRA_LEVELS, RetrievalConfig
 from memrl.memory import AsyncMemory
 from memrl.memory.search import SearchOptions
 from memrl.scoring.metrics import locomo_session_of, ndcg_at_k, recall_at_k, session_recall_at_k

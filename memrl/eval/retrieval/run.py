@@ -24,7 +24,7 @@ questions behind it (``n``); a figure with no question behind it is ``None`` (``
 or from Python: ``evaluate_retrieval(load_conversations(cfg), cfg)`` with ``cfg = RetrievalConfig()``.
 
 ``output_dir`` receives ``questions.jsonl`` (one line per question: evidence, retrieved turn ids and
-sessions per mode, recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :class:`~memrl.eval.retrieval_config.RetrievalConfig`,
+sessions per mode, recalls), ``summary.json``, ``report.md`` and ``recall.png``. The defaults (in :class:`~memrl.eval.retrieval.config.RetrievalConfig`,
 :class:`RawConfig` and :class:`~memrl.memory.search.hybrid.SearchOptions`) are the best settings of the ablation study
 (:func:`ablation_steps`): neighbour context as a BM25 view, pooled dense vectors, speaker/time/date priors,
 convex fusion. Knobs were tuned on conversations 0-4; the ablation also reports conversations 5-9 apart.
@@ -44,9 +44,9 @@ from typing import Any
 
 from memrl.data.types import Conversation
 from memrl.errors import ConfigError
-from memrl.eval.retrieval_config import RetrievalConfig
-from memrl.eval.retrieval_report import summarize, write_outputs
-from memrl.eval.retrieval_search import (
+from memrl.eval.retrieval.config import RetrievalConfig
+from memrl.eval.retrieval.report import summarize, write_outputs
+from memrl.eval.retrieval.search import (
     build_conversation,
     evaluate_conversation,
     namespace_of,
@@ -176,7 +176,7 @@ async def aevaluate(
             await memory.close()
     report = summarize(rows, config)
     if config.gold == "corrected":
-        from memrl.eval.gold import corrected_retrieval
+        from memrl.eval.retrieval.gold import corrected_retrieval
 
         report["corrected"] = corrected_retrieval(rows, list(conversations), config)
     report.update(

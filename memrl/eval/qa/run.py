@@ -21,12 +21,12 @@ Everything lands in ``--output-dir``:
   pairs across runs);
 - ``summary.json``, ``report.md``, ``scores.png``: per-category tables with 95% intervals over questions
   and over conversations, memrl's mode (failures left out, counted) beside the official one (failures
-  wrong), the judge's name, model, template sha256 and measured rates (:mod:`memrl.eval.aggregate`).
+  wrong), the judge's name, model, template sha256 and measured rates (:mod:`memrl.eval.qa.aggregate`).
 
 ``--judge`` picks the judge's prompt and protocol (:mod:`memrl.scoring.judges`: ``longmemeval``, ``mem0``,
 ``membuilder`` verbatim as published, ``strict``); ``--gold corrected`` scores LoCoMo against
 locomo-audit's corrected answer key too; ``--builder full`` puts the whole conversation in the prompt
-(:mod:`memrl.eval.full_context`).
+(:mod:`memrl.eval.qa.full_context`).
 
 ``--resume`` continues an interrupted run: finished sessions and answered questions are skipped, a half-
 built session is rolled back (from the store's history) and rebuilt, and LLM calls are answered from the
@@ -46,7 +46,7 @@ from typing import Any
 
 from memrl.data.types import Conversation, Question
 from memrl.errors import ConfigError
-from memrl.eval.qa_config import READERS, QAEvalConfig, load_conversations
+from memrl.eval.qa.config import READERS, QAEvalConfig, load_conversations
 
 
 class JsonlLog:
@@ -104,7 +104,7 @@ class QAEvaluation:
         self.judge_spec = get_judge(cfg.judge_name)
         self.corrections: dict[str, Any] = {}
         if cfg.gold == "corrected":
-            from memrl.eval.gold import run_corrections
+            from memrl.eval.qa.gold import run_corrections
 
             self.corrections = run_corrections(cfg.data_path, cfg.audit_path)
         self.builds = JsonlLog(self.out / "builds.jsonl")
@@ -268,11 +268,11 @@ class QAEvaluation:
     async def answer(self, convs: Sequence[Conversation]) -> None:
         from tqdm.auto import tqdm
 
-        from memrl.eval.report import latest_rows
-        from memrl.eval.verdicts import add_corrected, add_scores, base_row, judge_row, needs_judging
+        from memrl.eval.qa.report import latest_rows
+        from memrl.eval.qa.verdicts import add_corrected, add_scores, base_row, judge_row, needs_judging
 
         if self.cfg.builder == "full":
-            from memrl.eval.full_context import make_reader
+            from memrl.eval.qa.full_context import make_reader
 
             self.reader = make_reader(self.llm, self.cfg.builder_option, self.cfg.max_answer_tokens)
         done = {r["question_id"]: r for r in latest_rows(self.predictions.read()) if not r.get("error")}
@@ -318,7 +318,7 @@ class QAEvaluation:
 
     # -------------------------------------------------------------------- all
     async def run(self) -> dict[str, Any]:
-        from memrl.eval.report import summarize, verdict_rows, write_report
+        from memrl.eval.qa.report import summarize, verdict_rows, write_report
         from memrl.memory import AsyncMemory
 
         t0 = time.perf_counter()

@@ -18,7 +18,7 @@ The offline 135M model (``--judge-provider local``) runs, but is no judge: its r
 
 Writes ``OUTPUT_DIR/judge_rates.json``, ``verdicts.jsonl`` and ``report.md``, and records the rates under
 ``$MEMRL_CACHE_DIR/judge-rates/`` so every later report judged by this judge, model and template carries
-them (:mod:`memrl.eval.judge_rates`). Replies are cached (``OUTPUT_DIR/llm_cache.sqlite``): a re-run is free.
+them (:mod:`memrl.eval.qa.judge_rates`). Replies are cached (``OUTPUT_DIR/llm_cache.sqlite``): a re-run is free.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class JudgeCheckConfig:
 def load_sets(cfg: JudgeCheckConfig) -> dict[str, list[StressItem]]:
     """The selected items of each set (file order; at most ``questions`` per category)."""
     from memrl.data import load_conversations
-    from memrl.eval.gold import audit_file
+    from memrl.eval.qa.gold import audit_file
 
     convs, _ = load_conversations("locomo", cfg.data_path)
     sample_ids = [c.id for c in convs]
@@ -144,7 +144,7 @@ async def run_judge_check(cfg: JudgeCheckConfig, *, llm: Any = None, progress: b
     """Judge every selected item; returns (and writes) the rates."""
     from tqdm.auto import tqdm
 
-    from memrl.eval.judge_rates import RATES_FILE, record_rates
+    from memrl.eval.qa.judge_rates import RATES_FILE, record_rates
     from memrl.scoring.judge import judge_answer
 
     t0 = time.perf_counter()

@@ -140,7 +140,7 @@ class FullContextReader:
 
 def make_reader(llm: LLM, options: tuple[str, ...], max_tokens: int) -> FullContextReader:
     from memrl.config import parse_options
-    from memrl.eval.tokens import model_window, token_counter
+    from memrl.eval.qa.tokens import model_window, token_counter
 
     config = parse_options(FullContextConfig, options)
     window = config.context_window or model_window(llm)

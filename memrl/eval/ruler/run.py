@@ -36,10 +36,10 @@ from memrl.data.ruler_synthetic import (
     write_items,
 )
 from memrl.errors import ConfigError, DataError, MemrlError
-from memrl.eval.qa import JsonlLog
-from memrl.eval.ruler_config import RulerEvalConfig
-from memrl.eval.tokens import model_window as _window
-from memrl.eval.tokens import token_counter
+from memrl.eval.qa.run import JsonlLog
+from memrl.eval.qa.tokens import model_window as _window
+from memrl.eval.qa.tokens import token_counter
+from memrl.eval.ruler.config import RulerEvalConfig
 from memrl.scoring.metrics import string_match_all, string_match_part
 
 METRICS: dict[str, Callable[[Any, Any], float]] = {
@@ -132,7 +132,7 @@ class RulerEvaluation:
     async def answer(self, items: list[SyntheticItem], window: int | None) -> None:
         from tqdm.auto import tqdm
 
-        from memrl.eval.report import latest_rows
+        from memrl.eval.qa.report import latest_rows
 
         done = {r["question_id"] for r in latest_rows(self.predictions.read()) if not r.get("error")}
         todo = [(i, r) for i in items for r in self.cfg.reader if f"{i.id}/{r}" not in done]
@@ -187,7 +187,7 @@ class RulerEvaluation:
 
     # -------------------------------------------------------------------- all
     async def run(self) -> dict[str, Any]:
-        from memrl.eval.ruler_report import summarize, write_report
+        from memrl.eval.ruler.report import summarize, write_report
 
         t0 = time.perf_counter()
         load = getattr(getattr(self.llm, "inner", self.llm), "load", None)

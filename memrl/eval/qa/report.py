@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memrl.eval import aggregate as agg
-from memrl.eval.aggregate import ADVERSARIAL
-from memrl.eval.report_markdown import markdown  # noqa: F401  (re-exported: memrl eval prints it)
+from memrl.eval.qa import aggregate as agg
+from memrl.eval.qa.aggregate import ADVERSARIAL
+from memrl.eval.qa.report_markdown import markdown  # noqa: F401  (re-exported: memrl eval prints it)
 from memrl.eval.stats import bootstrap_ci
 
 
@@ -205,7 +205,7 @@ def build_cost_per_session(sessions: list[dict[str, Any]]) -> dict[str, Any]:
 def judge_record(cfg: Any) -> dict[str, Any]:
     """What a report says about its judge: name, template sha256, source, license, model, and the error
     rates ``memrl eval judge-check`` measured for this judge, model and template (None: never measured)."""
-    from memrl.eval.judge_rates import find_rates
+    from memrl.eval.qa.judge_rates import find_rates
     from memrl.scoring.judges import get_judge
 
     spec = get_judge(cfg.judge_name)
@@ -256,7 +256,7 @@ def verdict_rows(predictions: list[dict[str, Any]], convs: list[Any]) -> list[di
 
 def write_report(out: Path, summary: dict[str, Any], verdicts: list[dict[str, Any]] | None = None) -> None:
     """``summary.json``, ``report.md``, ``scores.png`` and, given the rows, ``verdicts.jsonl``."""
-    from memrl.eval.verdicts import write_verdicts
+    from memrl.eval.qa.verdicts import write_verdicts
 
     out = Path(out)
     if verdicts is not None:

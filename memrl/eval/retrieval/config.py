@@ -1,8 +1,8 @@
 """What a retrieval evaluation depends on: :class:`RetrievalConfig`, whose fields are the flags of
 ``memrl eval retrieval`` and whose defaults are the best measured settings (see docs/evaluation.md).
 
-The bottom of the retrieval evaluation: :mod:`memrl.eval.retrieval_search` (the work on the store),
-:mod:`memrl.eval.retrieval_report` (the figures) and :mod:`memrl.eval.retrieval` (the run) all import it::
+The bottom of the retrieval evaluation: :mod:`memrl.eval.retrieval.search` (the work on the store),
+:mod:`memrl.eval.retrieval.report` (the figures) and :mod:`memrl.eval.retrieval.run` (the run) all import it::
 
     cfg = RetrievalConfig(dataset="locomo", modes=("hybrid",), k=(10,))
     memory.search(question, namespace=ns, mode="hybrid", top_k=10, **cfg.search_options())

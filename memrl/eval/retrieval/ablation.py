@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memrl.data.types import Conversation
-from memrl.eval.retrieval import aevaluate, open_memory
-from memrl.eval.retrieval_config import CORE_CATEGORIES, RetrievalConfig
-from memrl.eval.retrieval_report import halves
+from memrl.eval.retrieval.config import CORE_CATEGORIES, RetrievalConfig
+from memrl.eval.retrieval.report import halves
+from memrl.eval.retrieval.run import aevaluate, open_memory
 from memrl.eval.stats import to_markdown
 from memrl.memory.analysis import spacy_model_installed
 from memrl.scoring.metrics import LOCOMO_CATEGORIES

@@ -1,4 +1,4 @@
-"""The markdown report of a QA run (``report.md``), from its summary (:func:`memrl.eval.report.summarize`).
+"""The markdown report of a QA run (``report.md``), from its summary (:func:`memrl.eval.qa.report.summarize`).
 
 Every headline gives both intervals (questions resampled; conversations resampled, the honest one) and
 both modes (memrl's: failures left out and counted; official: failures count as wrong); LoCoMo's

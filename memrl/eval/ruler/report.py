@@ -20,7 +20,7 @@ def _size(label: str) -> float:
 
 def summarize(cfg: Any, items: list[Any], predictions: list[dict[str, Any]], *, window: int | None,
               digests: dict[str, str], skipped_tasks: dict[str, str]) -> dict[str, Any]:  # fmt: skip
-    from memrl.eval.report import latest_rows
+    from memrl.eval.qa.report import latest_rows
 
     latest = {r["question_id"]: r for r in latest_rows(predictions)}
     lengths = sorted({i.length for i in items}, key=_size)

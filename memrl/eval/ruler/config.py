@@ -1,6 +1,6 @@
 """What ``memrl eval ruler`` depends on: :class:`RulerEvalConfig`, whose fields are its flags.
 
-:mod:`memrl.eval.ruler_eval` runs it; :mod:`memrl.eval.ruler_report` turns its rows into tables.
+:mod:`memrl.eval.ruler.run` runs it; :mod:`memrl.eval.ruler.report` turns its rows into tables.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -329,6 +330,16 @@ def transfer_table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def _label(r: dict[str, Any]) -> str:
+    """A run's arm with what tells its settings apart under one arm name: the expert, and SFT for a set time."""
+    cmd = r.get("command", "")
+    got = re.search(r"--expert (\S+)", cmd)
+    extra = [got.group(1)] if got and r["arm"].startswith("expert") else []
+    if "--sft-seconds" in cmd:
+        extra.append("for the SFT-then-GRPO run's time")
+    return f"{r['arm']} ({', '.join(extra)})" if extra else r["arm"]
+
+
 def table(folders: list[Path]) -> str:
     """One row per run, paired by item id with the untrained run on the same split (which may hold more
     items: generated items depend on their index only, so its first n are a shorter run's n): the
@@ -353,14 +364,14 @@ def table(folders: list[Path]) -> str:
             pd = paired_difference([ref[i] for i in ids], [s[i] for i in ids], scale=100)
             d = f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f})"
             u = f"{100 * sum(ref[i] for i in ids) / len(ids):.1f}"
-            groups.setdefault((r["arm"], r["eval_split"]), []).append(s)
+            groups.setdefault((_label(r), r["eval_split"]), []).append(s)
             rules[r["eval_split"]] = {
                 k: 100 * sum(p["rules"][k] for p in ps) / len(ps) for k in ps[0]["rules"]
             }
         spent = (
             r.get("trained", {}) if "from_run" in r.get("trained", {}) else r
         )  # a loaded policy: its training's
-        lines.append(f"| {r['arm']} (`{folder.name}`) | {r['eval_split']} | {r['seed']} | {len(s)} | {m:.1f} ({lo:.1f}..{hi:.1f}) | "
+        lines.append(f"| {_label(r)} (`{folder.name}`) | {r['eval_split']} | {r['seed']} | {len(s)} | {m:.1f} ({lo:.1f}..{hi:.1f}) | "
                      f"{u} | {d} | {r['needle_in_memory']:.1f} | {r['rollouts']} | {r['steps']} | {spent['wall_s']:.0f} | "
                      f"{spent['cpu_s']:.0f} |")  # fmt: skip
     for split, rs in rules.items():

@@ -68,6 +68,29 @@ def test_the_table_pairs_each_run_with_the_untrained_one_and_averages_seeds(tmp_
     assert "| test | +50.0 (" in vs  # (1,.5,1,1) - (0,0,1,.5) = mean +0.5
 
 
+def test_runs_of_one_arm_with_other_experts_or_times_are_not_averaged_as_seeds(tmp_path):
+    """expert-sft on the cut expert, on the compressed one, and for a set time are three settings (the
+    second experiment's arms): each its own row and its own seed average, never one arm of three seeds."""
+    base = _run(tmp_path / "u", "untrained", "validation", 0, [0, 0, 0, 0])
+    cmd = "python -m bench.learning_arms --arm expert-sft --expert "
+    runs = [
+        _run(tmp_path / "c0", "expert-sft", "validation", 0, [1, 0, 0, 0], command=cmd + "cut"),
+        _run(tmp_path / "c1", "expert-sft", "validation", 1, [1, 1, 0, 0], command=cmd + "cut"),
+        _run(tmp_path / "k0", "expert-sft", "validation", 0, [1, 1, 1, 1], command=cmd + "compressed"),
+        _run(
+            tmp_path / "t0", "expert-sft", "validation", 0, [0, 0, 0, 1], command=cmd + "cut --sft-seconds 9"
+        ),
+    ]
+    out = arms.table([base, *runs]).splitlines()
+    assert "expert-sft (compressed) (`k0`)" in next(x for x in out if "`k0`" in x)
+    assert "expert-sft (cut, for the SFT-then-GRPO run's time) (`t0`)" in next(x for x in out if "`t0`" in x)
+    averaged = [x for x in out if x.startswith("| expert-sft") and "| validation | 2 |" in x]
+    assert averaged == [next(x for x in out if x.startswith("| expert-sft (cut) | validation | 2 |"))]
+    assert "| 37.5 |" in averaged[0] and not any(
+        "| validation | 4 |" in x or "| validation | 3 |" in x for x in out
+    )
+
+
 def test_transfer_runs_pair_with_the_untrained_transfer_run_on_the_same_items(tmp_path, capsys):
     def transfer(name, arm, tasks):
         f = tmp_path / name

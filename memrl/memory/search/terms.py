@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 #: Names what the units' terms and entities are made of (:func:`content_terms`, the rule tagger, how rows
 #: become units), in the key of the snapshot files: change it whenever the same rows would give other
 #: terms, entities or units, so that old files are not loaded.
-VERSION = 2  # 2: the file's arrays read on demand (1: one JSON value)
+VERSION = 3  # 3: unit keys hashed as a dict compares them (2: as written; 1: one JSON value)
 
 
 @dataclass

@@ -52,14 +52,8 @@ p.open()
 t2 = time.perf_counter()
 mode, text = sys.argv[2], sys.argv[3]
 q = np.ones(DIM, dtype=np.float32) / DIM**0.5
-if mode == "dense":
-    hits = p.dense(q, 10, text)
-elif mode == "default":
-    hits = p._search(text, q, "dense", 10)
-elif mode == "bm25":
-    hits = p.text(text, 10)
-else:
-    hits = p.hybrid(text, q, 10)
+from bench.cold_1m import search_once
+hits = search_once(p, mode, q, text)
 t3 = time.perf_counter()
 warm, recall = [], []
 n_warm = int(sys.argv[4])
@@ -73,8 +67,7 @@ if mode != "bm25" and n_warm:  # query vectors near stored ones (as bench/store_
 for i in range(n_warm):  # warm searches: the same mode, other words and vectors
     v = qs[i] if mode != "bm25" else q
     t = time.perf_counter()
-    got = {"dense": lambda: p.dense(v, 10, text), "default": lambda: p._search(text, v, "dense", 10),
-           "bm25": lambda: p.text(f"{text} w{i}", 10), "hybrid": lambda: p.hybrid(f"{text} w{i}", v, 10)}[mode]()
+    got = search_once(p, mode, v, text if mode in ("dense", "default") else f"{text} w{i}")
     warm.append((time.perf_counter() - t) * 1e3)
     if mode == "dense":  # memrl's vector search against numpy's exact top 10 over the same matrix
         exact = idx.rids[np.argsort(-exact_scores(idx.matrix, v), kind="stable")[:10]].tolist()
@@ -118,7 +111,7 @@ def build(store: Path, n: int, query: str) -> dict[str, float]:
     times["insert_s"] = time.perf_counter() - t
     for mode in MODES:  # each builds (and saves) what its mode needs
         t = time.perf_counter()
-        child_search(p, mode, corpus.vectors[0], query)
+        search_once(p, mode, corpus.vectors[0], query)
         times[f"first_{mode}_s"] = time.perf_counter() - t
     t = time.perf_counter()
     p.loop.run_until_complete(p.mem.close())
@@ -126,7 +119,8 @@ def build(store: Path, n: int, query: str) -> dict[str, float]:
     return {k: round(v, 1) for k, v in times.items()}
 
 
-def child_search(p: Any, mode: str, q: Any, query: str) -> list[int]:
+def search_once(p: Any, mode: str, q: Any, query: str) -> list[int]:
+    """One top-10 search of ``mode`` (see the module docstring) through a bench.peers ``MemrlPeer``."""
     if mode == "dense":
         return p.dense(q, 10, query)
     if mode == "default":

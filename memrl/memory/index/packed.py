@@ -19,6 +19,14 @@ import numpy as np
 _MISSING = object()
 
 
+def position(ordered: np.ndarray, rid: Any) -> int:
+    """Where the int ``rid`` sits in the ascending array ``ordered``; -1 when it is not there (or not an int)."""
+    if not isinstance(rid, int):
+        return -1
+    at = int(np.searchsorted(ordered, rid))
+    return at if at < len(ordered) and ordered[at] == rid else -1
+
+
 class Packed(MutableMapping[Any, Any]):
     """A dict read from a snapshot's arrays one entry at a time and written in memory: an entry is decoded
     when first read (then kept), written entries and deletions live beside the arrays. Iteration order is a

@@ -146,22 +146,17 @@ def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], 
         return None
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                return None
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > size:
-                return None
-            head = json.loads(f.read(n))
-        if head.get("format") != FORMAT:
+        got = _header(path, size)
+        if got is None:
             return None
-        meta = head["meta"]
+        header, n = got
+        meta = header["meta"]
         if any(meta.get(k) != v for k, v in expect.items()):
             return None
         start = len(MAGIC) + 8 + n
         start += _pad(start)
         arrays: dict[str, np.ndarray] = {}
-        for k, e in head["arrays"].items():
+        for k, e in header["arrays"].items():
             dtype, shape = np.dtype(e["dtype"]), tuple(e["shape"])
             count = int(np.prod(shape, dtype=np.int64))
             at = start + int(e["offset"])
@@ -181,17 +176,25 @@ def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], 
     return meta, arrays
 
 
+def _header(path: Path, size: int) -> tuple[dict[str, Any], int] | None:
+    """(the header, its length) of the file at ``path`` of ``size`` bytes, when it is a snapshot of this
+    format; None otherwise. OSError, ValueError and struct.error propagate."""
+    with open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            return None
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > size:
+            return None
+        got = json.loads(f.read(n))
+    return (got, n) if isinstance(got, dict) and got.get("format") == FORMAT else None
+
+
 def head(path: Path) -> dict[str, Any] | None:
     """The meta of the snapshot at ``path`` (its header alone), or None when it is not one of this format."""
     try:
-        with open(path, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                return None
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > path.stat().st_size:
-                return None
-            got = json.loads(f.read(n))
-        return got["meta"] if got.get("format") == FORMAT and isinstance(got.get("meta"), dict) else None
+        got = _header(path, path.stat().st_size)
+        meta = got[0].get("meta") if got is not None else None
+        return meta if isinstance(meta, dict) else None
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from memrl.memory.index import snapshot
-from memrl.memory.index.packed import Packed, Strings
+from memrl.memory.index.packed import Packed, Strings, position
 from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
 
@@ -186,11 +186,7 @@ class Rows(Packed):
         )
 
     def _index(self, rid: Any) -> int:
-        if not isinstance(rid, int):
-            return -1
-        rids = self.a["rids"]
-        at = int(np.searchsorted(rids, rid))
-        return at if at < len(rids) and rids[at] == rid else -1
+        return position(self.a["rids"], rid)
 
     def _value(self, f: str, code: int) -> Any:
         if code < 0:

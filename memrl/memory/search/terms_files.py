@@ -30,7 +30,7 @@ import xxhash
 
 from memrl.memory.analysis import tokenizer
 from memrl.memory.index import snapshot
-from memrl.memory.index.packed import Packed, Strings
+from memrl.memory.index.packed import Packed, Strings, position
 
 KIND = "terms"
 
@@ -228,10 +228,7 @@ class Loaded:
 
     def unit_of(self) -> Packed:
         def index(rid: Any) -> int:
-            if not isinstance(rid, int):
-                return -1
-            at = int(np.searchsorted(self.sorted_rids, rid))
-            return at if at < len(self.sorted_rids) and self.sorted_rids[at] == rid else -1
+            return position(self.sorted_rids, rid)
 
         flat = self.a["unit_rids"]
         return Packed(

@@ -80,3 +80,15 @@ def install(
     warning."""
     if not any(isinstance(f, MovedModules) and f.package == package for f in sys.meta_path):
         sys.meta_path.append(MovedModules(package, moved, renamed, also))
+
+
+def exports(package: str, names: Mapping[str, str]) -> Any:
+    """A module ``__getattr__`` for a module that became a package: ``names`` maps each name it gave to the
+    sub-module (of ``package``) that defines it now, imported on first use."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+
+    return __getattr__

@@ -21,8 +21,9 @@ runs without the runner and the agents behind it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memrl import _moved
 
 if TYPE_CHECKING:  # the same names as _EXPORTS
     from memrl.agents.jobs.config import JobConfig
@@ -36,7 +37,4 @@ _EXPORTS = {"JobConfig": "config", "JobRunner": "runner", "LOCAL_WARNING": "writ
 __all__ = ["LOCAL_WARNING", "JobConfig", "JobRunner", "describe_writer", "job_writer", "llm_from_spec"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = _moved.exports(__name__, _EXPORTS)

@@ -16,8 +16,9 @@ Before this package these were flat modules (``memrl.eval.qa`` itself, ``memrl.e
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memrl import _moved
 
 if TYPE_CHECKING:  # the same names as _EXPORTS
     from memrl.eval.qa.config import READERS, QAEvalConfig, load_conversations
@@ -30,7 +31,4 @@ _EXPORTS = {"JsonlLog": "run", "QAEvaluation": "run", "run_qa_eval": "run", "REA
 __all__ = ["READERS", "JsonlLog", "QAEvalConfig", "QAEvaluation", "load_conversations", "run_qa_eval"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = _moved.exports(__name__, _EXPORTS)

@@ -15,8 +15,9 @@ Before this package these were flat modules (``memrl.eval.retrieval`` itself,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memrl import _moved
 
 if TYPE_CHECKING:  # the same names as _EXPORTS
     from memrl.eval.retrieval.config import RetrievalConfig
@@ -60,7 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = _moved.exports(__name__, _EXPORTS)

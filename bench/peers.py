@@ -12,8 +12,9 @@ on bench/store_data.py's items and queries (the texts and 384-d vectors bench/st
 - ``qdrant`` (qdrant-client 1.20.0 in local mode, ``QdrantClient(path=...)``: the client's own embedded store,
   a brute-force scan persisted in SQLite; the server's HNSW and text index are not in it): dense only;
 - ``sqlite-vec`` (0.1.9, a ``vec0`` table: brute-force KNN in one SQLite file), with FTS5 BM25 beside it in the
-  same file for full-text. It installs cleanly but is a loadable extension: a Python whose ``sqlite3`` was built
-  without ``enable_load_extension`` (this project's pyenv 3.11 is one) cannot load it, and the row says so.
+  same file for full-text. It is a loadable extension: a Python whose ``sqlite3`` was built without
+  ``enable_load_extension`` (this project's pyenv 3.11 is one) loads it through ``apsw`` (its own SQLite, in
+  the ``peers`` extra), as sqlite-vec's documentation suggests; without either the row says why it is skipped.
 
 Per store: insert rate (items/s, the index build included where the store builds at insert; memrl's graph is
 built at its first search, reported as ``build_s``), dense p50/p99 and recall@10 against numpy's exact top 10,
@@ -214,16 +215,35 @@ class QdrantPeer(Peer):
         return [int(p.id) for p in self.client.query_points("bench", query=qv.tolist(), limit=k).points]
 
 
+def can_load_extensions() -> bool:
+    """Whether this Python's ``sqlite3`` loads extensions (else sqlite-vec goes through apsw)."""
+    return hasattr(sqlite3.Connection, "enable_load_extension")
+
+
+def vec_connection(path: Path) -> Any:
+    """A connection to ``path`` with sqlite-vec loaded: the standard ``sqlite3`` where it can load
+    extensions, else ``apsw`` (both take ``with conn:`` as one transaction, ``execute`` and ``executemany``)."""
+    import sqlite_vec
+
+    if can_load_extensions():
+        db = sqlite3.connect(str(path))
+        db.enable_load_extension(True)
+        sqlite_vec.load(db)
+    else:
+        import apsw
+
+        db = apsw.Connection(str(path))
+        db.enable_load_extension(True)
+        db.load_extension(sqlite_vec.loadable_path())
+    db.enable_load_extension(False)
+    return db
+
+
 class SqliteVecPeer(Peer):
     text_search = True
 
     def open(self) -> None:
-        import sqlite_vec
-
-        self.db = sqlite3.connect(str(self.path))
-        self.db.enable_load_extension(True)
-        sqlite_vec.load(self.db)
-        self.db.enable_load_extension(False)
+        self.db = vec_connection(self.path)
 
     def insert(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         self.open()
@@ -231,16 +251,17 @@ class SqliteVecPeer(Peer):
         self.db.execute("CREATE VIRTUAL TABLE t USING fts5 (text, tokenize='porter unicode61')")
         for b in range(0, len(texts), BATCH):
             e = min(len(texts), b + BATCH)
-            self.db.executemany("INSERT INTO v (rowid, embedding) VALUES (?, ?)",
-                                [(i, vectors[i].tobytes()) for i in range(b, e)])  # fmt: skip
-            self.db.executemany(
-                "INSERT INTO t (rowid, text) VALUES (?, ?)", [(i, texts[i]) for i in range(b, e)]
-            )
-            self.db.commit()
+            with self.db:  # one transaction per batch
+                self.db.executemany("INSERT INTO v (rowid, embedding) VALUES (?, ?)",
+                                    [(i, vectors[i].astype(np.float32).tobytes()) for i in range(b, e)])  # fmt: skip
+                self.db.executemany(
+                    "INSERT INTO t (rowid, text) VALUES (?, ?)", [(i, texts[i]) for i in range(b, e)]
+                )
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
         rows = self.db.execute(
-            "SELECT rowid FROM v WHERE embedding MATCH ? AND k = ? ORDER BY distance", [qv.tobytes(), k]
+            "SELECT rowid FROM v WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+            [np.asarray(qv, dtype=np.float32).tobytes(), k],
         ).fetchall()
         return [r[0] for r in rows]
 
@@ -321,8 +342,9 @@ def run_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One store's row: measured in a child process, then its cold first query in another."""
     if importlib.util.find_spec(MODULE[name]) is None:
         return {"peer": name, "skipped": f"{MODULE[name]} is not installed: pip install 'memrl[peers]'"}
-    if name == "sqlite-vec" and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        return {"peer": name, "skipped": "this Python's sqlite3 cannot load extensions (built without them)"}
+    if name == "sqlite-vec" and not can_load_extensions() and importlib.util.find_spec("apsw") is None:
+        return {"peer": name, "skipped": "this Python's sqlite3 cannot load extensions (built without them) "
+                "and apsw is not installed: pip install 'memrl[peers]'"}  # fmt: skip
     cmd = [sys.executable, "-m", "bench.peers", "--one", name, "--dir", str(tmp), "--n", str(args.n),
            "--queries", str(args.queries), "--top-k", str(args.top_k), "--warmup", str(args.warmup)]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}

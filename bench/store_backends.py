@@ -36,7 +36,7 @@ def backend_dbs(backends: Sequence[str], pg_url: str | None) -> Iterator[Any]:
     with tempfile.TemporaryDirectory(prefix="memrl-bench-") as tmp:
         if "postgres" in backends and pg_url is None:
             server = LocalPostgres(
-                settings={"shared_buffers": "512MB", "max_wal_size": "4GB", "maintenance_work_mem": "2GB"}
+                settings={"shared_buffers": "512MB", "max_wal_size": "4GB", "maintenance_work_mem": "4GB"}
             ).start()
 
         def make(backend: str, name: str) -> str:

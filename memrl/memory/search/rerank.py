@@ -108,12 +108,15 @@ class _Layout:
             return ()
         order = self._orders.get(session)
         if order is None:
-            facts = self.facts
-            keys = [
-                k
-                for k in dict.fromkeys(_key(r, facts[r][0]) for r in self.by_session.get(session, ()))
-                if self.session_of(k) == session
-            ]
+            # a unit belongs to the session of its first item: the session's items in rid order, each unit
+            # at its first item (a unit whose first item lies in another session is that session's)
+            facts, unit_rids, keys = self.facts, self.unit_rids, []
+            for r in self.by_session.get(session, ()):
+                unit = facts[r][0]
+                if unit is None:
+                    keys.append(("r", r))
+                elif unit_rids.get(unit, (None,))[0] == r:
+                    keys.append(("u", unit))
             order = self._orders[session] = {
                 k: tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys)) for i, k in enumerate(keys)
             }
@@ -199,10 +202,11 @@ class Rescorer:
         if qv is None or idx is None:
             return {}
         # each key's first item that has a vector
-        cos = idx.cosines(list(dict.fromkeys(r for k in keys for r in lay.rids_of(k))), qv)
+        rids = {k: lay.rids_of(k) for k in keys}
+        cos = idx.cosines(list(dict.fromkeys(r for rs in rids.values() for r in rs)), qv)
         out: dict[Any, float] = {}
         for k in keys:
-            s = next((cos[r] for r in lay.rids_of(k) if r in cos), None)
+            s = next((cos[r] for r in rids[k] if r in cos), None)
             if s is not None:
                 out[k] = float(s)
         return out
@@ -245,10 +249,10 @@ class Rescorer:
         own: dict[Any, float] = {}
         if (opts.window > 0 or opts.rerank) and qv is not None:
             keys = list(fused)
-            near = {n for k in keys for n in lay.neighbours_of(k)}
-            cos = self._cosines(idx, qv, lay, list({*keys, *near}))
+            nbrs = {k: lay.neighbours_of(k) for k in keys}
+            cos = self._cosines(idx, qv, lay, list({*keys, *(n for ns in nbrs.values() for n in ns)}))
             own = {k: cos[k] for k in keys if k in cos}
-            window = {k: max([cos[n] for n in lay.neighbours_of(k) if n in cos], default=-1.0) for k in keys}
+            window = {k: max([cos[n] for n in nbrs[k] if n in cos], default=-1.0) for k in keys}
             if opts.window > 0 and own:
                 best = {k: max(own[k], window[k]) for k in own}
                 lo, hi = min(best.values()), max(best.values())

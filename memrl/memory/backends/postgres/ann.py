@@ -22,6 +22,9 @@ import numpy as np
 
 #: pgvector's largest ``hnsw.ef_search``.
 EF_MAX = 1000
+#: The least ``hnsw.ef_search`` a search runs with (a fetch above it searches wider). pgvector's default is
+#: 40; at 1M items ``ef_search`` = the fetch found 81% of the exact top 10 (docs/results/store-and-scale.md).
+EF_MIN = 40
 
 
 class PgAnnMixin:
@@ -83,11 +86,13 @@ class PgAnnMixin:
         types: Sequence[str] | None,
         allowed: Any,
         *,
+        ef_search: int | None = None,
         explain: bool = False,
     ) -> list[Any]:
-        """Up to ``fetch`` (rid, vector) of ``ns`` from its HNSW index (``ef_search`` = ``fetch``, at most
-        :data:`EF_MAX`), nearest first, then filtered by ``types`` and ``allowed`` rids: possibly fewer than
-        asked. ``explain``: the plan's lines instead."""
+        """Up to ``fetch`` (rid, vector) of ``ns`` from its HNSW index, nearest first, then filtered by
+        ``types`` and ``allowed`` rids: possibly fewer than asked. ``hnsw.ef_search`` is ``ef_search`` when
+        given, else ``fetch`` and at least :data:`EF_MIN`; at most :data:`EF_MAX`. ``explain``: the plan's
+        lines instead."""
         from pgvector import Vector
         from psycopg import sql
 
@@ -111,7 +116,8 @@ class PgAnnMixin:
         params += [Vector(np.asarray(query, dtype=np.float32)), int(fetch)]
         with self._errors(), self.pool.connection() as conn, conn.transaction():
             # this statement is only sent for a namespace that has its index: keep the planner on it
-            conn.execute(f"SET LOCAL hnsw.ef_search = {min(EF_MAX, max(40, int(fetch)))}")
+            ef = int(ef_search) if ef_search is not None else max(EF_MIN, int(fetch))
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(EF_MAX, max(1, ef))}")
             conn.execute("SET LOCAL enable_seqscan = off")
             conn.execute("SET LOCAL enable_sort = off")
             rows = conn.execute(stmt, params, binary=not explain).fetchall()

@@ -1,0 +1,130 @@
+"""pgvector's HNSW in memrl's Postgres store: recall@10 against exact and latency per ``hnsw.ef_search``
+(issue 59: Postgres at the same recall as the in-process graph, 0.95 at 1M).
+
+One namespace of ``--n`` items (bench/store_data.py's texts and 384-d vectors, inserted through
+``AsyncMemory.add_many`` as bench/store.py does) on a local Postgres server (the ``postgres`` extra's, or
+``--pg-url``); the namespace's HNSW index is built by the store itself at its first dense search (m 16,
+ef_construction 64, pgvector's defaults), timed. Then, for each ``--efs`` value, ``--queries`` queries
+(vectors near stored ones) through the store's own HNSW statement (``PostgresStore.vector_ann`` with that
+``ef_search``, its candidates re-scored exactly as the store does): recall@10 against numpy's exact top 10
+over the same vectors, and p50/p99 of the statement. Last, memrl's dense vector search as a user calls it
+(``mem.search(mode="dense", **PLAIN)``: the store's own ``ef_search`` choice): its recall, p50 and p99.
+The last line of stdout is one JSON object.
+
+Run::
+
+    .venv/bin/python -m bench.pg_ann --n 30000 --queries 50               # a minute
+    nice -n 5 .venv/bin/python -m bench.pg_ann --n 1000000 --queries 100  # the issue's size (about an hour here)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.store_data import NAMESPACE, LookupEmbedder, make_corpus, make_queries, numpy_top, stats
+
+
+def recall(got: Sequence[int], exact: Sequence[int]) -> float:
+    return len(set(got) & set(exact)) / max(1, len(exact))
+
+
+async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
+    from bench.store import insert
+    from memrl.memory.facade.memory import AsyncMemory
+    from memrl.memory.index.ann import exact_scores
+    from memrl.memory.search import PLAIN
+
+    corpus = make_corpus(args.seed, args.n, args.vocab)
+    emb = LookupEmbedder(corpus.texts, corpus.vectors, name=f"bench-lookup-{args.seed}")
+    mem = AsyncMemory(db, embedder=emb, namespace=NAMESPACE)
+    out: dict[str, Any] = {"n": args.n, "queries": args.queries, "top_k": args.top_k}
+    try:
+        seconds = await insert(mem, corpus, 0, args.n, args.batch)
+        out["insert_per_s"] = round(args.n / seconds)
+        print(f"inserted {args.n:,} items in {seconds:.1f} s", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        idx = await mem.index.sync(NAMESPACE)  # builds the namespace's HNSW index past ann_min
+        out["build_s"] = round(time.perf_counter() - t, 1)
+        if not getattr(idx, "hnsw_dim", 0):
+            raise SystemExit(f"no HNSW index at n={args.n} (below ann_min {mem.index.ann_min}?)")
+        print(f"HNSW index built in {out['build_s']} s", file=sys.stderr, flush=True)
+        qs = make_queries(corpus, args.n, args.queries + args.warmup, args.seed)
+        matrix = corpus.vectors[: args.n]
+        exact = [numpy_top(matrix, q, args.top_k).tolist() for q in qs.vectors]
+        rows = mem.store.read(
+            "SELECT rid, id FROM memories WHERE namespace = ?", [NAMESPACE]
+        )  # item m{i} is row i of the corpus
+        index_of = {rid: int(item_id[1:]) for rid, item_id in rows}
+        model, dim, k = emb.name, emb.dim, args.top_k
+        out["sweep"] = []
+        for ef in args.efs:
+            ms, rec = [], []
+            for i, q in enumerate(qs.vectors):
+                t = time.perf_counter()
+                got = mem.store.vector_ann(NAMESPACE, model, dim, q, k + idx.MARGIN, None, None, ef_search=ef)
+                rids = np.array([r for r, _ in got], dtype=np.int64)
+                top = rids[np.argsort(-exact_scores(np.stack([v for _, v in got]), q), kind="stable")[:k]]
+                if i >= args.warmup:
+                    ms.append((time.perf_counter() - t) * 1e3)
+                    rec.append(recall([index_of[int(r)] for r in top], exact[i]))
+            row = {"ef_search": ef, "recall_at_10": round(float(np.mean(rec)), 4), **stats(ms)}
+            out["sweep"].append(row)
+            print(f"ef_search {ef}: recall@10 {row['recall_at_10']}, p50 {row['p50_ms']} ms", file=sys.stderr,
+                  flush=True)  # fmt: skip
+        ms, rec = [], []
+        for i, (text, q) in enumerate(zip(qs.texts, qs.vectors, strict=True)):
+            t = time.perf_counter()
+            hits = await mem.search(text, top_k=k, mode="dense", query_vector=q, **PLAIN)
+            if i >= args.warmup:
+                ms.append((time.perf_counter() - t) * 1e3)
+                rec.append(recall([int(h.item.id[1:]) for h in hits], exact[i]))
+        out["memrl_dense"] = {"recall_at_10": round(float(np.mean(rec)), 4), **stats(ms)}
+        print(f"memrl dense search: {out['memrl_dense']}", file=sys.stderr, flush=True)
+    finally:
+        await mem.close()
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.pg_ann", description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1_000_000, help="items in the namespace")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=5, help="queries run first, not counted")
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--efs", default="40,100,200,400,800,1000", help="hnsw.ef_search values, comma-separated")
+    p.add_argument("--batch", type=int, default=5000, help="items per add_many call")
+    p.add_argument("--vocab", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ann-min", type=int, default=None, help="the store's HNSW threshold (default the store's)")
+    p.add_argument("--pg-url", default=None, help="a server to use (default: a local one, the postgres extra)")
+    args = p.parse_args(argv)
+    args.efs = [int(x) for x in args.efs.split(",") if x]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from bench.store_backends import backend_dbs
+
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    with backend_dbs(["postgres"], args.pg_url) as make:
+        db = make("postgres", "bench_pg_ann")
+        if args.ann_min is not None:
+            import memrl.memory.index.dense as dense
+
+            dense.DenseIndexes.ANN_MIN = args.ann_min
+        out = asyncio.run(run(args, db))
+    out["total_s"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -165,7 +165,9 @@ def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], 
             if count == 0:
                 a = np.zeros(shape, dtype=dtype)
             elif count * dtype.itemsize >= MMAP_FROM:
-                a = np.memmap(path, dtype=dtype, mode="c", offset=at, shape=shape)
+                # a plain array over the map (its base keeps the map open): slices of a memmap are memmaps,
+                # whose bookkeeping cost a search more than the slices' reads
+                a = np.memmap(path, dtype=dtype, mode="c", offset=at, shape=shape).view(np.ndarray)
             else:
                 a = np.fromfile(path, dtype=dtype, count=count, offset=at).reshape(shape)
             if checksum(a) != e["xxh3"]:

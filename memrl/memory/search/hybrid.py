@@ -346,7 +346,8 @@ class SearchIndex(DenseIndexes):
             if opts.session_stage > 0:
                 if q.sessions is None:
                     q.sessions = session_scores(nt, content_terms(bm25_query))
-                session_of = {k: nt.units[k].session for k in fused if k in nt.units}
+                units = nt.units
+                session_of = {k: u.session for k in fused if (u := units.get(k)) is not None}
                 fused = session_prior(fused, session_of, q.sessions, opts.session_stage, opts.session_top)
             if opts.spread > 0:
                 spread_out = spread(

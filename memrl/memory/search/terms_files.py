@@ -173,6 +173,7 @@ class Loaded:
     def __init__(self, a: dict[str, np.ndarray], unit: Callable[..., Any]) -> None:
         self.a, self._unit = a, unit
         self.key_json = Strings(a["key_data"], a["key_offsets"])  # a million keys: decoded when read
+        self._numbers: dict[Any, int] = {}  # unit key -> its number (-1: not in the file), as looked up
         n = len(self.key_json)
         self.vocab = snapshot.unpack_strings(a["vocab_data"], a["vocab_offsets"])
         self.ents = snapshot.unpack_strings(a["ent_data"], a["ent_offsets"])
@@ -196,6 +197,14 @@ class Loaded:
         return tuple(json.loads(self.key_json[i]))
 
     def unit_index(self, key: Any) -> int:
+        """Unit ``key``'s number in the file (-1: not there); each key looked up once per load (a search
+        asks for a candidate's unit several times, and the canonical JSON and hash cost 50 us a key)."""
+        got = self._numbers.get(key)
+        if got is None:
+            got = self._numbers[key] = self._find(key)
+        return got
+
+    def _find(self, key: Any) -> int:
         j = unit_json(key)
         h = np.uint64(xxhash.xxh3_64_intdigest(j.encode()))
         at = int(np.searchsorted(self.sorted_hash, h))

@@ -103,8 +103,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=5000, help="items per add_many call")
     p.add_argument("--vocab", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ann-min", type=int, default=None, help="the store's HNSW threshold (default the store's)")
-    p.add_argument("--pg-url", default=None, help="a server to use (default: a local one, the postgres extra)")
+    p.add_argument(
+        "--ann-min", type=int, default=None, help="the store's HNSW threshold (default the store's)"
+    )
+    p.add_argument(
+        "--pg-url", default=None, help="a server to use (default: a local one, the postgres extra)"
+    )
     args = p.parse_args(argv)
     args.efs = [int(x) for x in args.efs.split(",") if x]
     return args

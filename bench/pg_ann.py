@@ -3,8 +3,8 @@
 
 One namespace of ``--n`` items (bench/store_data.py's texts and 384-d vectors, inserted through
 ``AsyncMemory.add_many`` as bench/store.py does) on a local Postgres server (the ``postgres`` extra's, or
-``--pg-url``); the namespace's HNSW index is built by the store itself at its first dense search (m 16,
-ef_construction 64, pgvector's defaults), timed. Then, for each ``--efs`` value, ``--queries`` queries
+``--pg-url``); the namespace's HNSW index is built by the store itself at its first dense search (its
+``HNSW_M`` and ``HNSW_EF_CONSTRUCTION`` unless ``--m`` / ``--ef-construction`` say otherwise), timed. Then, for each ``--efs`` value, ``--queries`` queries
 (vectors near stored ones) through the store's own HNSW statement (``PostgresStore.vector_ann`` with that
 ``ef_search``, its candidates re-scored exactly as the store does): recall@10 against numpy's exact top 10
 over the same vectors, and p50/p99 of the statement. Last, memrl's dense vector search as a user calls it
@@ -51,6 +51,10 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
         out["insert_per_s"] = round(args.n / seconds)
         print(f"inserted {args.n:,} items in {seconds:.1f} s", file=sys.stderr, flush=True)
         t = time.perf_counter()
+        if args.m or args.ef_construction:  # other build parameters than the store's
+            mem.store.ensure_hnsw(
+                NAMESPACE, emb.name, emb.dim, m=args.m, ef_construction=args.ef_construction
+            )
         idx = await mem.index.sync(NAMESPACE)  # builds the namespace's HNSW index past ann_min
         out["build_s"] = round(time.perf_counter() - t, 1)
         if not getattr(idx, "hnsw_dim", 0):
@@ -105,6 +109,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--ann-min", type=int, default=None, help="the store's HNSW threshold (default the store's)"
+    )
+    p.add_argument("--m", type=int, default=None, help="HNSW m (default the store's, HNSW_M)")
+    p.add_argument(
+        "--ef-construction", type=int, default=None, help="HNSW ef_construction (default the store's)"
     )
     p.add_argument(
         "--pg-url", default=None, help="a server to use (default: a local one, the postgres extra)"

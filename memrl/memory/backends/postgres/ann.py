@@ -22,9 +22,15 @@ import numpy as np
 
 #: pgvector's largest ``hnsw.ef_search``.
 EF_MAX = 1000
-#: The least ``hnsw.ef_search`` a search runs with (a fetch above it searches wider). pgvector's default is
-#: 40; at 1M items ``ef_search`` = the fetch found 81% of the exact top 10 (docs/results/store-and-scale.md).
-EF_MIN = 40
+#: The least ``hnsw.ef_search`` a search runs with (a fetch above it searches wider): 400, as the in-process
+#: graph's ``efSearch`` (:data:`memrl.memory.index.ann.AnnGraph.EF_SEARCH`). At 1M items (bench/pg_ann.py,
+#: docs/results/store-and-scale.md) an index of pgvector's defaults (m 16) found 42% of the exact top 10 at
+#: ef_search 40 and 94% at its largest, 1,000; the search that asked ef_search = its fetch found 56%.
+EF_MIN = 400
+#: HNSW build parameters of a namespace's index: m 32 as the in-process graph (pgvector's default is 16),
+#: ef_construction 64 (pgvector's and the graph's). An index built before keeps its own parameters.
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 64
 
 
 class PgAnnMixin:
@@ -50,18 +56,22 @@ class PgAnnMixin:
         )
         return bool(rows and rows[0][0])
 
-    def ensure_hnsw(self, ns: str, model: str, dim: int) -> None:
-        """Build ``ns``'s HNSW index of ``model`` (m 16, ef_construction 64: pgvector's defaults) unless it
-        exists. Blocks writers of ``memory_vectors`` while it builds (a plain CREATE INDEX); two processes
-        asking at once build it once."""
+    def ensure_hnsw(
+        self, ns: str, model: str, dim: int, *, m: int | None = None, ef_construction: int | None = None
+    ) -> None:
+        """Build ``ns``'s HNSW index of ``model`` (``m`` :data:`HNSW_M`, ``ef_construction``
+        :data:`HNSW_EF_CONSTRUCTION` unless given) unless it exists. Blocks writers of ``memory_vectors``
+        while it builds (a plain CREATE INDEX); two processes asking at once build it once."""
         from psycopg import sql
 
         stmt = sql.SQL(
             "CREATE INDEX IF NOT EXISTS {name} ON memory_vectors USING hnsw ((embedding::vector({dim})) "
-            "vector_ip_ops) WHERE model = {model} AND namespace = {ns}"
+            "vector_ip_ops) WITH (m = {m}, ef_construction = {efc}) WHERE model = {model} AND namespace = {ns}"
         ).format(
             name=sql.Identifier(self.hnsw_name(ns, model)),
             dim=sql.Literal(int(dim)),
+            m=sql.Literal(int(m or HNSW_M)),
+            efc=sql.Literal(int(ef_construction or HNSW_EF_CONSTRUCTION)),
             model=sql.Literal(model),
             ns=sql.Literal(ns),
         )

@@ -45,16 +45,19 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     corpus = make_corpus(args.seed, args.n, args.vocab)
     emb = LookupEmbedder(corpus.texts, corpus.vectors, name=f"bench-lookup-{args.seed}")
     mem = AsyncMemory(db, embedder=emb, namespace=NAMESPACE)
-    out: dict[str, Any] = {"n": args.n, "queries": args.queries, "top_k": args.top_k}
+    from memrl.memory.backends.postgres import ann
+
+    m = ann.HNSW_M if args.m is None else args.m
+    efc = max(ann.HNSW_EF_CONSTRUCTION, 2 * m) if args.ef_construction is None else args.ef_construction
+    out: dict[str, Any] = {"n": args.n, "queries": args.queries, "top_k": args.top_k, "m": m,
+                           "ef_construction": efc}  # fmt: skip
     try:
         seconds = await insert(mem, corpus, 0, args.n, args.batch)
         out["insert_per_s"] = round(args.n / seconds)
         print(f"inserted {args.n:,} items in {seconds:.1f} s", file=sys.stderr, flush=True)
         t = time.perf_counter()
-        if args.m or args.ef_construction:  # other build parameters than the store's
-            mem.store.ensure_hnsw(
-                NAMESPACE, emb.name, emb.dim, m=args.m, ef_construction=args.ef_construction
-            )
+        if args.m is not None or args.ef_construction is not None:  # not the store's build parameters
+            mem.store.ensure_hnsw(NAMESPACE, emb.name, emb.dim, m=m, ef_construction=efc)
         idx = await mem.index.sync(NAMESPACE)  # builds the namespace's HNSW index past ann_min
         out["build_s"] = round(time.perf_counter() - t, 1)
         if not getattr(idx, "hnsw_dim", 0):

@@ -19,11 +19,12 @@ def test_pg_ann_sweep_small(capsys, pg_server):
     before = DenseIndexes.ANN_MIN
     try:
         pg_ann.main(["--n", "400", "--ann-min", "100", "--queries", "6", "--warmup", "1", "--efs", "5,40",
-                     "--pg-url", pg_server.url()])  # fmt: skip
+                     "--m", "48", "--pg-url", pg_server.url()])  # fmt: skip
     finally:
         DenseIndexes.ANN_MIN = before
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["n"] == 400 and out["insert_per_s"] > 0 and out["build_s"] >= 0
+    # m 48 needs ef_construction 96 at least (pgvector refuses less): the default follows m
+    assert out["n"] == 400 and out["insert_per_s"] > 0 and (out["m"], out["ef_construction"]) == (48, 96)
     assert [r["ef_search"] for r in out["sweep"]] == [5, 40]
     for r in out["sweep"]:
         assert 0 <= r["recall_at_10"] <= 1 and 0 < r["p50_ms"] <= r["p99_ms"]
@@ -34,18 +35,27 @@ def test_pg_ann_sweep_small(capsys, pg_server):
 
 
 def test_vector_ann_takes_ef_search(pg_server):
+    from memrl.memory.backends.postgres import ann
     from memrl.memory.embedders.providers import HashingEmbedder
     from memrl.memory.facade.blocking import Memory
+    from memrl.memory.store.base import NewItem
 
     url = pg_server.create_database("pg_ann_ef")
     mem = Memory(url, embedder=HashingEmbedder(32), namespace="n")
     try:
-        mem.add_many([f"item number {i} about topic {i % 7}" for i in range(120)])
-        store = mem.store
-        store.ensure_hnsw("n", mem.embedder.name, 32)
+        # one item in ten is procedural: a type filter after the HNSW scan keeps a tenth of its rows
+        mem.add_many([NewItem(f"item number {i} about topic {i % 7}", type="procedural" if i % 10 == 0
+                              else "semantic") for i in range(1500)])  # fmt: skip
+        store, model = mem.store, mem.embedder.name
+        store.ensure_hnsw("n", model, 32)
+        name = store.hnsw_name("n", model)
+        (opts,) = store.read("SELECT reloptions FROM pg_class WHERE relname = ?", [name])[0]
+        assert sorted(opts) == sorted([f"m={ann.HNSW_M}", f"ef_construction={ann.HNSW_EF_CONSTRUCTION}"])
         q = np.ones(32, dtype=np.float32) / 32**0.5
-        assert len(store.vector_ann("n", mem.embedder.name, 32, q, 30, None, None, ef_search=4)) <= 4
-        # without one, ef_search is at least the fetch: the 30 asked come back
-        assert len(store.vector_ann("n", mem.embedder.name, 32, q, 30, None, None)) == 30
+        assert len(store.vector_ann("n", model, 32, q, 30, None, None, ef_search=4)) <= 4
+        # ef_search 40 scans 40 rows, about 4 of them procedural; the least ef_search (EF_MIN, 400) finds 30
+        rare = ["procedural"]
+        assert len(store.vector_ann("n", model, 32, q, 30, rare, None, ef_search=40)) < 30
+        assert len(store.vector_ann("n", model, 32, q, 30, rare, None)) == 30
     finally:
         mem.close()

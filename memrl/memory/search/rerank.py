@@ -250,7 +250,7 @@ class Rescorer:
         if (opts.window > 0 or opts.rerank) and qv is not None:
             keys = list(fused)
             nbrs = {k: lay.neighbours_of(k) for k in keys}
-            cos = self._cosines(idx, qv, lay, list({*keys, *(n for ns in nbrs.values() for n in ns)}))
+            cos = self._cosines(idx, qv, lay, list({*keys, *(n for nb in nbrs.values() for n in nb)}))
             own = {k: cos[k] for k in keys if k in cos}
             window = {k: max([cos[n] for n in nbrs[k] if n in cos], default=-1.0) for k in keys}
             if opts.window > 0 and own:

@@ -197,11 +197,15 @@ class Loaded:
         return tuple(json.loads(self.key_json[i]))
 
     def unit_index(self, key: Any) -> int:
-        """Unit ``key``'s number in the file (-1: not there); each key looked up once per load (a search
-        asks for a candidate's unit several times, and the canonical JSON and hash cost 50 us a key)."""
+        """Unit ``key``'s number in the file (-1: not there); each key found is remembered (a search asks
+        for a candidate's unit several times, and the canonical JSON and hash cost 50 us a key), so at most
+        the file's keys are. Unit keys are flat (``("u", scalar)`` or ``("r", rid)``: ``unit_json``
+        canonicalises the top level only)."""
         got = self._numbers.get(key)
         if got is None:
-            got = self._numbers[key] = self._find(key)
+            got = self._find(key)
+            if got >= 0:
+                self._numbers[key] = got
         return got
 
     def _find(self, key: Any) -> int:

@@ -59,10 +59,14 @@ class PgAnnMixin:
     def ensure_hnsw(
         self, ns: str, model: str, dim: int, *, m: int | None = None, ef_construction: int | None = None
     ) -> None:
-        """Build ``ns``'s HNSW index of ``model`` (``m`` :data:`HNSW_M`, ``ef_construction``
-        :data:`HNSW_EF_CONSTRUCTION` unless given) unless it exists. Blocks writers of ``memory_vectors``
-        while it builds (a plain CREATE INDEX); two processes asking at once build it once."""
+        """Build ``ns``'s HNSW index of ``model`` (``m`` :data:`HNSW_M` unless given; ``ef_construction``
+        :data:`HNSW_EF_CONSTRUCTION` unless given, and at least ``2 * m`` as pgvector requires) unless it
+        exists. Blocks writers of ``memory_vectors`` while it builds (a plain CREATE INDEX); two processes
+        asking at once build it once."""
         from psycopg import sql
+
+        m = HNSW_M if m is None else int(m)
+        efc = max(HNSW_EF_CONSTRUCTION, 2 * m) if ef_construction is None else int(ef_construction)
 
         stmt = sql.SQL(
             "CREATE INDEX IF NOT EXISTS {name} ON memory_vectors USING hnsw ((embedding::vector({dim})) "
@@ -70,8 +74,8 @@ class PgAnnMixin:
         ).format(
             name=sql.Identifier(self.hnsw_name(ns, model)),
             dim=sql.Literal(int(dim)),
-            m=sql.Literal(int(m or HNSW_M)),
-            efc=sql.Literal(int(ef_construction or HNSW_EF_CONSTRUCTION)),
+            m=sql.Literal(m),
+            efc=sql.Literal(efc),
             model=sql.Literal(model),
             ns=sql.Literal(ns),
         )

@@ -53,7 +53,7 @@ def test_vector_ann_takes_ef_search(pg_server):
         assert sorted(opts) == sorted([f"m={ann.HNSW_M}", f"ef_construction={ann.HNSW_EF_CONSTRUCTION}"])
         q = np.ones(32, dtype=np.float32) / 32**0.5
         assert len(store.vector_ann("n", model, 32, q, 30, None, None, ef_search=4)) <= 4
-        # ef_search 40 scans 40 rows, about 4 of them procedural; the least ef_search (EF_MIN, 400) finds 30
+        # ef_search 40 scans 40 rows, about 4 of them procedural; the least ef_search (EF_MIN) finds 30
         rare = ["procedural"]
         assert len(store.vector_ann("n", model, 32, q, 30, rare, None, ef_search=40)) < 30
         assert len(store.vector_ann("n", model, 32, q, 30, rare, None)) == 30

@@ -55,6 +55,7 @@ from bench.store_data import (
     make_corpus,
     make_queries,
     numpy_top,
+    resident_mb,
     stats,
 )
 
@@ -64,15 +65,7 @@ MODULE = {"memrl": "memrl", "chromadb": "chromadb", "lancedb": "lancedb", "qdran
 BATCH = 2000
 
 
-def rss_mb() -> dict[str, float]:
-    """This process's resident memory now and at its peak (MB; Linux)."""
-    got = {"VmRSS": 0.0, "VmHWM": 0.0}
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in got:
-                got[key] = int(value.split()[0]) / 1024
-    return {"now": round(got["VmRSS"], 1), "peak": round(got["VmHWM"], 1)}
+rss_mb = resident_mb  # this process's resident memory now and at its peak (MB; Linux)
 
 
 def disk_mb(path: Path) -> float:

@@ -79,28 +79,13 @@ from bench.store_data import (
     make_queries,
     numpy_top,
     overlap,
+    resident_mb,
     server_memory_mb,
     stats,
 )  # fmt: skip
 from bench.store_report import print_size, profile_search, summary
 from memrl.memory.facade.memory import AsyncMemory
 from memrl.memory.store.base import NewItem
-
-
-def resident_mb() -> dict[str, float]:
-    """The benchmark process's resident memory now and at its peak (MB, Linux's VmRSS and VmHWM; zeros
-    elsewhere): the corpus, the peers' copies and the in-process indexes; a Postgres server's own memory is
-    not in it."""
-    got = {"VmRSS": 0.0, "VmHWM": 0.0}
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in got:
-                    got[key] = int(value.split()[0]) / 1024  # kB
-    except OSError:
-        pass
-    return {"now": round(got["VmRSS"], 1), "peak": round(got["VmHWM"], 1)}
 
 
 async def insert(mem: AsyncMemory, corpus: Corpus, start: int, end: int, batch: int) -> float:

@@ -65,9 +65,6 @@ MODULE = {"memrl": "memrl", "chromadb": "chromadb", "lancedb": "lancedb", "qdran
 BATCH = 2000
 
 
-rss_mb = resident_mb  # this process's resident memory now and at its peak (MB; Linux)
-
-
 def disk_mb(path: Path) -> float:
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
     return round(sum(p.stat().st_size for p in files) / 1e6, 1)
@@ -278,7 +275,7 @@ def measure(name: str, tmp: Path, n: int, queries: int, k: int, warmup: int) -> 
     corpus = make_corpus(0, n, 20_000)
     qs = make_queries(corpus, n, queries, 0)
     truth = [numpy_top(corpus.vectors[:n], qs.vectors[i], k).tolist() for i in range(queries)]
-    row: dict[str, Any] = {"peer": name, "n": n, "rss_data_mb": rss_mb()["now"]}
+    row: dict[str, Any] = {"peer": name, "n": n, "rss_data_mb": resident_mb()["now"]}
     peer = CLASSES[name](store_path(tmp, name))
     t0 = time.perf_counter()
     peer.insert(corpus.texts[:n], corpus.vectors[:n])
@@ -310,7 +307,7 @@ def measure(name: str, tmp: Path, n: int, queries: int, k: int, warmup: int) -> 
     row["dense_recall_at_k"] = round(
         float(np.mean([len(set(g) & set(t)) / len(t) for g, t in zip(got["dense"], truth, strict=True)])), 4
     )
-    row["rss_mb"] = rss_mb()
+    row["rss_mb"] = resident_mb()
     return row
 
 

@@ -31,15 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from bench.store_data import NAMESPACE, LookupEmbedder, make_corpus, make_queries, numpy_top, stats
-
-
-def recall(got: Sequence[int], exact: Sequence[int]) -> float:
-    return len(set(got) & set(exact)) / max(1, len(exact))
+from bench.store_data import (
+    NAMESPACE,
+    LookupEmbedder,
+    make_corpus,
+    make_queries,
+    numpy_top,
+    stats,
+)
+from bench.store_data import overlap as recall
 
 
 async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     from bench.store import insert
+    from memrl.memory.backends.postgres import ann
     from memrl.memory.facade.memory import AsyncMemory
     from memrl.memory.index.ann import exact_scores
     from memrl.memory.search import PLAIN
@@ -47,10 +52,7 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     corpus = make_corpus(args.seed, args.n, args.vocab)
     emb = LookupEmbedder(corpus.texts, corpus.vectors, name=f"bench-lookup-{args.seed}")
     mem = AsyncMemory(db, embedder=emb, namespace=NAMESPACE)
-    from memrl.memory.backends.postgres import ann
-
-    m = ann.HNSW_M if args.m is None else args.m
-    efc = max(ann.HNSW_EF_CONSTRUCTION, 2 * m) if args.ef_construction is None else args.ef_construction
+    m, efc = ann.hnsw_params(args.m, args.ef_construction)
     out: dict[str, Any] = {"n": args.n, "queries": args.queries, "top_k": args.top_k, "m": m,
                            "ef_construction": efc}  # fmt: skip
     try:

@@ -173,7 +173,7 @@ class Loaded:
     def __init__(self, a: dict[str, np.ndarray], unit: Callable[..., Any]) -> None:
         self.a, self._unit = a, unit
         self.key_json = Strings(a["key_data"], a["key_offsets"])  # a million keys: decoded when read
-        self._numbers: dict[Any, int] = {}  # unit key -> its number (-1: not in the file), as looked up
+        self._numbers: dict[Any, int] = {}  # unit key -> its number in the file, for the keys found there
         n = len(self.key_json)
         self.vocab = snapshot.unpack_strings(a["vocab_data"], a["vocab_offsets"])
         self.ents = snapshot.unpack_strings(a["ent_data"], a["ent_offsets"])

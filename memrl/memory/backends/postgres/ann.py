@@ -35,6 +35,13 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 64
 
 
+def hnsw_params(m: int | None = None, ef_construction: int | None = None) -> tuple[int, int]:
+    """(m, ef_construction) of an index build: :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION` unless given,
+    the default ef_construction at least ``2 * m``, as pgvector requires."""
+    m = HNSW_M if m is None else int(m)
+    return m, max(HNSW_EF_CONSTRUCTION, 2 * m) if ef_construction is None else int(ef_construction)
+
+
 class PgAnnMixin:
     """The HNSW side of :class:`~memrl.memory.backends.postgres.store.PostgresStore`."""
 
@@ -61,14 +68,12 @@ class PgAnnMixin:
     def ensure_hnsw(
         self, ns: str, model: str, dim: int, *, m: int | None = None, ef_construction: int | None = None
     ) -> None:
-        """Build ``ns``'s HNSW index of ``model`` (``m`` :data:`HNSW_M` unless given; ``ef_construction``
-        :data:`HNSW_EF_CONSTRUCTION` unless given, and at least ``2 * m`` as pgvector requires) unless it
-        exists. Blocks writers of ``memory_vectors`` while it builds (a plain CREATE INDEX); two processes
+        """Build ``ns``'s HNSW index of ``model`` (``m`` and ``ef_construction`` as :func:`hnsw_params`
+        resolves them) unless it exists. Blocks writers of ``memory_vectors`` while it builds (a plain CREATE INDEX); two processes
         asking at once build it once."""
         from psycopg import sql
 
-        m = HNSW_M if m is None else int(m)
-        efc = max(HNSW_EF_CONSTRUCTION, 2 * m) if ef_construction is None else int(ef_construction)
+        m, efc = hnsw_params(m, ef_construction)
 
         stmt = sql.SQL(
             "CREATE INDEX IF NOT EXISTS {name} ON memory_vectors USING hnsw ((embedding::vector({dim})) "

@@ -316,6 +316,7 @@ def transfer_table(folders: list[Path]) -> str:
     base = next((r["transfer"] for r, _ in runs if r["arm"] == "untrained" and r.get("transfer")), {})
     lines = ["| arm | seed | task | items | score | untrained, same items | minus untrained (95% CI) |",
              "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+    groups: dict[tuple[str, str], list[dict[Any, float]]] = {}
     for r, f in runs:
         for task, t in (r.get("transfer") or {}).items():
             d = u = "-"
@@ -324,10 +325,50 @@ def transfer_table(folders: list[Path]) -> str:
                 pd = paired_difference(ref["scores"], t["scores"], scale=100)
                 d = f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f})"
                 u = f"{ref['score']:.1f}"
+                groups.setdefault((r["arm"], task), []).append(dict(enumerate(t["scores"])))
             lines.append(
                 f"| {r['arm']} (`{f.name}`) | {r['seed']} | {task} | {t['n']} | {t['score']:.1f} | {u} | {d} |"
             )
+    lines += _seed_summary(groups, {task: dict(enumerate(t["scores"])) for task, t in base.items()}, "task")
     return "\n".join(lines)
+
+
+def _seed_summary(
+    groups: dict[tuple[str, str], list[dict[Any, float]]], base: dict[str, dict[Any, float]], col: str
+) -> list[str]:
+    """For each (arm, split or task) run with several seeds: the seeds' mean score and the seed-averaged
+    paired difference from the untrained run (``base``, by item), then every two arms against each other,
+    each seed-averaged per item (items resampled)."""
+    from memrl.eval.stats import paired_difference
+
+    lines: list[str] = []
+    multi = {k: v for k, v in groups.items() if len(v) > 1}
+    if multi:
+        lines += ["", f"| arm | {col} | seeds | mean score | seed-averaged minus untrained (95% CI, items resampled) |",
+                  "|---|---|---:|---:|---:|"]  # fmt: skip
+        means: dict[tuple[str, str], dict[str, float]] = {}
+        for (arm, split), seeds in multi.items():
+            ids = [i for i in seeds[0] if all(i in x for x in seeds)]
+            means[arm, split] = {i: sum(x[i] for x in seeds) / len(seeds) for i in ids}
+            avg = list(means[arm, split].values())
+            pd = paired_difference([base[split][i] for i in ids], avg, scale=100)
+            lines.append(f"| {arm} | {split} | {len(seeds)} | {100 * sum(avg) / len(avg):.1f} | "
+                         f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |")  # fmt: skip
+        pairs = [(a, b) for a in means for b in means if a[1] == b[1] and a[0] < b[0]]
+        if pairs:  # arm against arm, each seed-averaged per item
+            lines += [
+                "",
+                f"| arm minus arm | {col} | difference (95% CI, items resampled) |",
+                "|---|---|---:|",
+            ]
+            for (a, split), (b, _) in pairs:
+                ids = [i for i in means[a, split] if i in means[b, split]]
+                pd = paired_difference([means[b, split][i] for i in ids], [means[a, split][i] for i in ids],
+                                       scale=100)  # fmt: skip
+                lines.append(
+                    f"| {a} minus {b} | {split} | {pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |"
+                )
+    return lines
 
 
 def _label(r: dict[str, Any]) -> str:
@@ -378,32 +419,7 @@ def table(folders: list[Path]) -> str:
         lines.append(
             f"\nRules on the same {split} items: " + ", ".join(f"{k} {v:.1f}" for k, v in rs.items())
         )
-    multi = {k: v for k, v in groups.items() if len(v) > 1}
-    if multi:
-        lines += ["", "| arm | split | seeds | mean score | seed-averaged minus untrained (95% CI, items resampled) |",
-                  "|---|---|---:|---:|---:|"]  # fmt: skip
-        means: dict[tuple[str, str], dict[str, float]] = {}
-        for (arm, split), seeds in multi.items():
-            ids = [i for i in seeds[0] if all(i in x for x in seeds)]
-            means[arm, split] = {i: sum(x[i] for x in seeds) / len(seeds) for i in ids}
-            avg = list(means[arm, split].values())
-            pd = paired_difference([base[split][i] for i in ids], avg, scale=100)
-            lines.append(f"| {arm} | {split} | {len(seeds)} | {100 * sum(avg) / len(avg):.1f} | "
-                         f"{pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |")  # fmt: skip
-        pairs = [(a, b) for a in means for b in means if a[1] == b[1] and a[0] < b[0]]
-        if pairs:  # arm against arm, each seed-averaged per item
-            lines += [
-                "",
-                "| arm minus arm | split | difference (95% CI, items resampled) |",
-                "|---|---|---:|",
-            ]
-            for (a, split), (b, _) in pairs:
-                ids = [i for i in means[a, split] if i in means[b, split]]
-                pd = paired_difference([means[b, split][i] for i in ids], [means[a, split][i] for i in ids],
-                                       scale=100)  # fmt: skip
-                lines.append(
-                    f"| {a} minus {b} | {split} | {pd['diff']:+.1f} ({pd['ci'][0]:+.1f}..{pd['ci'][1]:+.1f}) |"
-                )
+    lines += _seed_summary(groups, base, "split")
     return "\n".join(lines)
 
 

@@ -113,6 +113,28 @@ def test_transfer_runs_pair_with_the_untrained_transfer_run_on_the_same_items(tm
     assert "`g0`" in out  # a run with its own predictions still gets the main table
 
 
+def test_transfer_runs_of_several_seeds_are_averaged_per_item_and_arms_compared(tmp_path, capsys):
+    def transfer(name, arm, seed, scores):
+        f = tmp_path / name
+        f.mkdir()
+        t = {"score": 100 * sum(scores) / len(scores), "n": len(scores), "sha256": "x", "scores": scores}
+        (f / "arm.json").write_text(json.dumps({"arm": arm, "seed": seed, "transfer": {"a@4k": t}}))
+        return f
+
+    u = transfer("u", "untrained", 0, [0, 0, 0, 0])
+    runs = [transfer("r0", "raft", 0, [1, 1, 0, 0]), transfer("r1", "raft", 1, [1, 0, 0, 0]),
+            transfer("g0", "grpo", 0, [1, 0, 0, 0]), transfer("g1", "grpo", 1, [0, 0, 0, 0])]  # fmt: skip
+    arms.main(["--table", str(u), *map(str, runs)])
+    out = capsys.readouterr().out
+    # raft's seeds average to 1 / 0.5 / 0 / 0 per item: 37.5 over the untrained 0
+    assert next(x for x in out.splitlines() if x.startswith("| raft | a@4k | 2 |")).startswith(
+        "| raft | a@4k | 2 | 37.5 | +37.5 ("
+    )
+    # grpo averages 0.5 / 0 / 0 / 0: 12.5; minus raft -25.0, paired on the same items
+    assert "| grpo | a@4k | 2 | 12.5 | +12.5 (" in out
+    assert "| grpo minus raft | a@4k | -25.0 (" in out
+
+
 def test_expert_arms_on_multivalue_items_train_save_and_reload_on_the_tiny_model(tmp_path):
     """The second experiment's pipeline end to end on the tiny real model: niah_multivalue with the value-set
     reward, SFT on the budget-cut expert then GRPO; the run's policy (SFT adapter merged, GRPO adapter on

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,7 +47,7 @@ t0 = time.perf_counter()
 import numpy as np
 from bench import peers
 from bench.store_data import DIM
-p = peers.MemrlPeer(__import__("pathlib").Path(sys.argv[1]))
+p = peers.MemrlPeer(sys.argv[1] if "://" in sys.argv[1] else __import__("pathlib").Path(sys.argv[1]))
 import memrl
 t1 = time.perf_counter()
 p.open()
@@ -57,19 +59,23 @@ hits = search_once(p, mode, q, text)
 t3 = time.perf_counter()
 warm, recall = [], []
 n_warm = int(sys.argv[4])
+idx = p.mem.index._indexes.current(peers.NAMESPACE)
+server = not hasattr(idx, "matrix")  # Postgres: pgvector searches in the database (its recall: bench/pg_ann.py)
 if mode != "bm25" and n_warm:  # query vectors near stored ones (as bench/store_data.py's queries)
     from bench.store_data import QUERY_NOISE
     from memrl.memory.index.ann import exact_scores
-    idx = p.mem.index._indexes.current(peers.NAMESPACE)
     rng = np.random.default_rng(0)
-    qs = idx.matrix[rng.integers(0, idx.n, size=n_warm)] + (QUERY_NOISE / DIM**0.5) * rng.standard_normal((n_warm, DIM))
+    if server:
+        qs = rng.standard_normal((n_warm, DIM))
+    else:
+        qs = idx.matrix[rng.integers(0, idx.n, size=n_warm)] + (QUERY_NOISE / DIM**0.5) * rng.standard_normal((n_warm, DIM))
     qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
 for i in range(n_warm):  # warm searches: the same mode, other words and vectors
     v = qs[i] if mode != "bm25" else q
     t = time.perf_counter()
     got = search_once(p, mode, v, text if mode in ("dense", "default") else f"{text} w{i}")
     warm.append((time.perf_counter() - t) * 1e3)
-    if mode == "dense":  # memrl's vector search against numpy's exact top 10 over the same matrix
+    if mode == "dense" and not server:  # memrl's vector search against numpy's exact top 10 over the same matrix
         exact = idx.rids[np.argsort(-exact_scores(idx.matrix, v), kind="stable")[:10]].tolist()
         ids = {int(it.id[1:]) for it in p.mem.store.get_many_by_rid(exact).values()}
         recall.append(len(set(got) & ids) / 10)
@@ -98,7 +104,21 @@ print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3, "fir
 """
 
 
-def build(store: Path, n: int, query: str) -> dict[str, float]:
+def built(store: str | Path) -> bool:
+    """Whether the store holds the namespace already (a SQLite file exists; a server database has its items)."""
+    if not is_server(store):
+        return Path(store).exists()
+    from bench import peers
+    from memrl.memory.backends.postgres.store import PostgresStore
+
+    db = PostgresStore(str(store))
+    try:
+        return db.read("SELECT count(*) FROM memories WHERE namespace = ?", [peers.NAMESPACE])[0][0] > 0
+    finally:
+        db.close()
+
+
+def build(store: str | Path, n: int, query: str) -> dict[str, float]:
     """The store of ``n`` items at ``store``, searched once in every mode and closed (which writes its files)."""
     from bench import peers
     from bench.store_data import make_corpus
@@ -130,13 +150,34 @@ def search_once(p: Any, mode: str, q: Any, query: str) -> list[int]:
     return p.hybrid(query, q, 10)
 
 
-def run_child(store: Path, mode: str, query: str, warm: int = 0) -> dict:
+def is_server(store: str | Path) -> bool:
+    return isinstance(store, str) and store.startswith(("postgres://", "postgresql://"))
+
+
+def index_dir(store: str | Path) -> Path:
+    """Where the store's snapshot files are (``<db>.index``, or this machine's cache for a server database)."""
+    from memrl.memory.backends.urls import redact
+    from memrl.memory.index.snapshot import snapshot_dir
+
+    folder = snapshot_dir(redact(store) if is_server(store) else str(store))
+    assert folder is not None
+    return folder
+
+
+def run_child(store: str | Path, mode: str, query: str, warm: int = 0, env: dict | None = None) -> dict:
     cmd = [sys.executable, "-c", CHILD, str(store), mode, query, str(warm)]
-    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if done.returncode != 0:
+        raise SystemExit(f"the {mode} child failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
-def without_files(store: Path, mode: str, query: str, warm: int = 0) -> dict:
-    """One child with ``<db>.index`` moved aside; what it writes is deleted and the files put back."""
+def without_files(store: str | Path, mode: str, query: str, warm: int = 0) -> dict:
+    """One child with the store's snapshot files out of its reach (``<db>.index`` moved aside; for a server
+    database an empty cache folder); what it writes is deleted and the files put back."""
+    if is_server(store):
+        with tempfile.TemporaryDirectory(prefix="memrl-cold-cache-") as cache:
+            return run_child(store, mode, query, warm, {"MEMRL_CACHE_DIR": cache})
     index, aside = Path(f"{store}.index"), Path(f"{store}.index.aside")
     index.rename(aside)
     try:
@@ -148,7 +189,9 @@ def without_files(store: Path, mode: str, query: str, warm: int = 0) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", type=Path, required=True, help="the store's SQLite file (built when absent)")
+    p.add_argument("--store", required=True,
+                   help="the store's SQLite file, or a Postgres database URL (built when absent or empty; "
+                        "bench/pg_ann.py builds the same namespace faster)")  # fmt: skip
     p.add_argument("--n", type=int, default=1_000_000, help="items, when the store is built")
     p.add_argument("--modes", default=",".join(MODES), help="search modes timed, comma-separated")
     p.add_argument("--cases", default="loaded", help="loaded and/or without (the files moved aside)")
@@ -156,12 +199,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--warm", type=int, default=20, help="searches after the first, for warm p50 and memory")
     p.add_argument("--query", default=QUERY, help="the query's text (its vector: a fixed unit vector)")
     args = p.parse_args(argv)
-    row: dict = {"store": str(args.store), "repeats": args.repeats, "query": args.query}
-    if not args.store.exists():
-        args.store.parent.mkdir(parents=True, exist_ok=True)
+    from memrl.memory.backends.urls import redact
+
+    if not is_server(args.store):
+        args.store = Path(args.store)
+    row: dict = {"store": redact(str(args.store)), "repeats": args.repeats, "query": args.query}
+    if not built(args.store):
+        if not is_server(args.store):
+            args.store.parent.mkdir(parents=True, exist_ok=True)
         row["build"] = build(args.store, args.n, args.query)
         print(f"built {args.n} items: {row['build']}", flush=True)
-    index = Path(f"{args.store}.index")
+    index = index_dir(args.store)
+    if is_server(args.store) and not list(index.glob("*.snap")):
+        # a server database's files are each client's own: this machine's first process builds and saves them
+        row["primed_first_ms"] = {}
+        for mode in args.modes.split(","):
+            got = run_child(args.store, mode, args.query)
+            row["primed_first_ms"][mode] = round(got["first_ms"], 1)
+            print(
+                f"{mode}: a first search that writes this machine's files {got['first_ms']:.0f} ms",
+                flush=True,
+            )
     row["index_mb"] = round(sum(f.stat().st_size for f in index.glob("*")) / 2**20, 1)
     for mode in args.modes.split(","):
         out: dict = {}

@@ -17,6 +17,7 @@ Run::
 
     .venv/bin/python -m bench.pg_ann --n 30000 --queries 50               # a minute
     nice -n 5 .venv/bin/python -m bench.pg_ann --n 1000000 --queries 100  # the issue's size (about an hour here)
+    .venv/bin/python -m bench.pg_ann --n 1000000 --pg-url URL --reuse     # again on the database left at URL
 """
 
 from __future__ import annotations
@@ -56,9 +57,17 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
     out: dict[str, Any] = {"n": args.n, "queries": args.queries, "top_k": args.top_k, "m": m,
                            "ef_construction": efc}  # fmt: skip
     try:
-        seconds = await insert(mem, corpus, 0, args.n, args.batch)
-        out["insert_per_s"] = round(args.n / seconds)
-        print(f"inserted {args.n:,} items in {seconds:.1f} s", file=sys.stderr, flush=True)
+        # what the timings depend on most: whether the index's pages fit the server's buffer cache
+        out["shared_buffers"] = mem.store.read("SHOW shared_buffers")[0][0]
+        if args.reuse:  # the items an earlier run of the same --n and --seed inserted
+            (have,) = mem.store.read("SELECT count(*) FROM memories WHERE namespace = ?", [NAMESPACE])[0]
+            if have != args.n:
+                raise SystemExit(f"--reuse: the database holds {have:,} items, not --n {args.n:,}")
+            out["reused"] = True
+        else:
+            seconds = await insert(mem, corpus, 0, args.n, args.batch)
+            out["insert_per_s"] = round(args.n / seconds)
+            print(f"inserted {args.n:,} items in {seconds:.1f} s", file=sys.stderr, flush=True)
         t = time.perf_counter()
         if args.m is not None or args.ef_construction is not None:  # not the store's build parameters
             mem.store.ensure_hnsw(NAMESPACE, emb.name, emb.dim, m=m, ef_construction=efc)
@@ -91,19 +100,35 @@ async def run(args: argparse.Namespace, db: str) -> dict[str, Any]:
             print(f"ef_search {ef}: recall@10 {row['recall_at_10']}, p50 {row['p50_ms']} ms", file=sys.stderr,
                   flush=True)  # fmt: skip
         # the store's own choice, on other queries than the sweep's (a setting chosen from the sweep is
-        # checked on queries it was not chosen on)
+        # checked on queries it was not chosen on); on each query the store's HNSW statement alone (the
+        # fetch and ef_search the search sends) is timed beside the search, in alternating order, so that
+        # what the search adds around the statement is measured on the same queries and the same cache
         qs = make_queries(corpus, args.n, args.queries + args.warmup, args.check_seed)
         exact = [numpy_top(matrix, q, args.top_k).tolist() for q in qs.vectors]
-        ms, rec = [], []
-        for i, (text, q) in enumerate(zip(qs.texts, qs.vectors, strict=True)):
-            t = time.perf_counter()
-            hits = await mem.search(text, top_k=k, mode="dense", query_vector=q, **PLAIN)
-            if i >= args.warmup:
-                ms.append((time.perf_counter() - t) * 1e3)
-                rec.append(recall([int(h.item.id[1:]) for h in hits], exact[i]))
-        out["memrl_dense"] = {"recall_at_10": round(float(np.mean(rec)), 4), "ef_min": ann.EF_MIN,
-                              "query_seed": args.check_seed, **stats(ms)}  # fmt: skip
-        print(f"memrl dense search: {out['memrl_dense']}", file=sys.stderr, flush=True)
+        fetch = max(PLAIN["candidates"], k) + idx.MARGIN
+        passes = []
+        for _ in range(args.passes):  # the same queries again: the second pass finds the pages the first read
+            ms, alone, rec = [], [], []
+            for i, (text, q) in enumerate(zip(qs.texts, qs.vectors, strict=True)):
+                for first in ("search", "statement") if i % 2 == 0 else ("statement", "search"):
+                    t = time.perf_counter()
+                    if first == "search":
+                        hits = await mem.search(text, top_k=k, mode="dense", query_vector=q, **PLAIN)
+                    else:
+                        mem.store.vector_ann(NAMESPACE, model, dim, q, fetch, None, None)
+                    took = (time.perf_counter() - t) * 1e3
+                    if i >= args.warmup:
+                        (ms if first == "search" else alone).append(took)
+                if i >= args.warmup:
+                    rec.append(recall([int(h.item.id[1:]) for h in hits], exact[i]))
+            around = [a - b for a, b in zip(ms, alone, strict=True)]
+            passes.append({"recall_at_10": round(float(np.mean(rec)), 4), "ef_min": ann.EF_MIN,
+                           "query_seed": args.check_seed, **stats(ms), "statement": stats(alone),
+                           "around_statement_p50_ms": round(float(np.median(around)), 3)})  # fmt: skip
+            print(f"memrl dense search, pass {len(passes)}: {passes[-1]}", file=sys.stderr, flush=True)
+        out["memrl_dense"] = passes[0]
+        if args.passes > 1:
+            out["memrl_dense_passes"] = passes
     finally:
         await mem.close()
     return out
@@ -132,7 +157,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--pg-url", default=None, help="a server to use (default: a local one, the postgres extra)"
     )
+    p.add_argument("--pg-setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the local server (repeatable; e.g. shared_buffers=3GB: at 1M the index is "
+                        "2 GB); a server given by --pg-url keeps its own")  # fmt: skip
+    p.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        help="times the check queries are run (from the second, the pages the first read are cached)",
+    )
+    p.add_argument("--reuse", action="store_true",
+                   help="with --pg-url: keep the database an earlier run left there (same --n and --seed) and "
+                        "skip the insert; the index is built only if it is missing")  # fmt: skip
     args = p.parse_args(argv)
+    if args.reuse and not args.pg_url:
+        p.error("--reuse needs --pg-url (a local server is thrown away after each run)")
+    if args.pg_setting and args.pg_url:
+        p.error("--pg-setting applies to the local server: restart the server at --pg-url with the setting")
+    if any("=" not in kv for kv in args.pg_setting):
+        p.error("--pg-setting takes KEY=VALUE")
+    args.pg_settings = dict(kv.split("=", 1) for kv in args.pg_setting)
+    if args.passes < 1:
+        p.error("--passes must be at least 1")
     args.efs = [int(x) for x in args.efs.split(",") if x]
     return args
 
@@ -142,8 +188,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = parse_args(argv)
     t0 = time.perf_counter()
-    with backend_dbs(["postgres"], args.pg_url) as make:
-        db = make("postgres", "bench_pg_ann")
+    with backend_dbs(["postgres"], args.pg_url, args.pg_settings) as make:
+        db = (
+            args.pg_url.rsplit("/", 1)[0] + "/bench_pg_ann"
+            if args.reuse
+            else make("postgres", "bench_pg_ann")
+        )
         if args.ann_min is not None:
             import memrl.memory.index.dense as dense
 

@@ -28,16 +28,18 @@ from typing import Any
 
 
 @contextmanager
-def backend_dbs(backends: Sequence[str], pg_url: str | None) -> Iterator[Any]:
-    """Yields ``make(backend, name) -> db``: a new, empty store location for ``backend`` each call."""
+def backend_dbs(
+    backends: Sequence[str], pg_url: str | None, pg_settings: dict[str, str] | None = None
+) -> Iterator[Any]:
+    """Yields ``make(backend, name) -> db``: a new, empty store location for ``backend`` each call (a local
+    Postgres server, started with ``pg_settings`` over the defaults here, unless ``pg_url`` names one)."""
     from memrl.memory.backends.postgres.local import LocalPostgres
 
     server = None
     with tempfile.TemporaryDirectory(prefix="memrl-bench-") as tmp:
         if "postgres" in backends and pg_url is None:
-            server = LocalPostgres(
-                settings={"shared_buffers": "512MB", "max_wal_size": "4GB", "maintenance_work_mem": "4GB"}
-            ).start()
+            settings = {"shared_buffers": "512MB", "max_wal_size": "4GB", "maintenance_work_mem": "4GB"}
+            server = LocalPostgres(settings={**settings, **(pg_settings or {})}).start()
 
         def make(backend: str, name: str) -> str:
             if backend == "sqlite":

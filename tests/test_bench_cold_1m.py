@@ -5,6 +5,7 @@ the files moved aside, with the same hits; the files are put back and nothing th
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from bench import cold_1m
@@ -46,3 +47,35 @@ def test_first_searches_with_and_without_the_files(capsys, tmp_path):
             assert (loaded["from_files"]["terms"], without["from_files"]["terms"]) == ("snapshot", "store")
     assert sorted(p.name for p in Path(f"{store}.index").iterdir()) == files
     assert not Path(f"{store}.index.aside").exists()
+
+
+def test_a_postgres_store_first_writes_then_loads_this_machines_files(
+    capsys, tmp_path, monkeypatch, pg_server
+):
+    """On Postgres the terms and facts files are this machine's (``$MEMRL_CACHE_DIR/index/``): the first
+    process writes them, later ones load them; with an empty cache a process reads the database again."""
+    monkeypatch.setenv("MEMRL_CACHE_DIR", str(tmp_path / "cache"))
+    url = pg_server.create_database("cold1m")
+    query = " ".join(make_corpus(0, 1500, 20_000).texts[700].split()[:4])
+    argv = ["--store", url, "--n", "1500", "--cases", "loaded,without", "--repeats", "1", "--query", query,
+            "--warm", "3"]  # fmt: skip
+    cold_1m.main(argv)  # builds the store: the building process's searches and close write the files
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "build" in out and "primed_first_ms" not in out and out["index_mb"] > 0
+    shutil.rmtree(tmp_path / "cache")  # another machine's cache: its first process writes its own
+    cold_1m.main(argv)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "build" not in out and set(out["primed_first_ms"]) == set(cold_1m.MODES) and out["index_mb"] > 0
+    files = sorted(p.name for p in cold_1m.index_dir(url).iterdir())
+    assert len(files) == 2 and cold_1m.index_dir(url).is_relative_to(tmp_path / "cache")  # facts and terms
+    for mode in cold_1m.MODES:
+        row = out[mode]
+        assert row["same_results"] and row["hits"] > 0, mode
+        loaded, without = row["loaded"], row["without"]
+        if mode != "dense":
+            assert (loaded["from_files"]["facts"], without["from_files"]["facts"]) == ("snapshot", "store")
+        if mode in ("bm25", "hybrid"):
+            assert (loaded["from_files"]["terms"], without["from_files"]["terms"]) == ("snapshot", "store")
+    assert sorted(p.name for p in cold_1m.index_dir(url).iterdir()) == files
+    cold_1m.main(argv)  # a second run finds the files: nothing to prime
+    assert "primed_first_ms" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -31,7 +31,46 @@ def test_pg_ann_sweep_small(capsys, pg_server):
     # ef_search 5 returns at most 5 of the 10 asked: recall at most 0.5; at 40, over 400 items, near exact
     assert out["sweep"][0]["recall_at_10"] <= 0.5
     assert out["sweep"][1]["recall_at_10"] >= 0.9
-    assert out["memrl_dense"]["recall_at_10"] >= 0.9
+    dense = out["memrl_dense"]
+    assert dense["recall_at_10"] >= 0.9
+    # the statement alone was timed on the same queries, beside the search
+    assert 0 < dense["statement"]["p50_ms"] <= dense["statement"]["p99_ms"]
+    assert isinstance(dense["around_statement_p50_ms"], float)
+
+    # --reuse: the database the run left is searched again without a second insert
+    try:
+        pg_ann.main(["--n", "400", "--ann-min", "100", "--queries", "4", "--warmup", "1", "--efs", "40",
+                     "--m", "48", "--pg-url", pg_server.url(), "--reuse", "--passes", "2"])  # fmt: skip
+        again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert again["reused"] is True and "insert_per_s" not in again
+        first, second = again["memrl_dense_passes"]  # the same queries twice: the same hits, timed again
+        assert again["memrl_dense"] == first and first["recall_at_10"] == second["recall_at_10"] >= 0.9
+        assert second["p50_ms"] > 0 and second["statement"]["p50_ms"] > 0
+        assert again["sweep"][0]["recall_at_10"] >= 0.9  # the same index, found again
+        with pytest.raises(SystemExit, match="holds 400 items, not --n 500"):
+            pg_ann.main(
+                ["--n", "500", "--ann-min", "100", "--queries", "2", "--pg-url", pg_server.url(), "--reuse"]
+            )
+    finally:
+        DenseIndexes.ANN_MIN = before
+    with pytest.raises(SystemExit):
+        pg_ann.main(["--n", "400", "--reuse"])  # a local server is thrown away: nothing to reuse
+    with pytest.raises(SystemExit):  # a server the user runs keeps its own settings
+        pg_ann.main(["--n", "400", "--pg-url", pg_server.url(), "--pg-setting", "shared_buffers=64MB"])
+
+
+def test_a_local_server_takes_the_settings_asked(capsys, pg_server):  # pg_server: skips without binaries
+    from bench import pg_ann
+    from memrl.memory.index.dense import DenseIndexes
+
+    before = DenseIndexes.ANN_MIN
+    try:
+        pg_ann.main(["--n", "200", "--ann-min", "100", "--queries", "2", "--warmup", "0", "--efs", "40",
+                     "--pg-setting", "shared_buffers=48MB"])  # fmt: skip
+    finally:
+        DenseIndexes.ANN_MIN = before
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["shared_buffers"] == "48MB" and "memrl_dense_passes" not in out
 
 
 def test_vector_ann_takes_ef_search(pg_server):

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from memrl.loading import cache_root
+
 FORMAT = 1
 MAGIC = b"MEMRLSNAP\x01"
 ALIGN = 64
@@ -45,13 +47,27 @@ ALIGN = 64
 MMAP_FROM = 1 << 20
 
 
+def snapshot_dir(db: Any) -> Path | None:
+    """The folder of the snapshots of the store at ``db`` (its ``path``): ``<db>.index/`` beside a SQLite
+    file; for a server database (a ``postgres://`` URL, password removed) a folder of this machine's cache,
+    ``$MEMRL_CACHE_DIR/index/<hash of the URL>/``, so each client keeps its own copy, stamped like a file's
+    and checked against the server's history as one; None for an in-memory store."""
+    if not isinstance(db, str) or not db or db == ":memory:" or db.startswith("file::memory:"):
+        return None
+    if db.startswith(("postgres://", "postgresql://")):
+        url = "postgresql://" + db.split("://", 1)[1]
+        return cache_root() / "index" / hashlib.sha256(url.encode()).hexdigest()[:24]
+    return Path(db + ".index")
+
+
 def snapshot_path(db: Any, ns: str, kind: str, key: str) -> Path | None:
-    """Where ``ns``'s snapshot of ``kind`` built with ``key`` lives for the store at ``db`` (a SQLite file
-    path): ``<db>.index/<hash>.snap``. None for an in-memory store or a server database."""
-    if not isinstance(db, str) or not db or db == ":memory:" or db.startswith(("file::memory:", "postgres")):
+    """Where ``ns``'s snapshot of ``kind`` built with ``key`` lives for the store at ``db``:
+    ``<snapshot_dir>/<hash>.snap`` (:func:`snapshot_dir`); None for an in-memory store."""
+    folder = snapshot_dir(db)
+    if folder is None:
         return None
     name = hashlib.sha256(f"{ns}\0{kind}\0{key}".encode()).hexdigest()[:32]
-    return Path(db + ".index") / f"{name}.snap"
+    return folder / f"{name}.snap"
 
 
 def stamp(store: Any, ns: str, seq: int) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ made again at the same URL are rebuilt, never trusted. On a real Postgres server
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from memrl.memory.embedders.providers import HashingEmbedder
 from memrl.memory.facade.blocking import Memory
 from memrl.memory.index import snapshot
+from memrl.memory.index.packed import Packed
 from memrl.memory.search.terms import TermIndex
 from memrl.memory.store.indexing import IndexSupportMixin
 from tests.test_snapshots_lexical import MIN, QUERIES, turns
@@ -69,12 +71,21 @@ def cache_files(cache: Path) -> list[Path]:
 
 
 def rebuilt(url: str, monkeypatch) -> dict:
-    """What a process with no snapshot files finds (it saves none either)."""
+    """What a process that neither loads nor writes files finds (``MEMRL_SERVER_INDEX_FILES=0``): every
+    cache file is left as it was."""
+    cache = Path(os.environ["MEMRL_CACHE_DIR"])
+    before = {f: f.stat().st_mtime_ns for f in cache_files(cache)}
     with monkeypatch.context() as mp:
-        mp.setenv("MEMRL_CACHE_DIR", "/nonexistent/memrl-unused-cache")
-        mp.setattr(TermIndex, "SNAPSHOT_MIN", 10**9)
-        with memory(url, facts_min=10**9) as m:
-            return results(m)
+        mp.setenv("MEMRL_SERVER_INDEX_FILES", "0")
+        with memory(url) as m:
+            got = results(m)
+            # built from the database, not loaded
+            assert [s.origin for _, s in m.aio.index.facts._cache.items()] == ["store"]
+            assert not isinstance(
+                m.aio.index.terms._cache.current("alice", ("rule", "unit", "speaker")).units, Packed
+            )
+    assert {f: f.stat().st_mtime_ns for f in cache_files(cache)} == before
+    return got
 
 
 @pytest.fixture
@@ -106,11 +117,10 @@ def test_a_new_process_loads_the_files_and_catches_up_with_other_writers(
     assert snapshot.snapshot_dir(m.aio.store.path) == kept[0].parent
     assert first == rebuilt(url, monkeypatch)
 
-    with (
-        monkeypatch.context() as mp
-    ):  # another client writes, deletes and edits meanwhile (no files of its own)
-        mp.setenv("MEMRL_CACHE_DIR", "/nonexistent/memrl-unused-cache")
-        with memory(url, facts_min=10**9) as other:
+    # another client writes, deletes and edits meanwhile (no files of its own)
+    with monkeypatch.context() as mp:
+        mp.setenv("MEMRL_SERVER_INDEX_FILES", "off")
+        with memory(url) as other:
             other.add_many(turns(5, seed=3, start=80))
             gone = other.search("tea in Lisbon", mode="bm25", top_k=1)[0].item.id
             other.delete(gone)
@@ -132,10 +142,10 @@ def test_the_files_of_a_database_made_again_at_the_same_url_are_not_trusted(url,
         results(m)
     kept = {f: f.read_bytes() for f in cache_files(tmp_path / "cache")}
     assert len(kept) == 2
-    url = fresh(
-        pg_server, "snapdb"
-    )  # dropped and made again: same URL, namespace, generation and seq numbers
-    with memory(url, facts_min=10**9) as m:
+    # dropped and made again: the same URL, namespace, generation and seq numbers
+    url = fresh(pg_server, "snapdb")
+    with monkeypatch.context() as mp, memory(url) as m:
+        mp.setenv("MEMRL_SERVER_INDEX_FILES", "0")
         m.add_many(turns(80, seed=5))
     for f, data in kept.items():  # the old database's files put back
         f.write_bytes(data)

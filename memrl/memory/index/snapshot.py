@@ -51,10 +51,13 @@ def snapshot_dir(db: Any) -> Path | None:
     """The folder of the snapshots of the store at ``db`` (its ``path``): ``<db>.index/`` beside a SQLite
     file; for a server database (a ``postgres://`` URL, password removed) a folder of this machine's cache,
     ``$MEMRL_CACHE_DIR/index/<hash of the URL>/``, so each client keeps its own copy, stamped like a file's
-    and checked against the server's history as one; None for an in-memory store."""
+    and checked against the server's history as one (``MEMRL_SERVER_INDEX_FILES=0``: none, each process
+    rebuilds); None for an in-memory store."""
     if not isinstance(db, str) or not db or db == ":memory:" or db.startswith("file::memory:"):
         return None
     if db.startswith(("postgres://", "postgresql://")):
+        if os.environ.get("MEMRL_SERVER_INDEX_FILES", "1").strip().lower() in ("0", "off", "false", "no"):
+            return None  # no copy of a server's data on this machine: each process rebuilds
         url = "postgresql://" + db.split("://", 1)[1]
         return cache_root() / "index" / hashlib.sha256(url.encode()).hexdigest()[:24]
     return Path(db + ".index")

@@ -150,3 +150,27 @@ def test_embeddings_endpoint_and_meter_count_what_passes(endpoint):
         counts.prompt_tokens == reply.usage.prompt_tokens
         and counts.completion_tokens == reply.usage.completion_tokens
     )
+
+
+def test_a_call_the_upstream_never_received_is_an_error_not_a_call(endpoint):
+    """The meter counts what the endpoint received: a request it could not forward (the upstream down) is a
+    502 and an error; the client's retry that gets through is the one call."""
+    import socket
+
+    from openai import OpenAI
+
+    from memrl.eval.systems.meter import Meter
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with Meter(dead, timeout=5) as meter:
+        client = OpenAI(base_url=meter.base_url, api_key="k", max_retries=0)
+        with pytest.raises(Exception, match="502|upstream"):
+            client.embeddings.create(model="e", input=["x"])
+        assert (meter.snapshot().embed_calls, meter.snapshot().errors) == (0, 1)
+    before = len(endpoint.embedding_requests)
+    with Meter(endpoint.base_url) as meter:
+        OpenAI(base_url=meter.base_url, api_key="k").embeddings.create(model="e", input=["x"])
+        counts = meter.snapshot()
+    assert counts.embed_calls == len(endpoint.embedding_requests) - before == 1 and counts.errors == 0

@@ -227,6 +227,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, response_to_body(resp, body.get("model") or app.model_name))
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    #: a burst of parallel clients waits in the listen queue instead of being refused (the stdlib's 5)
+    request_queue_size = 128
+
+
 class LLMServer:
     """An OpenAI-compatible server for ``llm`` in background threads; a context manager."""
 
@@ -280,7 +285,7 @@ class LLMServer:
         # One event loop runs every back-end call, so clients and semaphores inside the LLM stay on it.
         self._loop = asyncio.new_event_loop()
         handler = type("Handler", (_Handler,), {"app": self})
-        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
+        self._httpd = _HTTPServer((self.host, self.port), handler)
         self._httpd.daemon_threads = True
         self.host, self.port = self._httpd.server_address[:2]
         self._threads = [

@@ -59,6 +59,7 @@ class _Proxy(BaseHTTPRequestHandler):
             k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type", "accept")
         }
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        reached = True
         try:
             with urllib.request.urlopen(req, timeout=self.meter.timeout) as resp:
                 status, body, ctype = (
@@ -69,12 +70,15 @@ class _Proxy(BaseHTTPRequestHandler):
         except urllib.error.HTTPError as e:
             status, body, ctype = e.code, e.read(), e.headers.get("Content-Type", "application/json")
         except (urllib.error.URLError, TimeoutError, OSError) as e:
+            # the upstream never answered (refused, reset, timed out): an error, not a call it received
+            # (a client's retry that gets through is the call, counted once)
             status, body, ctype = (
                 502,
                 json.dumps({"error": {"message": f"upstream: {e}"}}).encode(),
                 "application/json",
             )
-        self.meter._count(path, status, body)
+            reached = False
+        self.meter._count(path, status, body, reached=reached)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -86,6 +90,11 @@ class _Proxy(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._forward("GET")
+
+
+class _Server(ThreadingHTTPServer):
+    #: a burst of a system's parallel calls waits in the listen queue instead of being refused (the stdlib's 5)
+    request_queue_size = 128
 
 
 class Meter:
@@ -108,7 +117,11 @@ class Meter:
         with self._lock:
             return Counts(**self.counts.to_dict())
 
-    def _count(self, path: str, status: int, body: bytes) -> None:
+    def _count(self, path: str, status: int, body: bytes, *, reached: bool = True) -> None:
+        if not reached:
+            with self._lock:
+                self.counts.errors += 1
+            return
         try:
             usage = json.loads(body).get("usage") or {} if status == 200 else {}
         except (ValueError, AttributeError):
@@ -127,7 +140,7 @@ class Meter:
 
     def start(self) -> Meter:
         handler = type("Proxy", (_Proxy,), {"meter": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()

@@ -11,6 +11,11 @@ is a fresh interpreter that opens the store and searches once in one mode:
 - ``default``: dense mode with the default options (the neighbour window and the re-scorer);
 - ``bm25``, ``hybrid``: the default options.
 
+``--store`` may also be a Postgres database URL (bench/pg_ann.py builds the same namespace faster): its
+files are this machine's (``$MEMRL_CACHE_DIR/index/``), and when there are none yet one process per mode
+writes them first (``primed_first_ms``); the warm dense queries are then random unit vectors, with no recall
+(bench/pg_ann.py measures it).
+
 Cases: ``loaded`` (the files as the last process left them) and ``without`` (``<db>.index`` moved aside
 first, the ANN graph file kept; what the process saves is deleted afterwards and the files put back: the
 cost of a store without snapshots). Each child reports its import, open and first-search times, which
@@ -21,6 +26,7 @@ Run::
 
     nice -n 5 .venv/bin/python -m bench.cold_1m --store /tmp/cold/s1m.db              # builds it first if absent
     nice -n 5 .venv/bin/python -m bench.cold_1m --store /tmp/cold/s1m.db --cases loaded,without --repeats 1
+    .venv/bin/python -m bench.cold_1m --store postgresql://postgres@127.0.0.1:55432/bench_pg_ann --cases loaded,without
 """
 
 from __future__ import annotations
@@ -160,7 +166,10 @@ def index_dir(store: str | Path) -> Path:
     from memrl.memory.index.snapshot import snapshot_dir
 
     folder = snapshot_dir(redact(store) if is_server(store) else str(store))
-    assert folder is not None
+    if folder is None:
+        raise SystemExit(
+            "this store keeps no snapshot files here (MEMRL_SERVER_INDEX_FILES=0?): nothing to time"
+        )
     return folder
 
 
@@ -194,7 +203,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "bench/pg_ann.py builds the same namespace faster)")  # fmt: skip
     p.add_argument("--n", type=int, default=1_000_000, help="items, when the store is built")
     p.add_argument("--modes", default=",".join(MODES), help="search modes timed, comma-separated")
-    p.add_argument("--cases", default="loaded", help="loaded and/or without (the files moved aside)")
+    p.add_argument(
+        "--cases",
+        default="loaded",
+        help="loaded and/or without (the files moved aside; a server database's: an empty cache)",
+    )
     p.add_argument("--repeats", type=int, default=2, help="fresh processes per mode and case (medians)")
     p.add_argument("--warm", type=int, default=20, help="searches after the first, for warm p50 and memory")
     p.add_argument("--query", default=QUERY, help="the query's text (its vector: a fixed unit vector)")

@@ -66,7 +66,7 @@ t3 = time.perf_counter()
 warm, recall = [], []
 n_warm = int(sys.argv[4])
 idx = p.mem.index._indexes.current(peers.NAMESPACE)
-server = not hasattr(idx, "matrix")  # Postgres: pgvector searches in the database (its recall: bench/pg_ann.py)
+server = p.mem.index.backend == "pgvector"  # Postgres: pgvector searches in the database (recall: bench/pg_ann.py)
 if mode != "bm25" and n_warm:  # query vectors near stored ones (as bench/store_data.py's queries)
     from bench.store_data import QUERY_NOISE
     from memrl.memory.index.ann import exact_scores

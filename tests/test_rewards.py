@@ -509,6 +509,11 @@ VALUE_GOLDS = ["3091054", "4495418", "9031354", "5546449"]
         ("\\boxed{3091054449541890313545546449}", 0.0),  # glued: no value named
         ("3091054, 4495418, 9031354, 5546449", 0.0),  # no box
         ("\\boxed{}", 0.0),
+        ("\\boxed{3091054\u30014495418\u30019031354\u30015546449}", 1.0),  # ideographic commas
+        ("\\boxed{3091054\uff0c4495418\uff1b9031354\uff0c5546449}", 1.0),  # full-width comma, semicolon
+        ("\\boxed{3091054-4495418-9031354-5546449}", 1.0),  # hyphens: no gold holds one
+        ("\\boxed{3091054 \u2013 4495418 \u2014 9031354 - 5546449}", 1.0),  # en, em and spaced dashes
+        ("\\boxed{3091054-3091054-3091054-3091054}", 0.0625),  # splitting finer only adds parts
     ],
 )
 def test_value_set_reward(reply, expected):
@@ -522,6 +527,15 @@ def test_value_set_reward_keeps_multi_word_values_whole():
 
     assert value_parts("New York, Paris", ["new york", "paris"]) == ["newyork", "paris"]
     assert value_set_reward("\\boxed{New York and Paris}", ["new york", "paris"]) == 1.0
+
+
+def test_value_set_reward_keeps_hyphenated_values_whole_when_a_gold_holds_a_hyphen():
+    from memrl.rewards.memagent import value_parts, value_set_reward
+
+    uuids = ["1b4e28ba-2fa1-11d2-883f-0016d3cca427", "6fa459ea-ee8a-3ca4-894e-db77e160355e"]
+    assert value_parts(" - ".join(uuids), uuids) == uuids
+    assert value_set_reward("\\boxed{" + "\u3001".join(uuids) + "}", uuids) == 1.0
+    assert value_set_reward("\\boxed{1b4e28ba, 2fa1, 11d2, 883f, 0016d3cca427}", uuids) == 0.0
 
 
 @given(st.lists(st.sampled_from(VALUE_GOLDS + ["1111111", "2222222", "77"]), min_size=1, max_size=12))

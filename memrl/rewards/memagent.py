@@ -27,7 +27,9 @@ from memrl.scoring.metrics import best_over_golds, boxed_answer, boxed_match, ex
 
 __all__ = ["memagent_eval", "memagent_reward", "value_parts", "value_set_reward"]
 
-_LIST_SEP = re.compile(r"\s*(?:[,;\n]|\band\b)\s*", re.I)
+# Commas and semicolons in their ASCII, full-width and ideographic forms, new lines, "and", and dashes set
+# apart by spaces or written as en/em dashes; a bare hyphen splits only when no gold holds one (UUIDs do).
+_LIST_SEP = re.compile(r"\s*(?:[,;\n\uff0c\u3001\uff1b\u2013\u2014]|\s-\s|\band\b)\s*", re.I)
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 
 
@@ -56,10 +58,16 @@ def _norm_value(text: str) -> str:
 
 
 def value_parts(answer: str, golds: object) -> list[str]:
-    """The values an answer names, in order, repeats kept: split at commas, semicolons, new lines and
-    "and"; also at spaces when no gold holds one (RULER's values are single words, numbers or UUIDs)."""
-    spaced = any(" " in str(g).strip() for g in _golds(golds))
+    """The values an answer names, in order, repeats kept: split at commas and semicolons (ASCII,
+    full-width or ideographic), new lines, "and" and dashes between spaces or en/em dashes; also at spaces
+    when no gold holds one and at hyphens when no gold holds one (RULER's values are single words, numbers
+    or UUIDs). Splitting finer only adds parts, and every part counts in the precision."""
+    gold = [str(g).strip() for g in _golds(golds)]
+    spaced = any(" " in g for g in gold)
+    hyphen = any("-" in g for g in gold)
     parts = [p for piece in _LIST_SEP.split(answer) for p in (piece.split() if not spaced else [piece])]
+    if not hyphen:
+        parts = [q for p in parts for q in p.split("-")]
     return [v for v in (_norm_value(p) for p in parts) if v]
 
 

@@ -1,8 +1,8 @@
 """The re-scorer's per-namespace layout (each unit's items, its session, its neighbours there) is built in one
-pass and orders a session only when a search asks for one of its units; after any sequence of moves, adds and
+pass and reads a unit's neighbours from its session's items when asked; after any sequence of moves, adds and
 deletes it must answer as a layout built from scratch on the final facts, and as an independent reading of
 what a unit's neighbours are (its session's units by first item, the one before and the one after), also when
-the orders a search read before the writes were cached."""
+it was read between the writes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_layout_kept_in_step_answers_as_one_built_from_the_final_facts(start, 
         else:
             facts[rid] = fact
         lay.place(rid, fact)
-        if read_between:  # the orders read now are cached: the next writes must drop what they change
+        if read_between:
             _check(lay, facts)
     _check(lay, facts)
     fresh = _Layout(0)
@@ -66,13 +66,31 @@ def test_a_layout_kept_in_step_answers_as_one_built_from_the_final_facts(start, 
     assert (lay.unit_rids, lay.by_session) == (fresh.unit_rids, fresh.by_session)
 
 
-def test_a_session_is_ordered_only_when_asked_for():
-    facts = {r: (None, None, f"s{r // 10}", None, False) for r in range(100)}
+def test_neighbours_skip_the_items_of_units_that_start_elsewhere():
+    """A session's items in rid order: 10 (unit a, which starts in s0), 11, 12 (unit b's first), 13 (unit b),
+    14 (unit a again), 15: 11's neighbours are nothing before (10 is unit a's, which starts in s0) and unit b
+    after; 15's are unit b before (13 and 14 start no unit) and nothing after; a delete is seen at the next ask."""
+    facts = {
+        5: ("a", None, "s0", None, False),
+        10: ("a", None, "s1", None, False),
+        11: (None, None, "s1", None, False),
+        12: ("b", None, "s1", None, False),
+        13: ("b", None, "s1", None, False),
+        14: ("a", None, "s1", None, False),
+        15: (None, None, "s1", None, False),
+    }
     lay = _Layout(0)
     lay.fill(facts)
-    assert lay._orders == {}
-    assert lay.neighbours_of(("r", 15)) == (("r", 14), ("r", 16))
-    assert list(lay._orders) == ["s1"]
-    del facts[16]
-    lay.place(16, None)  # a write drops the orders worked out; they are worked out again when asked for
-    assert lay._orders == {} and lay.neighbours_of(("r", 15)) == (("r", 14), ("r", 17))
+    assert lay.neighbours_of(("r", 11)) == (("u", "b"),)
+    assert lay.neighbours_of(("u", "b")) == (("r", 11), ("r", 15))
+    assert lay.neighbours_of(("r", 15)) == (("u", "b"),)
+    assert lay.neighbours_of(("u", "a")) == ()  # alone in s0
+    _check(lay, facts)
+    del facts[12]
+    lay.place(12, None)  # b now starts at 13
+    assert lay.neighbours_of(("r", 11)) == (("u", "b"),) and lay.rids_of(("u", "b")) == [13]
+    del facts[5]
+    lay.place(5, None)  # a now starts at 10, in s1
+    assert lay.neighbours_of(("u", "a")) == (("r", 11),)
+    assert lay.neighbours_of(("r", 11)) == (("u", "a"), ("u", "b"))
+    _check(lay, facts)

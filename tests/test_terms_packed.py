@@ -130,3 +130,30 @@ def test_facts_loaded_from_their_columns_follow_writes_as_a_dict(start, ops):
     assert Rows(to_arrays(got)).speaker_count() == {
         s: n for s in ("Ann", "Bob") if (n := sum(f[1] == s for f in mem.values()))
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(start=st.dictionaries(st.integers(1, 20), FACT, max_size=12),
+       ops=st.lists(st.tuples(st.integers(1, 20), st.one_of(st.none(), FACT)), max_size=8),
+       asked=st.lists(st.one_of(st.integers(-2, 24), st.sampled_from(["x", 2.5, None])), max_size=30))  # fmt: skip
+def test_facts_read_in_one_batch_equal_facts_read_one_by_one(start, ops, asked):
+    """``prefetch`` (what a search calls before reading a few thousand facts) keeps what reading each key
+    would: written, deleted and absent keys untouched, the values of the file's entries equal, and the
+    mapping still equal to the dict it mirrors."""
+    from memrl.memory.index.packed import prefetch
+    from memrl.memory.search.facts import Rows, to_arrays
+
+    mem = dict(start)
+    batch, single = Rows(to_arrays(mem)), Rows(to_arrays(mem))
+    for rid, fact in ops:
+        for d in (mem, batch, single):
+            d.pop(rid, None)
+            if fact is not None:
+                d[rid] = fact
+    prefetch(batch, asked)
+    prefetch(mem, asked)  # a dict: nothing to do
+    for k in asked:
+        assert batch.get(k) == single.get(k) == mem.get(k)
+    assert dict(batch) == mem and len(batch) == len(mem)
+    read = {k for k in asked if k in start and k in mem and all(r != k for r, _ in ops)}
+    assert read <= set(batch._read)  # the file's entries asked for were decoded in the batch

@@ -19,12 +19,31 @@ import numpy as np
 _MISSING = object()
 
 
+def positions(ordered: np.ndarray, rids: list[Any]) -> list[int]:
+    """:func:`position` of each of ``rids`` in one ``searchsorted``."""
+    ints = [r if isinstance(r, int) else None for r in rids]
+    probe = np.fromiter((-1 if r is None else r for r in ints), dtype=np.int64, count=len(ints))
+    if not len(ordered):
+        return [-1] * len(ints)
+    at = np.minimum(np.searchsorted(ordered, probe), len(ordered) - 1)
+    ok = ordered[at] == probe
+    return [
+        i if good and r is not None else -1 for i, good, r in zip(at.tolist(), ok.tolist(), ints, strict=True)
+    ]
+
+
 def position(ordered: np.ndarray, rid: Any) -> int:
     """Where the int ``rid`` sits in the ascending array ``ordered``; -1 when it is not there (or not an int)."""
     if not isinstance(rid, int):
         return -1
     at = int(np.searchsorted(ordered, rid))
     return at if at < len(ordered) and ordered[at] == rid else -1
+
+
+def prefetch(mapping: Any, keys: Any) -> None:
+    """:meth:`Packed.prefetch` when ``mapping`` is one (a dict holds every value already)."""
+    if isinstance(mapping, Packed):
+        mapping.prefetch(keys)
 
 
 class Packed(MutableMapping[Any, Any]):
@@ -69,6 +88,33 @@ class Packed(MutableMapping[Any, Any]):
                 raise KeyError(k)
             got = self._read[k] = self._decode(i)
         return got
+
+    def prefetch(self, keys: Any) -> None:
+        """Read the file entries of ``keys`` not read yet in one pass (kept as :meth:`__getitem__` keeps
+        them): a search about to read a few thousand entries one by one pays one batched lookup instead
+        (:meth:`_numbers`, :meth:`_decode_many`). Keys absent, deleted or added since are skipped."""
+        read, added, gone = self._read, self._added, self._gone
+        todo = [k for k in dict.fromkeys(keys) if k not in read and k not in added and k not in gone]
+        if not todo:
+            return
+        numbers = self._numbers(todo)
+        found = [(k, i) for k, i in zip(todo, numbers, strict=True) if i >= 0]
+        if found:
+            values = self._decode_many([i for _, i in found])
+            read.update(zip((k for k, _ in found), values, strict=True))
+
+    def _numbers(self, keys: list[Any]) -> list[int]:
+        """The file's number of each key (-1: not there); one at a time unless a subclass batches it."""
+        out = []
+        for k in keys:
+            try:
+                out.append(self._index(k))
+            except (TypeError, ValueError):
+                out.append(-1)
+        return out
+
+    def _decode_many(self, numbers: list[int]) -> list[Any]:
+        return [self._decode(i) for i in numbers]
 
     def __setitem__(self, k: Any, v: Any) -> None:
         if k in self._read or (k not in self._added and self._base(k) >= 0):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from memrl.memory.index import snapshot
-from memrl.memory.index.packed import Packed, Strings, position
+from memrl.memory.index.packed import Packed, Strings, position, positions
 from memrl.memory.store.follow import Following
 from memrl.memory.store.indexing import fact
 
@@ -187,6 +187,20 @@ class Rows(Packed):
 
     def _index(self, rid: Any) -> int:
         return position(self.a["rids"], rid)
+
+    def _numbers(self, keys: list[Any]) -> list[int]:
+        return positions(self.a["rids"], keys)
+
+    def _decode_many(self, numbers: list[int]) -> list[Any]:
+        """Rows ``numbers`` at once: each column's codes in one fancy index, each distinct value decoded once."""
+        a, at = self.a, np.asarray(numbers, dtype=np.int64)
+        cols = []
+        for f in FIELDS:
+            value, codes = self._value, a[f][at].tolist()
+            seen: dict[int, Any] = {}
+            cols.append([seen[c] if c in seen else seen.setdefault(c, value(f, c)) for c in codes])
+        times = [_TIME[t] for t in a["time"][at].tolist()]
+        return list(zip(*cols, times, strict=True))
 
     def _value(self, f: str, code: int) -> Any:
         if code < 0:

@@ -28,6 +28,7 @@ from memrl.memory.analysis.words import STOPWORDS, TOKEN, query_words, strip_que
 from memrl.memory.embedders.base import Embedder
 from memrl.memory.index import ann_files, snapshot
 from memrl.memory.index.dense import DenseIndexes
+from memrl.memory.index.packed import prefetch
 from memrl.memory.records.types import TYPE_CODE, SearchHit
 from memrl.memory.search.adaptive import dense_weight, features
 from memrl.memory.search.expand import session_prior, session_scores, spread
@@ -332,6 +333,7 @@ class SearchIndex(DenseIndexes):
             else:
                 fused = convex([{k: v[2] for k, v in c.items()} for c in lists], weights)
         if boosted and fused:
+            prefetch(info, rep.values())
             facts = {k: ItemSignals(*info.get(rid, ())) for k, rid in rep.items()}
             fused = apply_priors(
                 query, fused, facts, speaker=opts.speaker_boost, date=opts.date_boost,

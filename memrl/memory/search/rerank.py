@@ -36,6 +36,7 @@ import numpy as np
 from memrl.memory.analysis.dates import Span, fits, parse_day, question_spans, turn_spans
 from memrl.memory.analysis.query import asks_abstract, asks_when, named_in
 from memrl.memory.analysis.terms import content_terms, rule_entities
+from memrl.memory.index.packed import Packed, prefetch
 from memrl.memory.search.expand import session_scores
 from memrl.memory.search.facts import Rows
 from memrl.memory.search.rerank_model import FEATURES, load
@@ -54,11 +55,11 @@ class _Layout:
     process or another, are moved (:meth:`place`); what an item is now is read from the search's facts
     (``facts``, bound at each search: up to date at ``seq``).
 
-    Built in one pass over the facts (an append or two per item); a session's order (each unit next to the
-    units before and after it, by first item) is worked out only when a search asks for a unit of that
-    session, and kept until the next write. At a million items the eager build (every item placed, every
-    session ordered) cost 24 s of a new process's first search; what a search reads is the neighbours of its
-    candidates, a few hundred units."""
+    Built in one pass over the facts (an append or two per item); a unit's neighbours (the units before
+    and after it in its session, by first item) are read from its session's items when a search asks
+    (:meth:`neighbours_of`). At a million items the eager build (every item placed, every session ordered)
+    cost 24 s of a new process's first search; what a search reads is the neighbours of its candidates, a
+    few hundred units."""
 
     generation: int
     collapse: str | None = None  # the collapse key the units were read with (SearchOptions.collapse)
@@ -67,9 +68,6 @@ class _Layout:
     unit_rids: dict[Any, list[int]] = field(default_factory=dict)  # unit -> its items, in rid order
     by_session: dict[Any, list[int]] = field(default_factory=dict)  # session -> its items, in rid order
     spans: dict[Any, list[Span]] = field(default_factory=dict)
-    _orders: dict[Any, dict[Any, tuple[Any, ...]]] = field(
-        default_factory=dict
-    )  # session -> key -> neighbours
     _where: dict[int, tuple[Any, Any]] | None = (
         None  # rid -> (unit, session) as placed; made at the first move
     )
@@ -102,25 +100,52 @@ class _Layout:
         return self.facts[rids[0]][2] if rids else None
 
     def neighbours_of(self, key: Any) -> tuple[Any, ...]:
-        """The units just before and after ``key`` in its session (by first item)."""
-        session = self.session_of(key)
+        """The units just before and after ``key`` in its session (by first item): from its first item's
+        place among the session's items (rid order), the nearest item either way that starts a unit (one
+        without a unit, or its unit's first item). Nothing is cached: at a million items nearly every
+        search reaches sessions no search read before, and ordering each whole session cost more than the
+        few items read this way."""
+        rids = self.rids_of(key)
+        if not rids:
+            return ()
+        first = rids[0]
+        session = self.facts[first][2]
         if session is None:
             return ()
-        order = self._orders.get(session)
-        if order is None:
-            # a unit belongs to the session of its first item: the session's items in rid order, each unit
-            # at its first item (a unit whose first item lies in another session is that session's)
-            facts, unit_rids, keys = self.facts, self.unit_rids, []
-            for r in self.by_session.get(session, ()):
-                unit = facts[r][0]
-                if unit is None:
-                    keys.append(("r", r))
-                elif unit_rids.get(unit, (None,))[0] == r:
-                    keys.append(("u", unit))
-            order = self._orders[session] = {
-                k: tuple(keys[j] for j in (i - 1, i + 1) if 0 <= j < len(keys)) for i, k in enumerate(keys)
-            }
-        return order.get(key, ())
+        items = self.by_session.get(session, ())
+        at = bisect_left(items, first)
+        if at >= len(items) or items[at] != first:
+            return ()
+        before = next((k for j in range(at - 1, -1, -1) if (k := self._starts(items[j])) is not None), None)
+        after = next(
+            (k for j in range(at + 1, len(items)) if (k := self._starts(items[j])) is not None), None
+        )
+        return tuple(k for k in (before, after) if k is not None)
+
+    def _starts(self, rid: int) -> Any:
+        """The unit key item ``rid`` starts (its own when it has no unit), or None: its unit's first item is
+        another."""
+        unit = self.facts[rid][0]
+        if unit is None:
+            return ("r", rid)
+        return ("u", unit) if self.unit_rids.get(unit, (None,))[0] == rid else None
+
+    def prepare(self, keys: list[Any]) -> None:
+        """Read at once the facts :meth:`neighbours_of` will read for ``keys``: their first items', then the
+        items around each in its session (a file's facts are otherwise read one entry at a time)."""
+        facts = self.facts
+        if not isinstance(facts, Packed):
+            return
+        prefetch(facts, [v for kind, v in keys if kind == "r"])
+        firsts = [rids[0] for k in keys if (rids := self.rids_of(k))]
+        prefetch(facts, firsts)
+        near = []
+        for r in firsts:
+            got = facts.get(r)
+            items = self.by_session.get(got[2], ()) if got is not None and got[2] is not None else ()
+            at = bisect_left(items, r)
+            near.extend(items[max(0, at - 2) : at + 3])
+        prefetch(facts, near)
 
     def place(self, rid: int, fact: tuple[Any, ...] | None) -> None:
         """Move ``rid`` to the unit and session its ``fact`` names (None: the item is gone)."""
@@ -132,7 +157,6 @@ class _Layout:
                 for r in rids:
                     where[r] = (where.get(r, (None, None))[0], session)
             self._where = where
-        self._orders.clear()  # cheap to work out again for the few sessions a search asks for
         self.spans.pop(("r", rid), None)
         old = self._where.pop(rid, None)
         if old is not None:
@@ -235,6 +259,7 @@ class Rescorer:
         scale = top if top > 0 else 1.0
         out = dict(fused)
         wanted = question_spans(query) if (opts.date_fit > 0 or opts.rerank) else []
+        prefetch(facts, rep.values())
         date_of = {k: facts[rid][3] for k, rid in rep.items() if rid in facts}
         fit: dict[Any, bool] = {}
         if wanted:
@@ -249,6 +274,7 @@ class Rescorer:
         own: dict[Any, float] = {}
         if (opts.window > 0 or opts.rerank) and qv is not None:
             keys = list(fused)
+            lay.prepare(keys)
             nbrs = {k: lay.neighbours_of(k) for k in keys}
             cos = self._cosines(idx, qv, lay, list({*keys, *(n for nb in nbrs.values() for n in nb)}))
             own = {k: cos[k] for k in keys if k in cos}

@@ -260,5 +260,7 @@ def test_value_set_reward_resists_every_cheat_on_generated_multivalue_items():
         < means["values"]["one value"]
         < means["values"]["half the values"]
     )
+    # one hyphen-joined token is split as the list is (no gold holds a hyphen): no more than the list pays
+    assert means["values"]["every number, hyphen-joined"] == means["values"]["every number in the document"]
     assert means[RULER_METRIC]["every number in the document"] == 1.0  # why RULER's metric is not the reward
     assert means[BOXED_MATCH]["one value"] == 1.0 > means[BOXED_MATCH][HONEST]

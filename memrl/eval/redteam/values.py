@@ -7,7 +7,9 @@ Fixed policies write a final reply whose box is built from the item's own contex
 * ``half the values`` (a trivial baseline: what an expert cut to a 48-token memory keeps, about 2 of 4);
 * ``one value``, ``one value repeated`` (the first gold as many times as there are golds), ``every value
   twice``, ``values plus padding`` (the golds and as many invented numbers), ``every number in the
-  document`` (each digit run of the context: the golds among them), ``values glued`` (no separator),
+  document`` (each digit run of the context: the golds among them), ``every number, hyphen-joined`` (the
+  same as one token joined by hyphens, which the reward splits when no gold holds one), ``values glued``
+  (no separator),
   ``values outside the box`` (a box holding one value, the rest in the text before it), ``empty box``.
 
 Each reply is scored by the trained reward and, beside it, by MemAgent's boxed match (0/1 against any one
@@ -34,6 +36,7 @@ POLICIES = (
     "every value twice",
     "values plus padding",
     "every number in the document",
+    "every number, hyphen-joined",
     "values glued",
     "values outside the box",
     "empty box",
@@ -74,6 +77,7 @@ def value_replies(context: str, golds: Sequence[str]) -> dict[str, str]:
         "every value twice": _box([g for g in golds for _ in (0, 1)]),
         "values plus padding": _box(golds + _padding(golds, len(golds))),
         "every number in the document": _box(numbers),
+        "every number, hyphen-joined": "\\boxed{" + "-".join(numbers) + "}",
         "values glued": "\\boxed{" + "".join(golds) + "}",
         "values outside the box": "The values are " + ", ".join(golds[1:]) + ". " + _box(golds[:1]),
         "empty box": "\\boxed{}",

@@ -196,3 +196,46 @@ def test_a_file_of_an_earlier_clone_is_not_taken_for_the_next(tmp_path, monkeypa
         assert results(m, "episode") == want
         assert m.count(namespace="episode") == 77
     assert analysed["bm25"] >= 77
+
+
+def _rss_file_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) / 1024
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+def test_a_mapped_array_is_checked_from_the_file_and_every_damaged_byte_is_caught(tmp_path):
+    """A large array comes back memory-mapped, its checksum read from the file rather than through the map
+    (the load maps none of its pages: a process holds only what its searches touch); a byte flipped anywhere
+    in it, or a file cut short, still makes the whole snapshot unreadable."""
+    import numpy as np
+
+    from memrl.memory.index import snapshot
+
+    big = np.arange(16 << 20, dtype=np.float32).reshape(-1, 256)  # 64 MB: mapped
+    small = np.arange(10, dtype=np.int64)
+    path = tmp_path / "x.snap"
+    snapshot.write(path, {"kind": "test"}, {"big": big, "small": small})
+    before = _rss_file_mb()
+    meta, got = snapshot.read(path, {"kind": "test"})
+    assert _rss_file_mb() - before < 16  # not the 64 MB a checksum through the map faults in
+    assert isinstance(got["big"].base, np.memmap) or isinstance(got["big"], np.memmap)
+    assert np.array_equal(got["big"], big) and np.array_equal(got["small"], small)
+    assert snapshot.file_checksum(path, 0, path.stat().st_size, chunk=1000) == snapshot.checksum(
+        np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    )
+    del got
+    raw = bytearray(path.read_bytes())
+    start = bytes(raw).find(big.tobytes()[:4096])
+    assert start > 0
+    for at in (start + big.nbytes // 2, start + big.nbytes - 1):  # in the middle of big, and its last byte
+        damaged = tmp_path / f"d{at}.snap"
+        raw[at] ^= 0x01
+        damaged.write_bytes(raw)
+        raw[at] ^= 0x01
+        assert snapshot.read(damaged, {"kind": "test"}) is None
+    cut = tmp_path / "cut.snap"
+    cut.write_bytes(raw[:-4096])
+    assert snapshot.read(cut, {"kind": "test"}) is None

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from memrl.errors import ConfigError
+from memrl.memory.index import snapshot
 from memrl.memory.index.ann import AnnGraph, require_faiss
 
 FORMAT = 2
@@ -197,11 +197,9 @@ def prune(store: Any, now: float | None = None) -> list[Path]:
 
 
 def file_checksum(path: Path) -> int:
-    """XXH3-64 of a file's bytes (memory-mapped: a 150 MB graph in 0.02 s when it is in the page cache)."""
-    size = path.stat().st_size
-    if size == 0:
-        return xxhash.xxh3_64_intdigest(b"")
-    return xxhash.xxh3_64_intdigest(memoryview(np.memmap(path, dtype=np.uint8, mode="r")))
+    """XXH3-64 of a file's bytes (through a map closed after: a 150 MB graph in 0.02 s when it is in the
+    page cache; :func:`memrl.memory.index.snapshot.file_checksum`)."""
+    return snapshot.file_checksum(path, 0, path.stat().st_size)
 
 
 def index_path(path: Path) -> Path:

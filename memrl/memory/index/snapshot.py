@@ -141,6 +141,7 @@ def file_checksum(path: Path, at: int, nbytes: int) -> int:
         finally:
             view.release()
 
+
 def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` with ``meta`` to ``path`` atomically (temporary file, fsync, rename)."""
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}

@@ -20,6 +20,7 @@ Used by :meth:`memrl.memory.search.hybrid.SearchIndex.search` (``SearchOptions.s
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Hashable, Iterable
 from typing import Any, TypeVar
@@ -59,7 +60,9 @@ def session_prior(
     the ``top`` best sessions (rank-based cut so one strong session does not flatten the rest)."""
     if not fused or not scores or weight <= 0:
         return dict(fused)
-    best = sorted(scores.items(), key=lambda kv: -kv[1])[:top]
+    # sorted(..., key=-score)[:top] without sorting every session (50,000 at a million items): ties keep
+    # their order as in a stable sort
+    best = heapq.nlargest(top, scores.items(), key=lambda kv: kv[1])
     hi = best[0][1] or 1.0
     share = {s: v / hi for s, v in best}
     scale = max(max(fused.values()), 1e-9)

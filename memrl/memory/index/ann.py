@@ -54,7 +54,12 @@ class AnnGraph:
     """HNSW candidates over rids; see the module docstring."""
 
     M = 32
-    EF_CONSTRUCTION = 64
+    #: Build depth (faiss ``efConstruction``). At 1M items (bench/store_data.py's vectors) a graph built at 64
+    #: missed the target entirely for 3 of 100 queries at ``EF_SEARCH`` 400 (recall@10 0.939 / 0.970 on two
+    #: seeds' queries); built at 128 it found every exact top 10 (1.0 / 1.0, and 1.0 on a third, held-out seed
+    #: where 64 found 0.967) for 1.6x the build time (546 s against 333 s here): docs/results/store-and-scale.md,
+    #: issue 59's seventh part. A graph loaded from its file keeps the depth it was built with.
+    EF_CONSTRUCTION = 128
     #: The least search depth (faiss ``efSearch``; a deeper fetch searches deeper). At 1M items a top 10 found
     #: 0.87-0.92 of the exact top 10 at 64, 0.95-0.96 at 200, 0.97 at 400 for 0.5 ms more
     #: (runs/store/2026-12-02-ann-codes).

@@ -58,7 +58,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--margin-s", type=float, default=60.0, help="time kept for the last step and the report")
     ap.add_argument(
         "--steps", type=int, default=10_000,
-        help="at most this many GRPO steps (the budget decides); read: 0 = no GRPO, the SFT-only control",
+        help="at most this many GRPO steps (the budget decides); read, answer: 0 = no GRPO, the SFT-only control",
     )  # fmt: skip
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--tasks-per-step", type=int, default=2)
@@ -146,8 +146,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(
             "--steps, --sft-steps, --sft-minutes and --eval-items must be >= 0, --budget-minutes > 0, --sft-answer-repeat >= 1"
         )
-    if args.steps == 0 and args.task != "read":
-        ap.error("--steps 0 (no GRPO) is the SFT-only control of --task read only")
+    if args.steps == 0 and args.task not in ("read", "answer"):
+        ap.error("--steps 0 (no GRPO) is the SFT-only control of --task read and answer only")
     if args.steps == 0 and not (args.sft_steps or args.sft_minutes):
         ap.error("--steps 0 (no GRPO) needs --sft-steps or --sft-minutes: it is the SFT-only control")
     return args

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -195,17 +196,22 @@ def run(args: argparse.Namespace, t0: float) -> dict[str, Any]:
         evaluate(args.out / "after-sft", str(args.out / "sft" / "checkpoint"), args)
         timings["eval_after_sft_s"] = time.perf_counter() - t
         extra["after_sft"] = rows_of(args.out / "after-sft", items)
-    loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
-                      temperature=args.temperature, save_every=10**6, seed=args.seed, output_dir=str(args.out / "train"))  # fmt: skip
-    trainer = TrainerConfig(
-        lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, micro_batch=args.group_size
-    )
     left = args.budget_minutes * 60 - (time.perf_counter() - t0) - timings["eval_before_s"] - args.margin_s
     t = time.perf_counter()
-    rows = train(base, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
+    rows: list[dict] = []
+    if args.steps:  # --steps 0: no GRPO, the SFT-only control (its time given through --sft-minutes)
+        loop = LoopConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
+                          temperature=args.temperature, save_every=10**6, seed=args.seed, output_dir=str(args.out / "train"))  # fmt: skip
+        trainer = TrainerConfig(
+            lr=args.lr, lora_rank=args.lora_rank, kl_coef=args.kl_coef, micro_batch=args.group_size
+        )
+        rows = train(base, tasks, loop, trainer, progress=not args.quiet, time_limit_s=max(0.0, left))
     timings["train_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    evaluate(args.out / "after", str(args.out / "train" / "checkpoint"), args)
+    if rows:
+        evaluate(args.out / "after", str(args.out / "train" / "checkpoint"), args)
+    else:  # the final model is the SFT model (or the untrained one, if no GRPO step fit), scored already
+        shutil.copytree(args.out / ("after-sft" if "after_sft" in extra else "before"), args.out / "after")
     timings["eval_after_s"] = time.perf_counter() - t
     setting = {"top_k": args.top_k, "answer_tokens": args.answer_tokens, "n_train_items": len(tasks),
                "top1_text_chars": rules.n_chars, "most_frequent": {str(k): v for k, v in sorted(rules.frequent.items())}}  # fmt: skip

@@ -243,6 +243,25 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
     assert "rl_over_sft" in result and result["n_conversations"] == 3
 
 
+def test_answer_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path, monkeypatch):
+    """``--task answer --steps 0``: the equal-time SFT control of an answer GRPO run; its SFT model is scored
+    once (by memrl eval in a fresh process) and reported as the final model; without SFT it is refused."""
+    from bench import learning
+    from tests.learning_checks import assert_sft_only_control
+    from tests.tiny_lm import make_tiny_lm
+
+    monkeypatch.setenv("MEMRL_DATA_DIR", str(locomo_path.parents[1]))
+    tiny = make_tiny_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    learning.main(["--task", "answer", "--model", str(tiny), "--out", str(out), "--eval-questions", "2",
+                   "--train-questions", "2", "--steps", "0", "--sft-steps", "1", "--sft-batch", "2",
+                   "--answer-tokens", "12", "--embedder", "hashing", "--quiet", "--budget-minutes", "5"])  # fmt: skip
+    assert len(assert_sft_only_control(out)) == 4  # 2 questions of each of the 2 validation conversations
+    assert not (out / "train" / "checkpoint").exists()
+    with pytest.raises(SystemExit):
+        learning.parse(["--task", "answer", "--steps", "0"])  # no SFT either: nothing would be trained
+
+
 def test_the_verl_recipe_for_read_composes_on_verls_trainer():
     pytest.importorskip("verl")
     from hydra import compose, initialize_config_dir

@@ -50,7 +50,7 @@ def test_steps_0_is_the_sft_only_control_scored_once(tmp_path):
                    "--sft-batch", "2", "--budget-minutes", "5", "--out", str(out), "--quiet"])  # fmt: skip
     assert_sft_only_control(out)
     with pytest.raises(SystemExit):  # the other tasks have no SFT-only control: refused, not a crash later
-        learning.parse(["--task", "answer", "--steps", "0"])
+        learning.parse(["--task", "update", "--steps", "0"])
 
 
 def test_the_rules_on_generated_multikey_items(tmp_path):

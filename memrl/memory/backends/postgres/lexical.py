@@ -138,25 +138,26 @@ class PgLexicalMixin:
     # ------------------------------------------------------------------ keeping the postings
     def _index(self, field: int, rows: Sequence[tuple[int, str, str]]) -> None:
         """Postings of ``rows`` (rid, namespace, text) for ``field``, inside the write transaction."""
-        docs: list[list[Any]] = [[], [], []]
-        terms: list[list[Any]] = [[], [], [], [], []]
+        docs: list[tuple[int, str, int]] = []
+        terms: list[tuple[str, str, int, int, int]] = []
         for rid, ns, text in rows:
             toks = tokens(text)
-            docs[0].append(rid)
-            docs[1].append(ns)
-            docs[2].append(len(toks))
-            for term, tf in Counter(toks).items():
-                for col, v in zip(terms, (rid, ns, term, tf, len(toks)), strict=True):
-                    col.append(v)
-        if not docs[0]:
+            docs.append((rid, ns, len(toks)))
+            terms.extend((ns, term, rid, tf, len(toks)) for term, tf in Counter(toks).items())
+        if not docs:
             return
+        # In the lookup index's order (namespace, term; the field is one per call): the rows of a term land
+        # on the same few leaf pages one after another instead of one random page each (fewer pages
+        # dirtied and logged per batch; the rids of a batch are adjacent, so the primary key's side stays
+        # at its right edge either way).
+        terms.sort()
         # COPY: several times faster than INSERT for the ~15 term rows of each item
         cur = self._conn.conn.cursor()
         with cur.copy("COPY lex_docs (rid, field, namespace, dl) FROM STDIN") as copy:
-            for rid, ns, dl in zip(*docs, strict=True):
+            for rid, ns, dl in docs:
                 copy.write_row((rid, field, ns, dl))
         with cur.copy("COPY lex_terms (rid, field, namespace, term, tf, dl) FROM STDIN") as copy:
-            for rid, ns, term, tf, dl in zip(*terms, strict=True):
+            for ns, term, rid, tf, dl in terms:
                 copy.write_row((rid, field, ns, term, tf, dl))
 
     def _lex_changed(self, rids: Sequence[int]) -> None:

@@ -294,8 +294,9 @@ class PostgresStore(PgLexicalMixin, PgAnnMixin, PgStatsMixin, Store):
         from pgvector import Vector
 
         # one statement over arrays, the vectors in binary (%b: no float formatting): a statement a row cost
-        # ~3 ms a vector even pipelined
-        hashes = list(vectors)
+        # ~3 ms a vector even pipelined; in key order, so each statement's rows go to neighbouring pages of
+        # the (scope, hash, model) key, not one random page a row
+        hashes = sorted(vectors)
         with self.transaction() as c:
             for i in range(0, len(hashes), 2000):
                 chunk = hashes[i : i + 2000]

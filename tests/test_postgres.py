@@ -251,3 +251,62 @@ def test_the_embedding_cache_is_read_by_its_key_before_any_analyze(pg_server):
         )  # nothing read in vain
     finally:
         store.close()
+
+
+async def test_schema_8_moves_old_postings_to_one_key_and_deletes_still_find_them(pg_server):
+    """A database whose postings were written under schema 7 (two B-trees on lex_terms, no terms on
+    lex_docs) is brought to schema 8 on open: the same BM25 hits and scores, every text's terms filled in,
+    and a delete afterwards removes that item's postings (the trigger now finds them by the terms)."""
+    import psycopg
+
+    from memrl.memory.analysis.tokenizer import tokens
+
+    url = fresh(pg_server)
+    m = AsyncMemory(url, embedder=HashingEmbedder(64))
+    texts = ["Alice adopted a greyhound", "Alice went hiking by the lake", "Bob plays cello by the lake"]
+    a = await m.add_many([NewItem(t) for t in texts], namespace="t1")
+    await m.add_many([NewItem(t + " again") for t in texts], namespace="t2")
+    await m.set_keys({a[0].id: "dog pet lake"}, namespace="t1")
+
+    async def bm25() -> list:
+        return [
+            [(h.item.id, h.bm25_score) for h in await m.search(q, namespace=ns, mode="bm25", keys=k)]
+            for q in ("greyhound lake", "the lake", "pet")
+            for ns in ("t1", "t2")
+            for k in (0.0, 0.5)
+        ]
+
+    before = await bm25()
+    await m.close()
+    with psycopg.connect(url, autocommit=True) as c:  # back to schema 7's layout, as an older memrl left it
+        c.execute("ALTER TABLE lex_docs DROP COLUMN terms")
+        c.execute("ALTER TABLE lex_terms DROP CONSTRAINT lex_terms_pkey")
+        c.execute("ALTER TABLE lex_terms ADD PRIMARY KEY (rid, field, term)")
+        c.execute("CREATE INDEX lex_terms_lookup ON lex_terms (namespace, field, term) INCLUDE (rid, tf, dl)")
+        c.execute("""CREATE OR REPLACE FUNCTION memrl_lex_stats_remove() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE lex_stats s SET docs = s.docs - r.docs, tokens = s.tokens - r.tokens
+                FROM (SELECT namespace, field, count(*) AS docs, sum(dl) AS tokens FROM removed
+                      GROUP BY namespace, field) r
+                WHERE s.namespace = r.namespace AND s.field = r.field;
+                DELETE FROM lex_terms t USING removed r WHERE t.rid = r.rid AND t.field = r.field;
+                RETURN NULL;
+            END $$""")
+        c.execute("DELETE FROM schema_migrations WHERE version = 8")
+        n_terms = c.execute("SELECT count(*) FROM lex_terms").fetchone()[0]
+    m = AsyncMemory(url, embedder=HashingEmbedder(64))  # opening migrates
+    assert await bm25() == before
+    rows = m.store.read(
+        "SELECT d.terms = (SELECT array_agg(t.term ORDER BY t.term) FROM lex_terms t "
+        "WHERE t.rid = d.rid AND t.field = d.field) FROM lex_docs d"
+    )
+    assert len(rows) == 7 and all(r[0] for r in rows)
+    rid = m.store.read("SELECT rid FROM memories WHERE namespace = 't1' AND id = ?", [a[0].id])[0][0]
+    mine = m.store.read("SELECT count(*) FROM lex_terms WHERE rid = ?", [rid])[0][0]
+    assert mine == len(set(tokens(texts[0]))) + len(set(tokens("dog pet lake"))) > 0  # content's and keys'
+    await m.delete(a[0].id, namespace="t1")
+    assert m.store.read("SELECT count(*) FROM lex_terms WHERE rid = ? AND field = 0", [rid]) == [(0,)]
+    assert m.store.read("SELECT count(*) FROM lex_terms")[0][0] < n_terms
+    hits = await m.search("greyhound", namespace="t1", mode="bm25")
+    assert a[0].id not in [h.item.id for h in hits]
+    await m.close()

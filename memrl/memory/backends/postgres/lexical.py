@@ -2,7 +2,8 @@
 
 Each live item's content (field 0), and each item's retrieval keys (field 1), are analysed with the
 tokenizer the in-process indexes use (:func:`memrl.memory.analysis.tokenizer.tokens`) and stored as postings: ``lex_docs``
-(one row per text: its length in tokens) and ``lex_terms`` (one row per distinct term: its frequency).
+(one row per text: its length in tokens and its distinct terms) and ``lex_terms`` (one row per distinct term:
+its frequency, keyed in search order: namespace, field, term, rid).
 ``lex_stats`` holds each namespace's document count and total length, kept by triggers on ``lex_docs``.
 
 A query scores as :class:`memrl.memory.index.lexical.LexicalIndex` scores (FTS5's ``bm25()`` formula: k1 = 1.2,
@@ -138,24 +139,25 @@ class PgLexicalMixin:
     # ------------------------------------------------------------------ keeping the postings
     def _index(self, field: int, rows: Sequence[tuple[int, str, str]]) -> None:
         """Postings of ``rows`` (rid, namespace, text) for ``field``, inside the write transaction."""
-        docs: list[tuple[int, str, int]] = []
+        docs: list[tuple[int, str, int, list[str]]] = []
         terms: list[tuple[str, str, int, int, int]] = []
         for rid, ns, text in rows:
             toks = tokens(text)
-            docs.append((rid, ns, len(toks)))
-            terms.extend((ns, term, rid, tf, len(toks)) for term, tf in Counter(toks).items())
+            counts = Counter(toks)
+            docs.append((rid, ns, len(toks), sorted(counts)))  # its terms: what the delete trigger looks up
+            terms.extend((ns, term, rid, tf, len(toks)) for term, tf in counts.items())
         if not docs:
             return
-        # In the lookup index's order (namespace, term; the field is one per call): the rows of a term land
+        # In the postings' key order (namespace, term; the field is one per call): the rows of a term land
         # on the same few leaf pages one after another instead of one random page each (fewer pages
-        # dirtied and logged per batch; the rids of a batch are adjacent, so the primary key's side stays
-        # at its right edge either way).
+        # dirtied and logged per batch).
         terms.sort()
         # COPY: several times faster than INSERT for the ~15 term rows of each item
         cur = self._conn.conn.cursor()
-        with cur.copy("COPY lex_docs (rid, field, namespace, dl) FROM STDIN") as copy:
-            for rid, ns, dl in docs:
-                copy.write_row((rid, field, ns, dl))
+        with cur.copy("COPY lex_docs (rid, field, namespace, dl, terms) FROM STDIN") as copy:
+            copy.set_types(["bigint", "smallint", "text", "integer", "text[]"])
+            for rid, ns, dl, names in docs:
+                copy.write_row((rid, field, ns, dl, names))
         with cur.copy("COPY lex_terms (rid, field, namespace, term, tf, dl) FROM STDIN") as copy:
             for ns, term, rid, tf, dl in terms:
                 copy.write_row((rid, field, ns, term, tf, dl))
@@ -189,13 +191,13 @@ class PgLexicalMixin:
         """Clone: copy the postings of ``src``'s live items to the rows of the same ids in ``dst``."""
         pairs = "FROM memories s JOIN memories d ON d.namespace = ? AND d.id = s.id WHERE s.namespace = ? AND s.deleted = 0"
         self._conn.execute(
-            "INSERT INTO lex_docs (rid, field, namespace, dl) SELECT d.rid, x.field, d.namespace, x.dl "
+            "INSERT INTO lex_docs (rid, field, namespace, dl, terms) SELECT d.rid, x.field, d.namespace, x.dl, x.terms "
             f"{pairs.replace('WHERE', 'JOIN lex_docs x ON x.rid = s.rid WHERE')}",
             [dst, src],
         )
         self._conn.execute(
             "INSERT INTO lex_terms (rid, field, namespace, term, tf, dl) "
             "SELECT d.rid, x.field, d.namespace, x.term, x.tf, x.dl "
-            f"{pairs.replace('WHERE', 'JOIN lex_terms x ON x.rid = s.rid WHERE')}",
+            f"{pairs.replace('WHERE', 'JOIN lex_terms x ON x.namespace = s.namespace AND x.rid = s.rid WHERE')}",
             [dst, src],
         )

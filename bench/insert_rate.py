@@ -1,0 +1,97 @@
+"""Insert rate of one process on SQLite and Postgres, side by side (issue 59: Postgres at least 0.5x SQLite).
+
+The items and vectors of bench/store.py (:mod:`bench.store_data`), added through ``add_many`` into a new,
+empty database of each back-end, the back-ends alternated round by round (``--rounds``) so that a machine
+that slows down in the middle costs both alike; each round's ratio is Postgres' rate over SQLite's in that
+round. The clock covers ``add_many`` only: the history, the BM25 postings (SQLite's FTS5 index, Postgres'
+``lex_terms``), the embedding cache and the pgvector rows, as a user's write pays them. No search, so no
+ANN graph or HNSW index is built.
+
+Unless ``--pg-url`` names a server, a throwaway one is started from the ``postgres`` extra with the
+settings of bench/store.py (shared_buffers 512 MB, max_wal_size 4 GB, fsync off)::
+
+    python -m bench.insert_rate --n 100000 --rounds 3
+
+The last line printed is one JSON object: each round's rates and ratio, their medians, the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.store import insert
+from bench.store_backends import backend_dbs
+from bench.store_data import LookupEmbedder, load_avg, machine, make_corpus
+from memrl.memory.facade.memory import AsyncMemory
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=40_000, help="items per database (default 40,000)")
+    p.add_argument("--batch", type=int, default=5_000, help="items per add_many call (default 5,000)")
+    p.add_argument("--rounds", type=int, default=2, help="fresh databases per back-end, alternated")
+    p.add_argument("--backends", default="sqlite,postgres")
+    p.add_argument("--pg-url", default=None, help="a server to use (databases bench_insert_* made there)")
+    p.add_argument("--vocab", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(args.backends) - {"sqlite", "postgres"}
+    if unknown or not args.backends:
+        p.error(f"--backends: sqlite and/or postgres, not {sorted(unknown) or 'nothing'}")
+    if args.n < 1 or args.batch < 1 or args.rounds < 1:
+        p.error("--n, --batch and --rounds must be at least 1")
+    return args
+
+
+async def one(db: str, corpus: Any, embedder: Any, args: argparse.Namespace) -> dict[str, Any]:
+    mem = AsyncMemory(db, embedder=embedder)
+    try:
+        await mem.add("warm up", namespace="warm")  # schema, pool and analyzer ready before the clock
+        seconds = await insert(mem, corpus, 0, args.n, args.batch)
+        stored = await mem.count(namespace="bench")
+    finally:
+        await mem.close()
+    if stored != args.n:  # a rate of items that did not land is no rate
+        raise RuntimeError(f"{db}: {stored} items stored of {args.n}")
+    return {"seconds": round(seconds, 4), "items_per_s": round(args.n / seconds, 1)}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    load_start = load_avg()
+    corpus = make_corpus(args.seed, args.n, args.vocab)
+    embedder = LookupEmbedder(corpus.texts, corpus.vectors, name=f"bench-lookup-{args.seed}")
+    rounds: list[dict[str, Any]] = []
+    with backend_dbs(args.backends, args.pg_url) as make:
+        for r in range(args.rounds):
+            row: dict[str, Any] = {"round": r}
+            order = args.backends if r % 2 == 0 else args.backends[::-1]
+            for backend in order:
+                row[backend] = asyncio.run(
+                    one(make(backend, f"bench_insert_{r}_{backend}"), corpus, embedder, args)
+                )
+                print(f"round {r} {backend}: {row[backend]['items_per_s']:,.0f} items/s", file=sys.stderr)
+            if {"sqlite", "postgres"} <= set(row):
+                row["ratio"] = round(row["postgres"]["items_per_s"] / row["sqlite"]["items_per_s"], 3)
+            rounds.append(row)
+    out: dict[str, Any] = {"bench": "insert_rate", "n": args.n, "batch": args.batch, "rounds": rounds}
+    for backend in args.backends:
+        out[f"{backend}_median_items_per_s"] = statistics.median(x[backend]["items_per_s"] for x in rounds)
+    if all("ratio" in x for x in rounds):
+        out["ratio_median"] = statistics.median(x["ratio"] for x in rounds)
+    out["machine"] = machine(load_start)
+    out["date"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

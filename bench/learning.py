@@ -130,7 +130,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--sft-batch", type=int, default=8)
     g.add_argument("--sft-autocast", default="none", choices=["none", "bf16"],
                    help="answer, read: SFT forward/backward under bfloat16 autocast (fp32 weights; 1.23x faster per step on an AVX-512 BF16 CPU, several times slower on AVX2 only)")  # fmt: skip
-    g.add_argument("--sft-epochs", type=int, default=1)
+    g.add_argument("--sft-epochs", type=int, default=1,
+                   help="answer, read: passes over the SFT examples; with --sft-minutes, as many as fit the time")  # fmt: skip
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument(
         "--eval-only", type=Path, help=argparse.SUPPRESS

@@ -118,14 +118,14 @@ def sft_stage(llm, tasks, args: argparse.Namespace, time_limit_s: float | None) 
     """Supervised fine-tuning of ``llm`` (in place, full weights) on the training tasks' gold answers: the
     very prompts GRPO samples from (set up already), loss on the answer tokens; answers the answer budget
     would cut are left out. Checkpoint in OUT/sft/checkpoint."""
-    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+    from memrl.train.sft import SFTConfig, SFTTrainer, epochs_for, sft_samples
 
     samples, skipped = sft_samples(llm, tasks.gold_trajectories(), max_reply_tokens=args.answer_tokens)
-    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=args.sft_epochs, batch_size=args.sft_batch,
+    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=epochs_for(args.sft_epochs, args.sft_minutes), batch_size=args.sft_batch,
                                         micro_batch=args.sft_batch, seed=args.seed, save_every=10**6))  # fmt: skip
     rows = trainer.fit(samples, args.out / "sft", progress=not args.quiet, max_steps=args.sft_steps or None,
                        time_limit_s=time_limit_s)  # fmt: skip
-    return rows, {"examples": len(samples), "skipped": skipped}
+    return rows, {"examples": len(samples), "skipped": skipped, "passes": rows[-1]["epoch"] if rows else 0}
 
 
 def _store_and_baselines(args: argparse.Namespace, timings: dict[str, float]) -> tuple:

@@ -87,14 +87,14 @@ def expert_sft(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """LoRA SFT on the expert's trajectories, in place on ``llm``: (metrics rows, summary)."""
     from memrl.train.raft import _kl
-    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+    from memrl.train.sft import SFTConfig, SFTTrainer, epochs_for, sft_samples
 
     trajs = expert_trajectories(llm, items, convs, config, args.expert)
     samples, skipped = sft_samples(
         llm, trajs, max_reply_tokens=max(config.memory_tokens, config.answer_tokens)
     )
     seconds = getattr(args, "sft_seconds", None)
-    epochs = 10**4 if seconds else args.sft_epochs  # a time budget: as many passes as fit it
+    epochs = epochs_for(args.sft_epochs, seconds)
     trainer = SFTTrainer(llm, SFTConfig(lr=args.lr, epochs=epochs, batch_size=args.sft_batch, micro_batch=1,
                                         seed=args.seed, save_every=10**6, lora_rank=args.lora_rank))  # fmt: skip
     out = args.out / "train"

@@ -147,7 +147,7 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
     ``--sft-autocast bf16`` in mixed precision. ``on_step``: called with each step's metrics row."""
     from memrl.agents.read_expert import expert_trajectories
     from memrl.eval.qa.config import QAEvalConfig, load_conversations
-    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+    from memrl.train.sft import SFTConfig, SFTTrainer, epochs_for, sft_samples
 
     # where the expert looks up each document's question: every training conversation (bench/read_sft.py
     # trains on all seven); the documents it trains on are the caller's
@@ -161,7 +161,7 @@ def sft_stage(llm: Any, train_docs: Sequence[Any], config: Any, args: argparse.N
         parts[kind] = sft_samples(llm, only, max_reply_tokens=budget)
     samples = parts["chunk"][0] + parts["answer"][0] * args.sft_answer_repeat
     skipped = {k: parts["chunk"][1][k] + parts["answer"][1][k] for k in parts["chunk"][1]}
-    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=args.sft_epochs, batch_size=args.sft_batch,
+    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=epochs_for(args.sft_epochs, args.sft_minutes), batch_size=args.sft_batch,
                                         micro_batch=1, seed=args.seed, save_every=10**6,
                                         autocast=args.sft_autocast))  # fmt: skip
     rows = trainer.fit(samples, args.out / "sft", progress=not args.quiet, max_steps=args.sft_steps or None,

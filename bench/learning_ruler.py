@@ -129,7 +129,7 @@ def sft_stage(
     """Supervised warm start (in place, full weights) on the expert reader's trajectories over the fit items."""
     from memrl.agents.memagent import MemAgent, render_conversation
     from memrl.agents.read_expert import ExpertReader
-    from memrl.train.sft import SFTConfig, SFTTrainer, sft_samples
+    from memrl.train.sft import SFTConfig, SFTTrainer, epochs_for, sft_samples
 
     async def expert(it: Any, conv: Any) -> Any:
         needles = [n for n in it.metadata.get("needles", []) if any(a in n for a in it.answers)]
@@ -149,7 +149,7 @@ def sft_stage(
     samples, skipped = sft_samples(
         llm, trajs, max_reply_tokens=max(config.memory_tokens, config.answer_tokens)
     )
-    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=args.sft_epochs, batch_size=args.sft_batch,
+    trainer = SFTTrainer(llm, SFTConfig(lr=args.sft_lr, epochs=epochs_for(args.sft_epochs, args.sft_minutes), batch_size=args.sft_batch,
                                         micro_batch=1, seed=args.seed, save_every=10**6,
                                         autocast=args.sft_autocast))  # fmt: skip
     rows = trainer.fit(samples, args.out / "sft", progress=not args.quiet, max_steps=args.sft_steps or None,

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 
-def assert_sft_only_control(out: Path) -> set[str]:
-    """A ``--steps 0`` run in ``out``: one SFT step, no GRPO rollout, and the SFT model's predictions reported
+def assert_sft_only_control(out: Path, sft_steps: int = 1) -> set[str]:
+    """A ``--steps 0`` run in ``out``: ``sft_steps`` SFT steps, no GRPO rollout, and the SFT model's predictions reported
     as the final model's (scored once); returns the held-out item ids."""
     result = json.loads((out / "learning.json").read_text())
-    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == 1
+    assert result["train"] == {"steps": 0} and result["sft"]["steps"] == sft_steps
     assert not (out / "train" / "rollouts.jsonl").exists()  # no GRPO rollout
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     by = {(r["system"], r["id"]): r["prediction"] for r in rows}

@@ -245,7 +245,9 @@ def test_learning_bench_answer_smoke_sft_then_two_steps_on_the_tiny_model(locomo
 
 def test_answer_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_path, monkeypatch):
     """``--task answer --steps 0``: the equal-time SFT control of an answer GRPO run; its SFT model is scored
-    once (by memrl eval in a fresh process) and reported as the final model; without SFT it is refused."""
+    once (by memrl eval in a fresh process) and reported as the final model; without SFT it is refused. A
+    time budget (``--sft-minutes``) is not cut at ``--sft-epochs``' one pass: here one pass is one step (every
+    example in one batch) and the run makes the two ``--sft-steps`` allow within its 10 minutes."""
     from bench import learning
     from tests.learning_checks import assert_sft_only_control
     from tests.tiny_lm import make_tiny_lm
@@ -254,10 +256,14 @@ def test_answer_steps_0_is_the_sft_only_control_scored_once(locomo_path, tmp_pat
     tiny = make_tiny_lm(tmp_path / "lm")
     out = tmp_path / "run"
     learning.main(["--task", "answer", "--model", str(tiny), "--out", str(out), "--eval-questions", "2",
-                   "--train-questions", "2", "--steps", "0", "--sft-steps", "1", "--sft-batch", "2",
+                   "--train-questions", "2", "--steps", "0", "--sft-steps", "2", "--sft-minutes", "10", "--sft-batch", "64",
                    "--answer-tokens", "12", "--embedder", "hashing", "--quiet", "--budget-minutes", "5"])  # fmt: skip
-    assert len(assert_sft_only_control(out)) == 4  # 2 questions of each of the 2 validation conversations
+    assert (
+        len(assert_sft_only_control(out, sft_steps=2)) == 4
+    )  # 2 questions of each of the 2 validation conversations
     assert not (out / "train" / "checkpoint").exists()
+    sft = json.loads((out / "learning.json").read_text())["sft"]
+    assert 0 < sft["examples"] <= 64 and sft["steps"] == 2 and sft["passes"] == 2
     with pytest.raises(SystemExit):
         learning.parse(["--task", "answer", "--steps", "0"])  # no SFT either: nothing would be trained
 

@@ -35,7 +35,7 @@ from memrl.llm.adapters import base_model_name
 from memrl.train.checkpoints import LocalModelTrainer
 from memrl.train.logprobs import Sample
 
-__all__ = ["SFTConfig", "SFTTrainer", "sft_samples"]
+__all__ = ["SFTConfig", "SFTTrainer", "epochs_for", "sft_samples"]
 
 
 @dataclass
@@ -73,6 +73,13 @@ class SFTConfig:
             raise ConfigError(
                 "need lr > 0, epochs >= 1, batch_size >= 1, micro_batch >= 1, save_every >= 1, lora_rank >= 0"
             )
+
+
+def epochs_for(epochs: int, minutes: float | None) -> int:
+    """The epochs cap of a run given ``epochs`` passes or a time budget of ``minutes``: with a budget, as
+    many passes as fit it (a one-pass cap would end a long budget early, unannounced: an SFT-only control
+    given another arm's time must get that time)."""
+    return 10**4 if minutes else epochs
 
 
 def sft_samples(

@@ -9,6 +9,10 @@ seeds; and the seed-averaged verdict: per item, the mean of the seeds' after-sco
 before and the best rule (chosen on these items, as each seed's verdict does), with its paired bootstrap 95%
 interval (10,000 resamples). A gain counts only when that interval excludes 0 upwards.
 
+``--control DIR ...`` pairs each seed with its equal-time SFT-only control (a ``--steps 0 --sft-minutes M``
+run of the same seed, M the seed's SFT + GRPO minutes; one folder per seed, in the runs' order): each seed's
+and the seed-averaged *SFT + GRPO minus SFT alone*, paired on the items, and both arms' training minutes.
+
 ``--rules PREDICTIONS.jsonl`` adds the rules of a ``python -m bench.learning --baselines-only`` run on the same
 items to runs made before those rules existed (a rule a run already has must predict the same there).
 
@@ -41,7 +45,9 @@ def load(run: Path) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, Any]]
     return json.loads((run / "learning.json").read_text()), load_rows(run / "predictions.jsonl")
 
 
-def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any]:
+def summarize(
+    runs: list[Path], rules_file: Path | None = None, controls: list[Path] | None = None
+) -> dict[str, Any]:
     loaded = [load(r) for r in runs]
     if rules_file is not None:
         extra = load_rows(rules_file)
@@ -95,7 +101,44 @@ def summarize(runs: list[Path], rules_file: Path | None = None) -> dict[str, Any
         out["rl_over_sft"] = paired(avg_sft, avg_after, key, clusters)
         out["sft_over_before"] = paired(before, avg_sft, key, clusters)
         out["sft_vs_best_trivial"] = paired(rows[v["best_trivial_rule"]], avg_sft, key, clusters)
+    if controls:
+        out["control"] = control_summary(runs, loaded, controls, ids, fixed, key, clusters)
     return out
+
+
+def _train_minutes(res: dict[str, Any]) -> float:
+    return round((res.get("sft_s", 0.0) + res.get("train_s", 0.0)) / 60, 2)
+
+
+def control_summary(runs: list[Path], loaded: list, controls: list[Path], ids: list[str], fixed: list[str],
+                    key: str, clusters: list[str]) -> dict[str, Any]:  # fmt: skip
+    """Each seed's run against its SFT-only control (module docstring): checked to be a ``--steps 0`` run of
+    the same task, seed and items with the same untrained and rule predictions."""
+    from bench.learning_report import paired
+
+    if len(controls) != len(runs):
+        raise SystemExit(f"--control: {len(controls)} folders for {len(runs)} runs (one per seed, in order)")
+    per, ctl_loaded = [], []
+    for run, (res, preds), ctl in zip(runs, loaded, controls, strict=True):
+        cres, cpreds = load(ctl)
+        if cres["task"] != res["task"] or cres["seed"] != res["seed"] or list(cpreds["after"]) != ids:
+            raise SystemExit(f"{ctl}: not the task, seed and held-out items of {run}")
+        if (cres.get("train") or {}).get("steps") != 0:
+            raise SystemExit(f"{ctl}: made GRPO steps: not an SFT-only (--steps 0) control")
+        for s in fixed:
+            if s != "after SFT" and [cpreds[s][i]["prediction"] for i in ids] != [preds[s][i]["prediction"] for i in ids]:  # fmt: skip
+                raise SystemExit(f"{ctl}: its '{s}' predictions differ from {run}'s: not the same setting")
+        ctl_loaded.append((cres, cpreds))
+        per.append({"seed": res["seed"], "control": str(ctl), "control_after": cres["after"],
+                    "control_minutes": _train_minutes(cres), "after": res["after"], "minutes": _train_minutes(res),
+                    "control_sft_steps": (cres.get("sft") or {}).get("steps"),
+                    "rl_over_control": paired([cpreds["after"][i] for i in ids], [preds["after"][i] for i in ids],
+                                              key, clusters)})  # fmt: skip
+    ctl_after = [r["control_after"] for r in per]
+    return {"per_seed": per, "after_mean": round(statistics.fmean(ctl_after), 2),
+            "after_sd": round(statistics.stdev(ctl_after), 2) if len(ctl_after) > 1 else 0.0,
+            "rl_over_control": paired(_seed_mean(ctl_loaded, "after", ids, key), _seed_mean(loaded, "after", ids, key),
+                                      key, clusters)}  # fmt: skip
 
 
 def _seed_mean(loaded: list, system: str, ids: list[str], key: str) -> list[dict[str, float]]:
@@ -158,6 +201,15 @@ def markdown(s: dict[str, Any]) -> str:
     if sft:
         lines += ["", f"SFT alone over the untrained model, seed-averaged: {_ci(s['sft_over_before'])}; "
                       f"SFT alone against the best rule: {_ci(s['sft_vs_best_trivial'])}."]  # fmt: skip
+    if "control" in s:
+        c = s["control"]
+        lines += ["", "| seed | SFT alone, minutes (steps) | SFT alone | SFT + GRPO, minutes | SFT + GRPO |"
+                      " SFT + GRPO minus SFT alone (95% CI) |", "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in c["per_seed"]:
+            lines.append(f"| {r['seed']} | {r['control_minutes']:.1f} ({r['control_sft_steps']}) | {r['control_after']:.2f} |"
+                         f" {r['minutes']:.1f} | {r['after']:.2f} | {_ci(r['rl_over_control'])} |")  # fmt: skip
+        lines.append(f"| mean | | {c['after_mean']:.2f} ± {c['after_sd']:.2f} | | {s['after_mean']:.2f} ± {s['after_sd']:.2f} |"
+                     f" {_ci(c['rl_over_control'])}, seed-averaged |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -168,8 +220,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--rules", type=Path, help="predictions of --baselines-only on the same items (rules to add)"
     )
+    ap.add_argument("--control", type=Path, nargs="+",
+                    help="the SFT-only (--steps 0) control of each run, one folder per seed in the runs' order")  # fmt: skip
     args = ap.parse_args(argv)
-    s = summarize(args.runs, args.rules)
+    s = summarize(args.runs, args.rules, args.control)
     out = args.out or args.runs[0].parent / f"seeds-{s['task']}.md"
     out.write_text(markdown(s))
     print(markdown(s))

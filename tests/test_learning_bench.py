@@ -432,7 +432,9 @@ def test_read_sft_finds_a_turn_a_chunk_boundary_cuts_on_one_side_of_the_cut():
     assert not in_chunk("Caroline: I went to the support group.", "Melanie: I painted a lake yesterday.")
 
 
-def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "d"), sft=None) -> Path:
+def _seed_run(
+    folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "d"), sft=None, result=None
+) -> Path:
     folder.mkdir(parents=True)
     rule = [0.5, 0.0, 0.5, 0.0]
     rows = []
@@ -445,9 +447,54 @@ def _seed_run(folder: Path, seed: int, after: list[float], ids=("a", "b", "c", "
     (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = {"task": "read", "seed": seed, "metric_label": "official LoCoMo F1 x100", "before": 0.0,
            "after": 100 * sum(after) / 4, "best_trivial": 25.0, "gain_ci_low": 0.0, "gain_ci_high": 0.0,
-           "gain": False, "wall_time_s": 1.0}  # fmt: skip
+           "gain": False, "wall_time_s": 1.0, **(result or {})}  # fmt: skip
     (folder / "learning.json").write_text(json.dumps(res))
     return folder
+
+
+def test_learning_seeds_pairs_each_seed_with_its_equal_time_sft_only_control(tmp_path):
+    """``--control``: SFT + GRPO minus SFT alone per seed and seed-averaged, paired on the items; a control
+    that trained GRPO, or of another seed, is refused."""
+    from bench import learning_seeds
+
+    grpo = [[1.0, 1.0, 0.5, 0.0], [1.0, 0.5, 0.5, 0.5]]
+    alone = [[0.5, 1.0, 0.5, 0.0], [0.5, 0.5, 0.0, 0.5]]
+    runs = [
+        _seed_run(
+            tmp_path / f"g{k}",
+            k,
+            a,
+            sft=[0.5] * 4,
+            result={"sft_s": 240.0, "train_s": 3000.0, "train": {"steps": 240}},
+        )
+        for k, a in enumerate(grpo)
+    ]
+    ctls = [
+        _seed_run(
+            tmp_path / f"c{k}",
+            k,
+            a,
+            sft=a,
+            result={"sft_s": 3240.0, "train_s": 0.0, "train": {"steps": 0}, "sft": {"steps": 300}},
+        )
+        for k, a in enumerate(alone)
+    ]
+    s = learning_seeds.main([*map(str, runs), "--control", *map(str, ctls)])
+    c = s["control"]
+    assert [r["rl_over_control"]["diff"] for r in c["per_seed"]] == [12.5, 25.0]
+    assert c["rl_over_control"]["diff"] == 18.75  # per item (0.5, 0, 0.25, 0) on average, x100
+    assert (
+        [r["minutes"] for r in c["per_seed"]] == [54.0, 54.0] == [r["control_minutes"] for r in c["per_seed"]]
+    )
+    assert (
+        c["after_mean"] == 43.75 and "SFT + GRPO minus SFT alone" in (tmp_path / "seeds-read.md").read_text()
+    )
+    with pytest.raises(SystemExit, match="one per seed"):
+        learning_seeds.summarize(runs, controls=ctls[:1])
+    with pytest.raises(SystemExit, match="not the task, seed and held-out items"):
+        learning_seeds.summarize(runs, controls=ctls[::-1])
+    with pytest.raises(SystemExit, match="not an SFT-only"):
+        learning_seeds.summarize(runs, controls=[ctls[0], runs[1]])
 
 
 def test_learning_seeds_averages_the_seeds_per_item_against_the_best_rule(tmp_path):

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from bench import learning, learning_ruler
-from memrl.data.ruler_synthetic import read_items
+from memrl.data.ruler.synthetic import read_items
 from tests.learning_checks import assert_sft_only_control
 from tests.tiny_lm import make_tiny_lm
 

@@ -9,8 +9,8 @@ from itertools import product
 
 import pytest
 
-from memrl.data.ruler_needles import DEPTHS, insert_at_depths
-from memrl.data.ruler_synthetic import (
+from memrl.data.ruler.needles import DEPTHS, insert_at_depths
+from memrl.data.ruler.synthetic import (
     NOISE,
     RULER_TASKS,
     TASKS,

@@ -13,7 +13,7 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.data import load_conversations
-from memrl.data.ruler_synthetic import read_items
+from memrl.data.ruler.synthetic import read_items
 from memrl.errors import ConfigError, DataError
 from tests.tiny_lm import make_tiny_lm
 
@@ -82,8 +82,8 @@ def test_read_tasks_reward_the_boxed_needle_and_refuse_several_values(tmp_path):
     right = asyncio.run(tasks.rollout(reader(gold), 0, 1.0))
     wrong = asyncio.run(tasks.rollout(reader("1234567"), 0, 1.0))
     assert right.failure is None and right.reward == 1.0 and wrong.reward == 0.0
-    from memrl.data.ruler_synthetic import generate as make
-    from memrl.data.ruler_synthetic import write_items
+    from memrl.data.ruler.synthetic import generate as make
+    from memrl.data.ruler.synthetic import write_items
     from tests.test_ruler_synthetic import WORDS, words
 
     essays = " ".join(f"Essay sentence number {i} says little." for i in range(400))

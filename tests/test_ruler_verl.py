@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memrl.cli.main import main
-from memrl.data.ruler_synthetic import read_items
+from memrl.data.ruler.synthetic import read_items
 from memrl.integrations.verl.rows import RowTask
 
 ROOT = Path(__file__).resolve().parents[1]

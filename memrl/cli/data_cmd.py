@@ -144,7 +144,7 @@ def _prepare_ruler(args: argparse.Namespace) -> int:
     (``OUTPUT.d/{task}_{length}.jsonl`` with their sha256), so a row can be traced to its seed."""
     from memrl.data.download import resolve_data_dir
     from memrl.data.ruler import parse_lengths
-    from memrl.data.ruler_synthetic import generate, load_essays, write_items
+    from memrl.data.ruler.synthetic import generate, load_essays, write_items
     from memrl.errors import ConfigError
     from memrl.eval.ruler.run import token_counter
     from memrl.integrations.verl.rows import ruler_rows, write_parquet

@@ -116,7 +116,7 @@ def load_dataset(name: str, path: str | Path | None = None, **kwargs: Any) -> Lo
     if key == "ruler-hotpotqa":
         return _ruler_hotpotqa(file, folder, **kwargs)
     if key == "ruler-synthetic":
-        from memrl.data.ruler_synthetic import synthetic_conversations
+        from memrl.data.ruler.synthetic import synthetic_conversations
 
         if path is None:
             raise DataError(

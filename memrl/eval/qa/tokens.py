@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memrl.data.ruler_synthetic import TokenCounter
+from memrl.data.ruler.synthetic import TokenCounter
 
 
 def token_counter(spec: str, llm: Any = None) -> TokenCounter:

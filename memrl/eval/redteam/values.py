@@ -106,7 +106,7 @@ def multivalue_items(
 ) -> list[Any]:
     """``count`` generated niah_multivalue items of about ``tokens`` words (the reward reads only the reply,
     so words stand in for a tokenizer's tokens); ``essays``: the haystack (default the data folder's)."""
-    from memrl.data.ruler_synthetic import generate, load_essays
+    from memrl.data.ruler.synthetic import generate, load_essays
 
     text = essays if essays is not None else load_essays()
     return generate("niah_multivalue", tokens, count=count, seed=seed, count_tokens=lambda s: len(s.split()),

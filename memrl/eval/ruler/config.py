@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.config import option
-from memrl.data.ruler_synthetic import RULER_TASKS
+from memrl.data.ruler.synthetic import RULER_TASKS
 from memrl.errors import ConfigError
 
 READERS = ("memagent", "full")

@@ -3,7 +3,7 @@
     memrl eval ruler --task niah_single_1,vt,cwe --lengths 1k,2k,4k,8k --questions 8
     memrl eval ruler --lengths 16k,32k,64k,128k --provider openai --base-url http://localhost:8000/v1 --model M
 
-For each task and length the items are generated (:mod:`memrl.data.ruler_synthetic`, sized in the model's
+For each task and length the items are generated (:mod:`memrl.data.ruler.synthetic`, sized in the model's
 tokens) into ``OUTPUT_DIR/data/{task}_{length}.jsonl`` with its sha256 beside it, then each reader answers:
 
 - ``memagent``: reads the context chunk by chunk into a bounded memory, answers from the memory
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memrl.data.ruler_synthetic import (
+from memrl.data.ruler.synthetic import (
     SyntheticItem,
     TokenCounter,
     generate,

@@ -81,7 +81,7 @@ def read_rows(records: Iterable[Conversation | LongDocQuestion], *, split: str =
 
 
 def ruler_rows(items: Iterable[Any], *, split: str = "train") -> list[dict]:
-    """MemAgent rows of RULER's synthetic tasks (:class:`memrl.data.ruler_synthetic.SyntheticItem`): the
+    """MemAgent rows of RULER's synthetic tasks (:class:`memrl.data.ruler.synthetic.SyntheticItem`): the
     task's instruction and query as the question, its context as the document.
 
     Only tasks with one gold answer: the ``memagent`` loop's reward is MemAgent's boxed match against a

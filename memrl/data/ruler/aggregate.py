@@ -9,7 +9,7 @@
   counted in the final text (a draw whose 3rd and 4th counts tie is redrawn).
 
 Every answer is true of the text by construction. Called through
-:func:`memrl.data.ruler_synthetic.generate`.
+:func:`memrl.data.ruler.synthetic.generate`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import accumulate
 
-from memrl.data.ruler_tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
+from memrl.data.ruler.tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
 
 __all__ = ["generate_cwe", "generate_fwe", "generate_vt"]
 

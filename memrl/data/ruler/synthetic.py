@@ -1,8 +1,8 @@
 """RULER's synthetic tasks (NVIDIA/RULER, Apache-2.0): the out-of-distribution suite MemAgent reports.
 
 Thirteen tasks as RULER's ``scripts/synthetic.yaml`` defines them, less ``qa_1`` (SQuAD is not on these
-machines): eight needle-in-a-haystack subsets (:mod:`memrl.data.ruler_needles`), variable tracking, common
-and frequent words extraction (:mod:`memrl.data.ruler_aggregate`), and ``qa_2`` (RULER-HotpotQA documents,
+machines): eight needle-in-a-haystack subsets (:mod:`memrl.data.ruler.needles`), variable tracking, common
+and frequent words extraction (:mod:`memrl.data.ruler.aggregate`), and ``qa_2`` (RULER-HotpotQA documents,
 :func:`memrl.data.hotpotqa.build_ruler_hotpotqa`, when the HotpotQA dev file is given).
 
 Each item's prompt is the task's template filled with its context and query; the haystack is grown (a
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memrl.data.ruler_tasks import (
+from memrl.data.ruler.tasks import (
     NOISE,
     RULER_TASKS,
     TASKS,
@@ -108,7 +108,7 @@ def generate(
 
     ``words`` defaults to :func:`wonderwords_lists` (niah, cwe); ``essays`` is the essay haystack text
     (niah subsets on essays; :func:`load_essays`); ``hotpotqa``: HotpotQA examples (``qa_2``)."""
-    from memrl.data.ruler import length_label
+    from memrl.data.ruler.lengths import length_label
 
     if task not in TASKS:
         raise ConfigError(f"unknown RULER task {task!r}; choose from {', '.join(RULER_TASKS)}")
@@ -120,14 +120,14 @@ def generate(
         spec=spec, label=label, target=target_tokens, count=count, seed=seed, count_tokens=count_tokens
     )
     if spec.family == "niah":
-        from memrl.data.ruler_needles import generate_niah
+        from memrl.data.ruler.needles import generate_niah
 
         if spec.options["haystack"] == "essay" and not essays:
             raise DataError(f"{task} hides its needles in essays: give the essay text (load_essays())")
         return generate_niah(**args, words=words or wonderwords_lists(), essays=essays)
     if spec.family == "qa":
         return _qa(**args, examples=hotpotqa)
-    from memrl.data import ruler_aggregate
+    from memrl.data.ruler import aggregate as ruler_aggregate
 
     if spec.family == "cwe":
         return ruler_aggregate.generate_cwe(**args, words=words or wonderwords_lists())

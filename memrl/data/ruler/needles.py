@@ -4,7 +4,7 @@ A needle is the sentence ``One of the special magic {numbers|words|uuids} for {k
 adjective-noun words (uuids for multikey_3), values 7-digit numbers, words or uuid4s. The haystack is the
 noise sentence repeated, Paul Graham's essays (needles go in between sentences), or other needles with other
 keys (multikey_2/3). Each needle sits at a depth drawn from 40 evenly spaced points in 0-100% of the haystack
-(recorded in ``metadata["depths"]``). Called through :func:`memrl.data.ruler_synthetic.generate`.
+(recorded in ``metadata["depths"]``). Called through :func:`memrl.data.ruler.synthetic.generate`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import uuid
 from collections.abc import Callable
 
-from memrl.data.ruler_tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
+from memrl.data.ruler.tasks import NOISE, SyntheticItem, TaskSpec, WordLists, fit, make_item, prompt_of
 from memrl.errors import DataError
 
 __all__ = ["DEPTHS", "generate_niah", "insert_at_depths", "needle"]

@@ -1,6 +1,6 @@
 """The definitions RULER's synthetic tasks share: each task's template and metric (:data:`TASKS`), one
 generated item (:class:`SyntheticItem`), the word lists keys are drawn from (:class:`WordLists`), and the
-search that sizes a haystack to a target length (:func:`fit`). Generation: :mod:`memrl.data.ruler_synthetic`.
+search that sizes a haystack to a target length (:func:`fit`). Generation: :mod:`memrl.data.ruler.synthetic`.
 """
 
 from __future__ import annotations

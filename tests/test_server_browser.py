@@ -32,7 +32,7 @@ from memrl.eval.qa import QAEvaluation  # noqa: E402
 from memrl.llm import ScriptedLLM  # noqa: E402
 from memrl.memory.embedders.providers import HashingEmbedder  # noqa: E402
 from memrl.memory.facade.blocking import Memory  # noqa: E402
-from memrl.server.runs import is_wrong, load_train  # noqa: E402
+from memrl.server.ui.run_files import is_wrong, load_train  # noqa: E402
 from memrl.train.run_report import write_report as _report  # noqa: E402
 from tests.server_helpers import ROOT, chromium, memory_server  # noqa: E402
 from tests.test_qa_eval import config, oracle, question_of  # noqa: E402

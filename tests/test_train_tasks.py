@@ -21,7 +21,7 @@ import torch
 from memrl.agents.trajectory import Step, Trajectory
 from memrl.cli.main import main
 from memrl.llm.local import LocalLLM
-from memrl.server.runs import load_train
+from memrl.server.ui.run_files import load_train
 from memrl.train.loop import rollout_record
 from tests.tiny_lm import make_tiny_lm
 

@@ -2,7 +2,7 @@
 migrations, resources: the judges, the sample conversation, the verl configs, the SFT adapter), installs into
 a clean virtual environment and ``memrl --help`` runs from it; ``memrl setup offline`` names the offline model
 packages as the Makefile installs them. (SQLite's migrations are Python, and the browser's pages are in
-memrl/server/pages.py: no template or static files.)"""
+memrl/server/ui/pages.py: no template or static files.)"""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_the_wheel_carries_the_package_data(wheel):
     data = [f for f in tracked.stdout.split() if not f.endswith(".py")]
     assert data and [f for f in data if f not in names] == []  # every tracked data file, nested ones too
     for must in ("memrl/memory/backends/postgres/sql/0001_initial.sql", "memrl/resources/sample_conversation.json",
-                 "memrl/memory/backends/sqlite/migrations.py", "memrl/server/pages.py"):  # fmt: skip
+                 "memrl/memory/backends/sqlite/migrations.py", "memrl/server/ui/pages.py"):  # fmt: skip
         assert must in names
 
 

@@ -69,7 +69,7 @@ from memrl.server.limits import Waits
 from memrl.server.metrics import metrics_router
 from memrl.server.observe import ObserveConfig, Observer
 from memrl.server.offload import ServedMemory, StoreGate
-from memrl.server.pages import SCRIPT_HASHES
+from memrl.server.ui.pages import SCRIPT_HASHES
 from memrl.server.warmup import EmbedderLoad
 from memrl.tools.base import Tool, ToolResult
 from memrl.tools.memupdate import MemoryContext, delete_memory

@@ -20,7 +20,7 @@ from memrl.errors import MemrlError, ValidationError
 from memrl.memory.records import ITEM_TYPES, HistoryEntry, MemoryItem
 from memrl.server.http import Principal
 from memrl.server.offload import call_on
-from memrl.server.pages import esc, post_button, seg
+from memrl.server.ui.pages import esc, post_button, seg
 
 
 def _type_options(selected: str) -> str:

@@ -2,7 +2,7 @@
 job's input (the conversation, document or question it was sent), its events (what it added, updated, merged,
 deleted, skipped or refused, before and after), and an undo button.
 
-Undo is a POST carrying the visitor's CSRF token, like every form of the browser (:mod:`memrl.server.ui_edit`),
+Undo is a POST carrying the visitor's CSRF token, like every form of the browser (:mod:`memrl.server.ui.edit`),
 and reverts exactly that job's writes through the server's job runner (``POST /v1/jobs/{id}/undo``'s
 code): refused, with the page saying which items, when a later change touched one of them.
 """
@@ -18,7 +18,7 @@ from memrl.errors import MemrlError, NotFoundError
 from memrl.memory.jobs import Job, JobTable
 from memrl.server.http import Principal
 from memrl.server.offload import call_on
-from memrl.server.pages import esc, num, pretty, seg, table, when
+from memrl.server.ui.pages import esc, num, pretty, seg, table, when
 
 
 async def _job_of(ui: Any, ns: str, job_id: str) -> Job:

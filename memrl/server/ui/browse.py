@@ -1,10 +1,10 @@
 """The web memory browser, served at ``/`` by ``memrl serve memory`` and opened by ``memrl ui --db PATH``.
 
 Pages: namespaces; a namespace's core memory and items by type, with a form to add one; its agent jobs
-with their events and an undo button (:mod:`memrl.server.ui_jobs`); an item with its
+with their events and an undo button (:mod:`memrl.server.ui.jobs`); an item with its
 evidence, an edit form and its history as a timeline (undo, restore, delete buttons); a search playground
 showing each hit's fused, dense and BM25 scores and ranks; evaluation and training runs from ``--runs``
-folders (:mod:`memrl.server.ui_runs`). The forms and their handlers are in :mod:`memrl.server.ui_edit`.
+folders (:mod:`memrl.server.ui.runs`). The forms and their handlers are in :mod:`memrl.server.ui.edit`.
 
 With tokens configured, the browser asks for one (kept in a SameSite=Strict, HTTP-only cookie) and shows
 only the namespaces it may touch; evaluation and training runs need a token for every namespace (``*``).
@@ -25,7 +25,7 @@ from memrl.memory.records import ITEM_TYPES
 from memrl.server.guard import CsrfTokens
 from memrl.server.http import HTTPError, Principal, Tokens
 from memrl.server.offload import call_on
-from memrl.server.pages import esc, num, page, post_button, pretty, seg, table, url, when
+from memrl.server.ui.pages import esc, num, page, post_button, pretty, seg, table, url, when
 
 COOKIE = "memrl_token"
 PAGE_SIZE = 100
@@ -146,9 +146,9 @@ def ui_router(
 ) -> APIRouter:
     """``jobs``: the server's job runner (undo of a job goes through it; default: the memory's writer).
     ``notice``: what every page says about the server's state (the embedder loading: :mod:`.warmup`)."""
-    from memrl.server.ui_edit import add_edit_routes, add_form, edit_form, undo_button
-    from memrl.server.ui_jobs import add_job_routes
-    from memrl.server.ui_runs import add_run_routes
+    from memrl.server.ui.edit import add_edit_routes, add_form, edit_form, undo_button
+    from memrl.server.ui.jobs import add_job_routes
+    from memrl.server.ui.runs import add_run_routes
 
     router = APIRouter(include_in_schema=False)
     ui = UI(memory, tokens, run_roots, csrf or CsrfTokens(), notice)

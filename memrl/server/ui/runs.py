@@ -11,9 +11,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from memrl.server import runs as R
 from memrl.server.http import HTTPError, Principal
-from memrl.server.pages import esc, markdown, num, pretty, table, url
+from memrl.server.ui import run_files as R
+from memrl.server.ui.pages import esc, markdown, num, pretty, table, url
 
 
 def _snip(text: str, n: int = 220) -> str:

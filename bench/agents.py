@@ -172,7 +172,7 @@ async def replay(conv: Conversation, args: argparse.Namespace, tmp: Path) -> dic
     """Prompt tokens per session of full vs retrieved context over every session of ``conv``."""
     from transformers import AutoTokenizer
 
-    from memrl.llm.hf_models import ensure_local_model
+    from memrl.llm.local.hf_models import ensure_local_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_local_model(None))
     out: dict[str, Any] = {"sessions": len(conv.sessions)}

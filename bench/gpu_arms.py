@@ -97,7 +97,7 @@ def pack(args: argparse.Namespace) -> dict[str, Any]:
     """``.gpu/call-N/``: the model's parts and the wheels, as many calls as the room allows; the plan."""
     import shutil
 
-    from memrl.llm.hf_models import smollm2_gguf
+    from memrl.llm.local.hf_models import smollm2_gguf
 
     dest = args.dest
     model = Path(args.model_file) if args.model_file else smollm2_gguf()
@@ -187,9 +187,9 @@ def unpack(gpu: Path, work: Path) -> tuple[Path, Path | None]:
 
 
 def _converted(model: str, env: dict[str, str]) -> str:
-    """The model folder every run loads: a .gguf dequantised once (memrl.llm.hf_models), in a child process
+    """The model folder every run loads: a .gguf dequantised once (memrl.llm.local.hf_models), in a child process
     with the runs' environment (the carried wheels on its path)."""
-    code = "import sys; from memrl.llm.hf_models import ensure_local_model as e; print(e(sys.argv[1]))"
+    code = "import sys; from memrl.llm.local.hf_models import ensure_local_model as e; print(e(sys.argv[1]))"
     done = subprocess.run(
         [sys.executable, "-c", code, model], cwd=ROOT, env=env, capture_output=True, text=True
     )

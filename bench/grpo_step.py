@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--order", default="memrl,trl", help="which runs first")
     args = ap.parse_args()
     os.environ.setdefault("MEMRL_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    from memrl.llm.hf_models import ensure_local_model
+    from memrl.llm.local.hf_models import ensure_local_model
 
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)

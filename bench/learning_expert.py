@@ -111,7 +111,7 @@ def expert_sft(
 def then_grpo(llm: Any, args: argparse.Namespace, tasks: Any, heldout: Any) -> list[dict[str, Any]]:
     """The SFT adapter saved (``--adapter-dir``/sft) and merged, then GRPO with a fresh adapter."""
     from bench.learning_arms import grpo
-    from memrl.llm.adapters import merge
+    from memrl.llm.local.adapters import merge
     from memrl.train.lora import save_adapter
 
     if args.adapter_dir:
@@ -123,7 +123,7 @@ def then_grpo(llm: Any, args: argparse.Namespace, tasks: Any, heldout: Any) -> l
 
 def load_stacked(llm: Any, run: dict[str, Any], rank: int) -> None:
     """An ``expert-sft-grpo`` run's policy on ``llm``: its SFT adapter merged, then its GRPO adapter."""
-    from memrl.llm.adapters import merge
+    from memrl.llm.local.adapters import merge
     from memrl.train.lora import add_lora, load_adapter
 
     folder = Path(run["trained"]["adapter"])

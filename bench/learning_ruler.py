@@ -37,8 +37,8 @@ def generated(args: argparse.Namespace, part: str, count: int) -> tuple[list[Any
     conversations: (items, conversations, sha256)."""
     from memrl.data import load_conversations
     from memrl.data.ruler import parse_lengths
-    from memrl.data.ruler_synthetic import generate, load_essays, write_items
-    from memrl.data.ruler_tasks import TASKS
+    from memrl.data.ruler.synthetic import generate, load_essays, write_items
+    from memrl.data.ruler.tasks import TASKS
     from memrl.eval.ruler.run import token_counter
 
     (length,) = parse_lengths([args.length])

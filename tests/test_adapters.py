@@ -1,4 +1,4 @@
-"""LoRA adapter folders (memrl.llm.adapters): what ``memrl train sft-membuilder --save-epochs`` keeps after
+"""LoRA adapter folders (memrl.llm.local.adapters): what ``memrl train sft-membuilder --save-epochs`` keeps after
 each epoch loads on its own as a local model, equals the trained model up to its bfloat16 storage, and a
 damaged or mismatched adapter is a clear error, not a silently different model."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from memrl.cli.main import main
 from memrl.errors import ConfigError
-from memrl.llm.adapters import ADAPTER_FILE, ADAPTER_META, base_model_name, is_adapter_folder, read_meta
-from memrl.llm.hf_models import DEFAULT_MODEL
 from memrl.llm.local import LocalLLM
+from memrl.llm.local.adapters import ADAPTER_FILE, ADAPTER_META, base_model_name, is_adapter_folder, read_meta
+from memrl.llm.local.hf_models import DEFAULT_MODEL
 from tests.tiny_lm import make_tiny_lm
 
 torch = pytest.importorskip("torch")
@@ -114,7 +114,7 @@ def test_an_adapter_trained_on_top_of_another_loads_both(run, tmp_path):
     loading it merges the SFT adapter into its base first, then itself. A loop is a clear error."""
     import shutil
 
-    from memrl.llm.adapters import inject_lora, write_meta
+    from memrl.llm.local.adapters import inject_lora, write_meta
     from memrl.train.lora import save_adapter
 
     sft = run / "epoch-1"
@@ -155,8 +155,8 @@ def test_an_adapter_shipped_in_the_package_is_named_memrl_name(run, tmp_path, mo
     unknown name is a clear error that lists what ships. The root is pointed at a folder the test fills."""
     import shutil
 
-    from memrl.llm import packaged
-    from memrl.llm.hf_models import ensure_local_model
+    from memrl.llm.local import packaged
+    from memrl.llm.local.hf_models import ensure_local_model
 
     shutil.copytree(run / "epoch-1", tmp_path / "membuilder-test")
     (tmp_path / "not-an-adapter").mkdir()
@@ -180,8 +180,8 @@ def test_an_adapter_records_and_brings_the_prompts_it_was_trained_on(run, tmp_pa
 
     from memrl.agents.base import create_builder
     from memrl.agents.membuilder import MemBuilderConfig
-    from memrl.llm.adapters import write_meta
-    from memrl.llm.packaged import trained_options
+    from memrl.llm.local.adapters import write_meta
+    from memrl.llm.local.packaged import trained_options
 
     trained = ["max_operations=10", "core_skip=True"]
     assert read_meta(run / "epoch-1")["agent_options"] == trained

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memrl.errors import ConfigError  # noqa: E402
 from memrl.llm import LocalLLM, OpenAILLM, SamplingParams, serve  # noqa: E402
-from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model  # noqa: E402
+from memrl.llm.local.hf_models import DEFAULT_MODEL, ensure_local_model, load_model  # noqa: E402
 
 ACTION_SCHEMA = {
     "type": "object",
@@ -125,7 +125,7 @@ def test_concurrent_conversions_leave_one_complete_folder(tmp_path, monkeypatch)
 
     import transformers
 
-    from memrl.llm.hf_models import _convert_gguf, convert_gguf
+    from memrl.llm.local.hf_models import _convert_gguf, convert_gguf
 
     loads = []
 

@@ -85,7 +85,7 @@ def test_sigkill_mid_answer_then_resume_equals_an_uninterrupted_run(tiny, tmp_pa
 
 def test_loaders_take_the_process_wide_lock(tiny):
     """While another thread holds the load lock, neither the model loader nor the embedder loads."""
-    from memrl.llm.hf_models import load_model
+    from memrl.llm.local.hf_models import load_model
     from memrl.memory.embedders.minilm import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()

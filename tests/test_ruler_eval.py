@@ -214,7 +214,7 @@ async def test_lengths_in_the_offline_models_tokens(tmp_path):
     its weights): every item's prompt is within its target in those tokens, and filled to near it."""
     from transformers import AutoTokenizer
 
-    from memrl.llm.hf_models import ensure_local_model
+    from memrl.llm.local.hf_models import ensure_local_model
 
     cfg = config(tmp_path, task=("niah_single_1", "vt"), lengths=("1k",), tokenizer="model", reader=("full",))
     summary = await RulerEvaluation(cfg, llm=ScriptedLLM(oracle), progress=False).run()

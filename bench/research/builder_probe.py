@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenizer != "words":
         from transformers import AutoTokenizer
 
-        from memrl.llm.hf_models import ensure_local_model
+        from memrl.llm.local.hf_models import ensure_local_model
 
         path = ensure_local_model(None) if args.tokenizer == "default" else args.tokenizer
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -104,7 +104,7 @@ def create_builder(name: str, *, options: Iterable[str] = (), **kwargs: Any) -> 
     if name == "union":  # its options are the notes builder's (and notes=...): it parses them itself
         return _load(BUILDERS[name])(options, **kwargs)
     if name == "membuilder" and "config" not in kwargs:  # an adapter asks the prompts it learned on
-        from memrl.llm.packaged import trained_options
+        from memrl.llm.local.packaged import trained_options
 
         trained = trained_options(getattr(kwargs.get("llm"), "spec", None))
         if trained:

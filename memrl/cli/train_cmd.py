@@ -132,7 +132,7 @@ def make_tasks(args: argparse.Namespace, convs: list) -> object:
         base = {"max_tool_calls": 4, "max_turns": 4, "max_tokens": 128, "sample_size": 5, "question_hits": 3}
         return T.UpdateTasks(convs, parse_options(MemUpdateConfig, opts, **base), embedder=args.embedder)
     from memrl.agents.membuilder import MemBuilderConfig
-    from memrl.llm.packaged import trained_options
+    from memrl.llm.local.packaged import trained_options
 
     trained = trained_options(getattr(args, "model", None))  # an adapter's own prompts (SFT before ADRPO)
     base = {} if trained else {"max_operations": 2, "max_item_chars": 120}  # else small, for a CPU

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memrl.llm.adapters import ADAPTER_FILE, inject_lora, merge, set_weights, write_meta
+from memrl.llm.local.adapters import ADAPTER_FILE, inject_lora, merge, set_weights, write_meta
 
 __all__ = ["adapters_disabled", "add_lora", "load_adapter", "save_adapter", "save_merged"]
 
@@ -43,7 +43,7 @@ def save_adapter(
 ) -> None:
     """``folder/adapter.safetensors`` (in ``dtype``, default the weights' own); with ``base_model``, also
     ``folder/adapter.json``, which makes the folder loadable on its own (``LocalLLM(folder)``,
-    :mod:`memrl.llm.adapters`)."""
+    :mod:`memrl.llm.local.adapters`)."""
     import torch
     from safetensors.torch import save_file
 

@@ -31,7 +31,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.llm.adapters import base_model_name
+from memrl.llm.local.adapters import base_model_name
 from memrl.train.checkpoints import LocalModelTrainer
 from memrl.train.logprobs import Sample
 

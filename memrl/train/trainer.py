@@ -60,7 +60,7 @@ import torch
 from memrl.agents.trajectory import Trajectory
 from memrl.config import option
 from memrl.errors import ConfigError
-from memrl.llm.adapters import base_model_name
+from memrl.llm.local.adapters import base_model_name
 from memrl.train.advantages import dynamic_sampling_mask, grpo_advantages
 from memrl.train.checkpoints import LocalModelTrainer, checkpoint_folder
 from memrl.train.diagnostics import batch_stats, kl_to_start
@@ -148,7 +148,7 @@ class PolicyTrainer(LocalModelTrainer):
         self.reference_path = reference or getattr(llm, "path", None)
         if self.keeps_start and not cfg.lora_rank:
             if reference is not None and reference != getattr(llm, "path", None):
-                from memrl.llm.hf_models import load_model
+                from memrl.llm.local.hf_models import load_model
 
                 self.reference = load_model(reference, device=str(next(self.model.parameters()).device))[0]
             else:

@@ -156,7 +156,7 @@ SAMPLING = frozenset({"temperature", "top_p", "seed"})
 def prompt_options(config: MemBuilderConfig) -> list[str]:
     """``KEY=VALUE`` for each :class:`MemBuilderConfig` field (sampling aside) of ``config`` that is not the
     default: what a trained adapter records (``agent_options`` in its adapter.json), so that a builder
-    loading it asks the prompts and schemas it was trained on (:func:`memrl.llm.packaged.trained_options`)."""
+    loading it asks the prompts and schemas it was trained on (:func:`memrl.llm.local.packaged.trained_options`)."""
     default = MemBuilderConfig()
     out = []
     for f in fields(MemBuilderConfig):

@@ -25,7 +25,7 @@ def token_counter(spec: str, llm: Any = None) -> TokenCounter:
         if isinstance(inner, TemplatedLLM):
             tokenizer = inner.tokenizer
         else:
-            from memrl.llm.hf_models import ensure_local_model
+            from memrl.llm.local.hf_models import ensure_local_model
 
             spec = ensure_local_model(None)
     if tokenizer is None:

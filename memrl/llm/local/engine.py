@@ -6,7 +6,7 @@ constraint -> completion ids, log-probs, finish reason), and :class:`LocalLLM` i
 layer (:class:`~memrl.llm.templated.TemplatedLLM`: chat template, tool prompting, tool-call parsing) on
 top of it, the same layer verl's rollout servers run under (:mod:`memrl.integrations.verl.engine`).
 
-The default model is the offline SmolLM2-135M-Instruct (see :mod:`memrl.llm.hf_models` for what ``model``
+The default model is the offline SmolLM2-135M-Instruct (see :mod:`memrl.llm.local.hf_models` for what ``model``
 may be and how the GGUF file is converted once and cached). Concurrent ``chat`` calls on one event loop are
 gathered into batches of up to ``max_batch_size`` (left-padded; shortest prompts together), so
 ``asyncio.gather`` over many episodes runs them batched::
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memrl.errors import MemrlError
-from memrl.llm.adapters import is_adapter_folder, load_merged
 from memrl.llm.base import ChatResponse, LLMProviderError, Message, SamplingParams, ToolChoice
 from memrl.llm.grammar import GrammarBook
-from memrl.llm.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
+from memrl.llm.local.adapters import is_adapter_folder, load_merged
+from memrl.llm.local.hf_models import DEFAULT_MODEL, ensure_local_model, load_model
 from memrl.llm.templated import TemplatedLLM
 from memrl.llm.tokens import STOP_TOKENS, TokenEngine, TokenRequest, TokenResult, stop_token_ids
 

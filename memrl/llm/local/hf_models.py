@@ -7,7 +7,7 @@
 * a path to a ``.gguf`` file;
 * a local Hugging Face model folder;
 * a LoRA adapter folder (``adapter.json`` + ``adapter.safetensors``): :class:`~memrl.llm.local.LocalLLM` loads
-  its base model with the adapter merged in (:mod:`memrl.llm.adapters`);
+  its base model with the adapter merged in (:mod:`memrl.llm.local.adapters`);
 * a hub id (needs network; offline, a :class:`~memrl.errors.ConfigError` says what to do instead).
 
 GGUF files are dequantised by transformers (~20 s for SmolLM2), the quantizer is dropped, and the result is
@@ -93,7 +93,7 @@ def ensure_local_model(model: str | None, cache_dir: str | Path | None = None) -
     models = Path(cache_dir) if cache_dir else cache_root() / "models"
     if model is None or model.lower() in (DEFAULT_MODEL, "smollm2-135m-instruct.q4_1.gguf"):
         return str(convert_gguf(smollm2_gguf(), models / DEFAULT_MODEL))
-    from memrl.llm.packaged import PACKAGED, packaged_adapter
+    from memrl.llm.local.packaged import PACKAGED, packaged_adapter
 
     if model.startswith(PACKAGED):  # an adapter shipped in the package
         return str(packaged_adapter(model))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memrl.errors import ConfigError
-from memrl.llm.packaged import (
+from memrl.llm.local.packaged import (
     ADAPTER_FILE,
     ADAPTER_META,
     PACKAGED,
@@ -77,7 +77,7 @@ def base_model_name(spec: str | None) -> str:
     """How a trained adapter names its base model: the offline default by its name (also when a resumed run
     loaded it from its converted folder), a local path made absolute (an adapter folder too: the new adapter
     stacks on it, see :func:`load_merged`), a shipped adapter as ``memrl:NAME``, a hub id as given."""
-    from memrl.llm.hf_models import DEFAULT_MODEL, SMOLLM2_GGUF
+    from memrl.llm.local.hf_models import DEFAULT_MODEL, SMOLLM2_GGUF
     from memrl.loading import cache_root
 
     if spec is None or spec.lower() in (DEFAULT_MODEL, SMOLLM2_GGUF.lower()):
@@ -167,7 +167,7 @@ def load_merged(folder: str | Path, *, device: str = "cpu", dtype: str = "float3
     """``(model, tokenizer)``: the base model of ``folder``'s adapter with the adapter merged in. The base
     may itself be an adapter (a folder or ``memrl:NAME``: an adapter trained on top of another one, as
     ADRPO on top of the SFT builder); it is merged first, up to :data:`MAX_STACK` deep."""
-    from memrl.llm.hf_models import ensure_local_model, load_model
+    from memrl.llm.local.hf_models import ensure_local_model, load_model
 
     meta = read_meta(folder)
     import torch

@@ -1,7 +1,7 @@
 """Adapters shipped inside the package: ``memrl/resources/adapters/NAME/`` (an adapter folder, see
-:mod:`memrl.llm.adapters`), named ``memrl:NAME`` wherever a local model is taken (``--model memrl:NAME``,
-``LocalLLM("memrl:NAME")``). Kept apart from :mod:`memrl.llm.adapters` so that resolving a model name
-(:func:`memrl.llm.hf_models.ensure_local_model`) needs neither peft nor that module.
+:mod:`memrl.llm.local.adapters`), named ``memrl:NAME`` wherever a local model is taken (``--model memrl:NAME``,
+``LocalLLM("memrl:NAME")``). Kept apart from :mod:`memrl.llm.local.adapters` so that resolving a model name
+(:func:`memrl.llm.local.hf_models.ensure_local_model`) needs neither peft nor that module.
 """
 
 from __future__ import annotations

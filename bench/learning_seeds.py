@@ -63,11 +63,7 @@ def summarize(
     for run, (res, preds) in zip(runs, loaded, strict=True):
         if res["task"] != first["task"] or list(preds["after"]) != ids:
             raise SystemExit(f"{run}: not the same task and held-out items as {runs[0]}")
-        for s in fixed:
-            if s != "after SFT" and [preds[s][i]["prediction"] for i in ids] != [first_preds[s][i]["prediction"] for i in ids]:  # fmt: skip
-                raise SystemExit(
-                    f"{run}: its '{s}' predictions differ from {runs[0]}'s: not the same setting"
-                )
+        _same_fixed(run, preds, runs[0], first_preds, fixed, ids)
     from bench.learning_report import paired, verdict
     from memrl.eval.protocol import cluster_of
 
@@ -106,6 +102,13 @@ def summarize(
     return out
 
 
+def _same_fixed(run: Path, preds: dict, ref: Path, ref_preds: dict, fixed: list[str], ids: list[str]) -> None:
+    """Refuse ``run`` unless its untrained and rule predictions are ``ref``'s (the SFT model's may differ)."""
+    for s in fixed:
+        if s != "after SFT" and [preds[s][i]["prediction"] for i in ids] != [ref_preds[s][i]["prediction"] for i in ids]:  # fmt: skip
+            raise SystemExit(f"{run}: its '{s}' predictions differ from {ref}'s: not the same setting")
+
+
 def _train_minutes(res: dict[str, Any]) -> float:
     return round((res.get("sft_s", 0.0) + res.get("train_s", 0.0)) / 60, 2)
 
@@ -125,9 +128,7 @@ def control_summary(runs: list[Path], loaded: list, controls: list[Path], ids: l
             raise SystemExit(f"{ctl}: not the task, seed and held-out items of {run}")
         if (cres.get("train") or {}).get("steps") != 0:
             raise SystemExit(f"{ctl}: made GRPO steps: not an SFT-only (--steps 0) control")
-        for s in fixed:
-            if s != "after SFT" and [cpreds[s][i]["prediction"] for i in ids] != [preds[s][i]["prediction"] for i in ids]:  # fmt: skip
-                raise SystemExit(f"{ctl}: its '{s}' predictions differ from {run}'s: not the same setting")
+        _same_fixed(ctl, cpreds, run, preds, fixed, ids)
         ctl_loaded.append((cres, cpreds))
         per.append({"seed": res["seed"], "control": str(ctl), "control_after": cres["after"],
                     "control_minutes": _train_minutes(cres), "after": res["after"], "minutes": _train_minutes(res),

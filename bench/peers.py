@@ -20,7 +20,8 @@ Per store: insert rate (items/s, the index build included where the store builds
 built at its first search, reported as ``build_s``), dense p50/p99 and recall@10 against numpy's exact top 10,
 full-text and hybrid p50 where the store has them, the first dense query of a new process (import, open and
 query, timed in a subprocess), the size on disk and the process's resident memory (after the data was
-generated, and its peak). A store whose package is missing is reported as skipped with the extra that installs
+generated, and its peak). A store that runs past ``--timeout`` is reported with the stage it was in, the items
+it had inserted and their rate (its progress lines on stderr). A store whose package is missing is reported as skipped with the extra that installs
 it (``pip install 'memrl[peers]'``). The last line of stdout is one JSON object with every row.
 
 Run::
@@ -76,14 +77,37 @@ def fts_match(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- one store each
+PROGRESS = "peers-progress"
+
+
+def progress(stage: str, t0: float, **fields: Any) -> None:
+    """One line on stderr saying how far a store's measuring process got (``stage``, seconds since ``t0``,
+    ``fields``): what a timed-out row reports (:func:`last_progress`)."""
+    line = {"stage": stage, "s": round(time.perf_counter() - t0, 1), **fields}
+    print(PROGRESS, json.dumps(line), file=sys.stderr, flush=True)
+
+
+def last_progress(stderr: bytes | str | None) -> dict[str, Any] | None:
+    """The last :func:`progress` line of a child's stderr (bytes when :class:`subprocess.TimeoutExpired`
+    carries it), or None."""
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
+    lines = [ln for ln in text.splitlines() if ln.startswith(PROGRESS + " ")]
+    return json.loads(lines[-1][len(PROGRESS) + 1 :]) if lines else None
+
+
 class Peer:
     """A store on disk at ``path``: ``insert`` (ids are item indices), ``dense``/``text``/``hybrid`` queries
-    answering item indices best first (``text``/``hybrid`` None when the store has none), ``open`` again."""
+    answering item indices best first (``text``/``hybrid`` None when the store has none), ``open`` again.
+    ``insert`` calls :meth:`inserted` after each batch."""
 
     text_search = hybrid_search = False
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.t0 = time.perf_counter()
+
+    def inserted(self, done: int, total: int) -> None:
+        progress("insert", self.t0, inserted=done, of=total)
 
 
 class MemrlPeer(Peer):
@@ -105,6 +129,7 @@ class MemrlPeer(Peer):
             items = [NewItem(texts[i], type=TYPES[i % 3], session=f"s{i // 20}", id=f"m{i}")
                      for i in range(b, min(len(texts), b + 500))]  # fmt: skip
             self.loop.run_until_complete(self.mem.add_many(items, namespace=NAMESPACE))
+            self.inserted(min(len(texts), b + 500), len(texts))
 
     def _search(self, text: str, qv: np.ndarray | None, mode: str, k: int, **options: Any) -> list[int]:
         hits = self.loop.run_until_complete(
@@ -141,6 +166,7 @@ class ChromaPeer(Peer):
             self.col.add(
                 ids=[str(i) for i in range(b, e)], embeddings=vectors[b:e], documents=list(texts[b:e])
             )
+            self.inserted(e, len(texts))
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
         got = self.col.query(query_embeddings=qv.reshape(1, -1), n_results=k, include=[])
@@ -169,6 +195,7 @@ class LancePeer(Peer):
                 self.table = self.db.create_table("bench", batch)
             else:
                 self.table.add(batch)
+            self.inserted(e, len(texts))
         self.table.create_fts_index("text")
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
@@ -200,6 +227,7 @@ class QdrantPeer(Peer):
             e = min(len(texts), b + BATCH)
             self.client.upload_collection("bench", vectors=vectors[b:e], payload=[{"text": t} for t in texts[b:e]],
                                           ids=list(range(b, e)))  # fmt: skip
+            self.inserted(e, len(texts))
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
         return [int(p.id) for p in self.client.query_points("bench", query=qv.tolist(), limit=k).points]
@@ -247,6 +275,7 @@ class SqliteVecPeer(Peer):
                 self.db.executemany(
                     "INSERT INTO t (rowid, text) VALUES (?, ?)", [(i, texts[i]) for i in range(b, e)]
                 )
+            self.inserted(e, len(texts))
 
     def dense(self, qv: np.ndarray, k: int, text: str = "") -> list[int]:
         rows = self.db.execute(
@@ -277,12 +306,14 @@ def measure(name: str, tmp: Path, n: int, queries: int, k: int, warmup: int) -> 
     truth = [numpy_top(corpus.vectors[:n], qs.vectors[i], k).tolist() for i in range(queries)]
     row: dict[str, Any] = {"peer": name, "n": n, "rss_data_mb": resident_mb()["now"]}
     peer = CLASSES[name](store_path(tmp, name))
-    t0 = time.perf_counter()
+    t0 = peer.t0 = time.perf_counter()
     peer.insert(corpus.texts[:n], corpus.vectors[:n])
     row["insert_per_s"] = round(n / (time.perf_counter() - t0))
+    progress("build", peer.t0, inserted=n, of=n, insert_per_s=row["insert_per_s"])
     t0 = time.perf_counter()
     peer.dense(qs.vectors[0], k, qs.texts[0])  # memrl builds its graph (and dense matrix) here
     row["build_s"] = round(time.perf_counter() - t0, 2)
+    progress("queries", peer.t0, inserted=n, of=n, insert_per_s=row["insert_per_s"], build_s=row["build_s"])
     runs = {"dense": lambda i: peer.dense(qs.vectors[i], k, qs.texts[i])}
     if peer.text_search:
         runs["text"] = lambda i: peer.text(qs.texts[i], k)
@@ -328,6 +359,18 @@ print(json.dumps({"cold_import_ms": round((t1 - t0) * 1e3, 1), "cold_first_dense
 """
 
 
+def timed_out(name: str, timeout: int, got: dict[str, Any] | None) -> dict[str, Any]:
+    """The row of a store whose measuring process ran past ``timeout``: how far it got (its last
+    :func:`progress` line), with the insert rate over the items it inserted when it was still inserting."""
+    row: dict[str, Any] = {"peer": name, "failed": f"timed out after {timeout} s (insert and queries)"}
+    if got:
+        row["timed_out_in"], row["inserted"], row["of"] = got["stage"], got["inserted"], got["of"]
+        row["insert_per_s"] = got.get("insert_per_s") or round(got["inserted"] / max(got["s"], 1e-3))
+        if "build_s" in got:
+            row["build_s"] = got["build_s"]
+    return row
+
+
 def run_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One store's row: measured in a child process, then its cold first query in another."""
     if importlib.util.find_spec(MODULE[name]) is None:
@@ -340,8 +383,8 @@ def run_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"peer": name, "failed": f"timed out after {args.timeout} s (insert and queries)"}
+    except subprocess.TimeoutExpired as exc:
+        return timed_out(name, args.timeout, last_progress(exc.stderr))
     if done.returncode:
         return {"peer": name, "failed": done.stderr.strip().splitlines()[-1:] or ["?"]}
     row = json.loads(done.stdout.strip().splitlines()[-1])

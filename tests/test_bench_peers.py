@@ -41,3 +41,30 @@ def test_a_peers_row_is_sane_or_skipped_with_its_extra(capsys, tmp_path, name):
     assert "failed" not in row and "cold_failed" not in row, row
     assert row["dense_recall_at_k"] >= 0.9 and row["dense_hit_at_10"] >= 0.875  # HNSW peers may miss a few
     assert row["insert_per_s"] > 0 and row["disk_mb"] > 0 and row["cold_hits"] == 10
+
+
+def test_a_timed_out_store_reports_how_far_it_got(capsys):
+    """A store that runs past --timeout (chromadb and qdrant's local mode at 1M) still says how many items it
+    inserted and at what rate, read from its process's last progress line as TimeoutExpired carries it."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter() - 40.0  # as if inserting had started 40 s ago
+    peers.progress("insert", t0, inserted=6000, of=1_000_000)
+    line = capsys.readouterr().err.strip()
+    script = f"import sys, time; print({line!r}, file=sys.stderr, flush=True); time.sleep(60)"
+    with pytest.raises(subprocess.TimeoutExpired) as exc:
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=3)
+    row = peers.timed_out("chromadb", 3, peers.last_progress(exc.value.stderr))
+    assert row["failed"] == "timed out after 3 s (insert and queries)"
+    assert (row["timed_out_in"], row["inserted"], row["of"]) == ("insert", 6000, 1_000_000)
+    assert 140 <= row["insert_per_s"] <= 150  # 6,000 in about 40 s
+    # past the insert: the rate measured over the whole insert, and the graph's build if it ended
+    peers.progress("queries", t0, inserted=10, of=10, insert_per_s=5, build_s=1.5)
+    row = peers.timed_out("memrl", 3, peers.last_progress(capsys.readouterr().err))
+    assert (row["timed_out_in"], row["insert_per_s"], row["build_s"]) == ("queries", 5, 1.5)
+    assert peers.timed_out("qdrant", 3, peers.last_progress(b"no progress yet\n")) == {
+        "peer": "qdrant",
+        "failed": "timed out after 3 s (insert and queries)",
+    }

@@ -213,6 +213,8 @@ def test_sft_membuilder_stops_at_max_steps(tiny, tmp_path, capsys):
                  "--json"])  # fmt: skip
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and summary["steps"] == 1 and summary["examples"] == 4
+    # 3 epochs of 2 steps planned, 1 made: not finished (a queue resumes it)
+    assert summary["total_steps"] == 6 and summary["finished"] is False
     assert json.loads((out / "sft_summary.json").read_text())["steps"] == 1
     assert (out / "checkpoint" / "trainer_state.pt").is_file()
 
@@ -237,6 +239,7 @@ def test_sft_membuilder_keeps_the_experts_trajectories_and_samples_its_losses(ti
     code, again, _ = sft(out, "--sessions", "2", "--epochs", "2", "--loss-examples", "0", "--resume")
     assert code == 0 and again["expert_reused"] and again["examples"] == 7 and again["loss_examples"] == 7
     assert (out / "expert.jsonl").read_text() == kept and again["steps"] == 8  # 2 epochs of 4 steps in all
+    assert first["finished"] and (first["total_steps"], again["total_steps"]) == (4, 8) and again["finished"]
     code, _, err = sft(out, "--sessions", "1", "--epochs", "3", "--resume")
     assert code == 1 and "another selection" in err
     # a run stopped before its first checkpoint: the next try reads what its expert built

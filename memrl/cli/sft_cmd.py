@@ -186,7 +186,7 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     before, n_tokens = trainer.loss_on(loss_set)
     val_log = Path(args.output_dir) / "val.jsonl"
     per_epoch = -(-len(samples) // cfg.batch_size)
-    total = cfg.epochs * per_epoch
+    total = planned = cfg.epochs * per_epoch  # planned: every epoch; total: what this run may reach
 
     def validate(step: int, epoch: float) -> float:
         t0 = time.perf_counter()
@@ -223,7 +223,8 @@ def _sft_membuilder(args: argparse.Namespace) -> int:
     summary = {
         "conversations": len(convs) - len(set(args.val_conv)), "expert": args.expert,
         "expert_trajectories": n_expert, "expert_failures": expert_failures, "examples": len(samples),
-        "skipped": skipped, "loss_examples": len(loss_set), "loss_target_tokens": n_tokens, "steps": len(rows), "loss_before": round(before, 4),
+        "skipped": skipped, "loss_examples": len(loss_set), "loss_target_tokens": n_tokens, "steps": len(rows),
+        "total_steps": planned, "finished": len(rows) >= planned, "loss_before": round(before, 4),
         "loss_after": round(after, 4), "checkpoint": str(Path(args.output_dir) / "checkpoint"),
         "val_conversations": sorted(set(args.val_conv)), "val_examples": len(val_samples), "val_loss_examples": len(val_set),
         "expert_reused": kept is not None, "empty_dropped": data_stats["empty_dropped"],

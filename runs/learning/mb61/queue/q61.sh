@@ -86,7 +86,7 @@ log "chosen: $(cat "$R/chosen.txt")"
 # 3. test once, raw's kept test run (today's search defaults) as the baseline
 run_eval "$R/test-sft" --dataset locomo --split test --builder membuilder --provider local \
     --builder-model "$ADAPTER" --top-k 10 --concurrency 8
-[ -f "$R/test-table.json" ] || $PY -m bench.builders_table raw=runs/learning/locomo-test-raw-0406 \
+[ -f "$R/test-table.json" ] || $PY -m bench.builders_table raw="${RAW_TEST:-$R/../locomo-test-raw-0406}" \
     sft61="$R/test-sft" --baseline raw --out "$R/test-table" > /dev/null
 
 # 4. LongMemEval part A, the same adapter and raw, once

@@ -262,6 +262,24 @@ async def test_raw_build_resumes_over_a_rolled_back_session(tmp_path):
     await m.close()
 
 
+async def test_resume_refuses_a_store_that_lost_the_sessions_builds_jsonl_lists(tmp_path):
+    """builds.jsonl says every session is built but the store is gone (a new checkout, a deleted file): a
+    resumed run would skip those sessions and answer from an empty store. It stops, naming the store."""
+    cfg = config(tmp_path, mode="build")
+    await QAEvaluation(cfg, llm=ScriptedLLM([]), progress=False).run()
+    for suffix in ("", "-wal", "-shm"):
+        (cfg.out / f"memory.db{suffix}").unlink(missing_ok=True)
+    resumed = QAEvalConfig(**{**cfg.__dict__, "resume": True})
+    with pytest.raises(ConfigError, match=r"memory\.db holds .* only up to 0: the store was lost"):
+        await QAEvaluation(resumed, llm=ScriptedLLM([]), progress=False).run()
+    # an intact store resumes: nothing left to build, the same sessions counted
+    await QAEvaluation(
+        QAEvalConfig(**{**cfg.__dict__, "overwrite": True}), llm=ScriptedLLM([]), progress=False
+    ).run()
+    summary = await QAEvaluation(resumed, llm=ScriptedLLM([]), progress=False).run()
+    assert summary["build"]["sessions"] == 3
+
+
 async def test_resume_redoes_an_update_episode_that_failed(tmp_path):
     def flaky_updater(messages, tools, schema):
         if tools:  # the update agent's calls carry the six tools

@@ -186,6 +186,14 @@ class QAEvaluation:
             done = finished.get(ns, {})
             # Roll back whatever an interrupted session left behind, to where the last finished one ended.
             mark = max(done.values(), default=0)
+            if self.memory.store.last_seq(ns) < mark:  # the sessions builds.jsonl lists are not in this store
+                db = self.cfg.db_path or str(self.out / "memory.db")
+                raise ConfigError(
+                    f"--resume: {self.out / 'builds.jsonl'} records {ns}'s sessions {sorted(done)} as built "
+                    f"(history up to {mark}), but the store {db} holds {ns} only up to "
+                    f"{self.memory.store.last_seq(ns)}: the store was lost or replaced since. Restore it, or "
+                    "pass --overwrite to build again"
+                )
             if self.memory.store.last_seq(ns) > mark:
                 self.memory.store.rollback(ns, mark, actor="resume")
             if conv.memories and 0 not in done:  # the data set's own memories (PerLTQA), before session 1

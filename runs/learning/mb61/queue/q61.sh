@@ -34,25 +34,7 @@ run_eval() {
 }
 finished() { [ -f "$1/sft_summary.json" ] && $PY -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['finished'] else 1)" "$1/sft_summary.json"; }
 
-# 1. retrain from the training split, one run per empty share
-for S in 0 0.1 0.25; do
-  out=$R/sft-e$S
-  finished "$out" && { log "sft-e$S done"; continue; }
-  m=$(( $(left_s) / 60 - 40 ))  # the before/after and validation losses take about 25 min past the budget
-  [ "$m" -lt 20 ] && { log "stop: sft-e$S needs more time than is left"; exit 0; }
-  resume=""
-  if [ -f "$out/checkpoint/trainer_state.pt" ] || [ -f "$out/checkpoint.old/trainer_state.pt" ]; then
-    resume=--resume
-  fi
-  log "sft-e$S start (--max-minutes $m $resume)"
-  memrl train sft-membuilder --dataset locomo --split train --val-conv conv-44 --val-conv conv-48 \
-      --expert annotations --lora-rank 16 --lr 2e-4 --epochs 2 --batch-size 8 --micro-batch 1 \
-      --loss-examples 48 --save-every 5 --save-epochs --empty-share "$S" --output-dir "$out" \
-      --max-minutes "$m" $resume
-  finished "$out" || { log "stop: sft-e$S at its time budget (resumed next time)"; exit 0; }
-done
-
-# 2. choose on validation: each share's epoch of lowest validation loss, then the share of highest F1
+# each share's epoch of lowest validation loss, among the epoch folders present (git keeps only that one)
 epoch_of() { $PY - "$1" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -63,6 +45,30 @@ best = min((r for r in rows if r["epoch"] >= 1 and float(r["epoch"]).is_integer(
 print(out / f"epoch-{int(best['epoch'])}")
 EOF
 }
+
+# 1. retrain from the training split, one run per empty share
+for S in 0 0.1 0.25; do
+  out=$R/sft-e$S
+  finished "$out" && { log "sft-e$S done"; continue; }
+  m=$(( $(left_s) / 60 - 40 ))  # the before/after and validation losses take about 25 min past the budget
+  resume=""
+  if [ -f "$out/checkpoint/trainer_state.pt" ] || [ -f "$out/checkpoint.old/trainer_state.pt" ]; then
+    resume=--resume
+  fi
+  # A checkpoint (optimizer state, about 60 MB) is not kept in git, so it lives only as long as the session's
+  # checkout: a fresh SFT starts only when the whole run (SFT_NEED minutes, its losses included) fits.
+  need=$([ -n "$resume" ] && echo 20 || echo "${SFT_NEED:-150}")
+  [ "$m" -lt "$need" ] && { log "stop: sft-e$S needs about $need min, $m left (start it at a session's beginning)"; exit 0; }
+  log "sft-e$S start (--max-minutes $m $resume)"
+  memrl train sft-membuilder --dataset locomo --split train --val-conv conv-44 --val-conv conv-48 \
+      --expert annotations --lora-rank 16 --lr 2e-4 --epochs 2 --batch-size 8 --micro-batch 1 \
+      --loss-examples 48 --save-every 5 --save-epochs --empty-share "$S" --output-dir "$out" \
+      --max-minutes "$m" $resume
+  finished "$out" || { log "stop: sft-e$S at its time budget (resumed next time)"; exit 0; }
+  log "keep in git: $(epoch_of "$out") and $out/{sft_summary.json,sft_data.json,val.jsonl,metrics.jsonl} (not checkpoint*)"
+done
+
+# 2. choose on validation: each share's epoch of lowest validation loss (epoch_of), then the share of highest F1
 run_eval "$R/val-raw" --dataset locomo --split validation --builder raw --provider local --top-k 10 --concurrency 8
 for S in 0 0.1 0.25; do
   run_eval "$R/val-e$S" --dataset locomo --split validation --builder membuilder --provider local \

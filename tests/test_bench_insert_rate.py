@@ -17,9 +17,18 @@ def test_insert_rate_small(capsys, pg_server):
     assert line == out and line["n"] == 300 and len(line["rounds"]) == 2
     for row in line["rounds"]:
         for backend in ("sqlite", "postgres"):
-            assert row[backend]["items_per_s"] == pytest.approx(300 / row[backend]["seconds"], rel=0.02)
+            r = row[backend]
+            assert r["items_per_s"] == pytest.approx(300 / r["seconds"], rel=0.02)
+            assert r["first_bm25_s"] > 0
+            assert r["with_first_bm25_items_per_s"] == pytest.approx(
+                300 / (r["seconds"] + r["first_bm25_s"]), rel=0.02
+            )
         assert row["ratio"] == pytest.approx(
             row["postgres"]["items_per_s"] / row["sqlite"]["items_per_s"], abs=1e-3
+        )
+        assert row["ratio_with_first_bm25"] == pytest.approx(
+            row["postgres"]["with_first_bm25_items_per_s"] / row["sqlite"]["with_first_bm25_items_per_s"],
+            abs=1e-3,
         )
     assert line["ratio_median"] == pytest.approx(statistics.median(r["ratio"] for r in line["rounds"]))
 

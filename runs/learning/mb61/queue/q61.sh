@@ -50,15 +50,19 @@ EOF
 for S in 0 0.1 0.25; do
   out=$R/sft-e$S
   finished "$out" && { log "sft-e$S done"; continue; }
-  m=$(( $(left_s) / 60 - 40 ))  # the before/after and validation losses take about 25 min past the budget
+  left_m=$(( $(left_s) / 60 ))
+  m=$(( left_m - 40 ))  # the before/after and validation losses take about 25 min past the budget
   resume=""
   if [ -f "$out/checkpoint/trainer_state.pt" ] || [ -f "$out/checkpoint.old/trainer_state.pt" ]; then
     resume=--resume
   fi
   # A checkpoint (optimizer state, about 60 MB) is not kept in git, so it lives only as long as the session's
   # checkout: a fresh SFT starts only when the whole run (SFT_NEED minutes, its losses included) fits.
-  need=$([ -n "$resume" ] && echo 20 || echo "${SFT_NEED:-150}")
-  [ "$m" -lt "$need" ] && { log "stop: sft-e$S needs about $need min, $m left (start it at a session's beginning)"; exit 0; }
+  if [ -n "$resume" ]; then
+    [ "$m" -lt 20 ] && { log "stop: sft-e$S needs more time than is left"; exit 0; }
+  elif [ "$left_m" -lt "${SFT_NEED:-150}" ]; then
+    log "stop: sft-e$S needs about ${SFT_NEED:-150} min, $left_m left (start it at a session's beginning)"; exit 0
+  fi
   log "sft-e$S start (--max-minutes $m $resume)"
   memrl train sft-membuilder --dataset locomo --split train --val-conv conv-44 --val-conv conv-48 \
       --expert annotations --lora-rank 16 --lr 2e-4 --epochs 2 --batch-size 8 --micro-batch 1 \

@@ -125,6 +125,11 @@ class QAEvaluation:
                                   llm=self.builder_llm)  # fmt: skip
         return create_system(c.system, settings)
 
+    @property
+    def db_path(self) -> str:
+        """The memory store: ``--db`` when given, else the run's own ``OUTPUT_DIR/memory.db``."""
+        return self.cfg.db_path or str(self.out / "memory.db")
+
     def _prepare_dir(self) -> None:
         out = self.out
         done = [out / n for n in ("predictions.jsonl", "builds.jsonl") if (out / n).exists()]
@@ -186,15 +191,14 @@ class QAEvaluation:
             done = finished.get(ns, {})
             # Roll back whatever an interrupted session left behind, to where the last finished one ended.
             mark = max(done.values(), default=0)
-            if self.memory.store.last_seq(ns) < mark:  # the sessions builds.jsonl lists are not in this store
-                db = self.cfg.db_path or str(self.out / "memory.db")
+            have = self.memory.store.last_seq(ns)
+            if have < mark:  # the sessions builds.jsonl lists are not in this store
                 raise ConfigError(
                     f"--resume: {self.out / 'builds.jsonl'} records {ns}'s sessions {sorted(done)} as built "
-                    f"(history up to {mark}), but the store {db} holds {ns} only up to "
-                    f"{self.memory.store.last_seq(ns)}: the store was lost or replaced since. Restore it, or "
-                    "pass --overwrite to build again"
+                    f"(history up to {mark}), but the store {self.db_path} holds {ns} only up to {have}: the "
+                    "store was lost or replaced since. Restore it, or pass --overwrite to build again"
                 )
-            if self.memory.store.last_seq(ns) > mark:
+            if have > mark:
                 self.memory.store.rollback(ns, mark, actor="resume")
             if conv.memories and 0 not in done:  # the data set's own memories (PerLTQA), before session 1
                 result = await builder.build_memories(self.memory, ns, conv)
@@ -331,7 +335,7 @@ class QAEvaluation:
 
         t0 = time.perf_counter()
         convs = load_conversations(self.cfg)
-        db = self.cfg.db_path or str(self.out / "memory.db")
+        db = self.db_path
         if self.cfg.system != "memrl":
             self.system = self._make_system()
         elif self.cfg.builder not in READERS:
